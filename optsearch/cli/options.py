@@ -1,0 +1,45 @@
+"""Options shared by the commands that take a model and a cluster."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from optsearch.problem import Problem, build_problem
+
+ModelOpt = Annotated[
+    str, typer.Option("--model", "-m", help="Model catalog name (`optsearch catalog models`) or a YAML/JSON path.")
+]
+ClusterOpt = Annotated[
+    str, typer.Option("--cluster", "-c", help="Cluster catalog name (`optsearch catalog clusters`) or a YAML/JSON path.")
+]
+ProfileOpt = Annotated[
+    str,
+    typer.Option(
+        "--profile",
+        "-p",
+        help="Per-layer timings: 'analytic' (roofline from datasheets, the default) or a profile CSV/YAML path.",
+    ),
+]
+GlobalBatchOpt = Annotated[
+    Optional[int], typer.Option("--global-batch-size", min=1, help="Override the job's global batch size.")
+]
+IterationsOpt = Annotated[
+    Optional[int], typer.Option("--iterations", min=1, help="Override the training length in optimizer steps.")
+]
+TokensOpt = Annotated[Optional[int], typer.Option("--tokens", min=1, help="Override the training length in tokens.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+
+
+def problem_from_options(
+    model: str,
+    cluster: str,
+    profile: str,
+    global_batch_size: int | None,
+    iterations: int | None,
+    tokens: int | None,
+) -> Problem:
+    return build_problem(
+        model, cluster, profile=profile, global_batch_size=global_batch_size, iterations=iterations, tokens=tokens
+    )

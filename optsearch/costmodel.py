@@ -1,0 +1,458 @@
+"""The cost model: pure functions over (Problem, Plan). Every term is documented in docs/cost-model.md.
+
+Per micro-batch, stage i takes t_i = compute_i + p2p_i seconds (forward + backward, recomputation, the embedding
+on the first stage and the LM head on the last, tensor-parallel all-reduces, the pipeline sends it makes).
+One iteration under 1F1B takes
+
+    pipeline_s = (m - 1) x max_i t_i + sum_i t_i,        m = global_batch / (dp x micro_batch)
+    iteration_s = pipeline_s + max_i dp_allreduce_i + max_i optimizer_i
+
+and the run takes iterations x iteration_s, costing sum_types nodes_rented x USD/node-hour x hours.
+The solver formulations build their coefficients from the per-layer functions here, so the two agree by
+construction; every solve is re-priced through `estimate` all the same.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optsearch.errors import SpecError
+from optsearch.plan import Plan, Recompute
+from optsearch.problem import Problem
+from optsearch.profile.analytic import attention_core_fraction, korthikanti_activation_bytes
+from optsearch.spec import LayerKindSpec, ModelSpec, NodeTypeSpec
+from optsearch.spec.job import JobSpec
+from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
+from optsearch.units import (
+    gbit_per_s_to_bytes_per_s,
+    gbyte_per_s_to_bytes_per_s,
+    gib_to_bytes,
+    hours,
+)
+
+ACTIVATION_DTYPE_BYTES = 2  # fp16/bf16 activations and pipeline messages
+GRADIENT_DTYPE_BYTES = 2  # gradients all-reduced in the 16-bit dtype (Megatron-Core default, grad_reduce_in_fp32 off)
+WEIGHT_AND_GRAD_BYTES_PER_PARAM = 4  # fp16/bf16 weight (2) + gradient (2)
+OPTIMIZER_STATE_BYTES_PER_PARAM = 12  # fp32 master weight, Adam m, Adam v (4 each)
+OPTIMIZER_TRAFFIC_BYTES_PER_PARAM = 28  # read grad 2; read+write master, m, v 24; write 16-bit weight 2
+MEMORY_RESERVE_BYTES = gib_to_bytes(2.0)  # CUDA context, NCCL buffers, cuBLAS workspace, allocator slack
+# Megatron without sequence parallelism: each block (attention, cross-attention, MLP) all-reduces its output in the
+# forward (row-parallel) and its input gradient in the backward (column-parallel): one each way per block.
+TP_ALLREDUCES_PER_BLOCK_EACH_WAY = 1
+
+
+# ---- small helpers -------------------------------------------------------------------------------------------
+
+
+def ring_allreduce_s(message_bytes: float, group_size: int, bandwidth_bytes_per_s: float) -> float:
+    """Ring all-reduce: 2 (d - 1) / d x bytes / bandwidth (Patarasuk & Yuan 2009; NCCL's ring)."""
+    if group_size <= 1 or message_bytes <= 0:
+        return 0.0
+    return 2.0 * (group_size - 1) / group_size * message_bytes / bandwidth_bytes_per_s
+
+
+def intra_node_bytes_per_s(node: NodeTypeSpec) -> float:
+    return gbyte_per_s_to_bytes_per_s(node.intra_node_gbyte_per_s)
+
+
+def inter_node_bytes_per_s_per_gpu(node: NodeTypeSpec, gpus_sending: int) -> float:
+    """The node's NIC bandwidth shared by the GPUs of that node that send at the same time."""
+    return gbit_per_s_to_bytes_per_s(node.inter_node_gbit_per_s) / max(1, min(gpus_sending, node.gpus_per_node))
+
+
+def num_micro_batches(job: JobSpec, dp: int, micro_batch_size: int) -> int:
+    """m = global batch / (dp x micro-batch); it must be a whole number."""
+    per_step = dp * micro_batch_size
+    if job.global_batch_size % per_step:
+        raise SpecError(
+            f"plan: dp x micro_batch_size = {dp} x {micro_batch_size} = {per_step} does not divide "
+            f"global_batch_size {job.global_batch_size}"
+        )
+    return job.global_batch_size // per_step
+
+
+def stage_layer_kinds(model: ModelSpec, plan: Plan) -> list[dict[str, int]]:
+    """For each stage, how many layers of each kind it holds (layers are assigned in model order)."""
+    out: list[dict[str, int]] = []
+    start = 0
+    for stage in plan.stages:
+        counts: dict[str, int] = {}
+        for index in range(start, start + stage.num_layers):
+            kind = model.kind_of_layer(index)
+            counts[kind.name] = counts.get(kind.name, 0) + 1
+        out.append(counts)
+        start += stage.num_layers
+    return out
+
+
+# ---- per-layer terms (the solver's coefficients) -------------------------------------------------------------
+
+
+def tp_allreduce_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int) -> float:
+    """One tensor-parallel all-reduce of the b x s x h activations over the intra-node link."""
+    model = problem.model
+    message = micro_batch_size * model.seq_length * model.hidden_size * ACTIVATION_DTYPE_BYTES
+    return ring_allreduce_s(message, tp, intra_node_bytes_per_s(problem.node(node_type)))
+
+
+def layer_step_s(
+    problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int, recompute: Recompute
+) -> float:
+    """Forward + backward of one transformer layer for one micro-batch, with recomputation and TP all-reduces.
+
+    full recomputation runs the forward again before the backward (+ forward, + its all-reduces);
+    selective recomputation re-runs only the attention core (+ attention_core_fraction x forward).
+    """
+    gpu = problem.node(node_type).gpu
+    entry = problem.profile.get(gpu, kind.name, tp, micro_batch_size)
+    extra = {"none": 0.0, "selective": attention_core_fraction(problem.model, kind), "full": 1.0}[recompute]
+    step = entry.forward_s + entry.backward_s + extra * entry.forward_s
+    if not entry.tp_comm_included and tp > 1:
+        blocks = 3 if kind.cross_attention else 2  # attention (+ cross-attention) + MLP
+        passes = 3 if recompute == "full" else 2  # forward, backward (+ recomputed forward)
+        count = blocks * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * passes
+        step += count * tp_allreduce_s(problem, node_type, tp, micro_batch_size)
+    return step
+
+
+def embedding_step_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int) -> float:
+    """Embedding forward + backward on the first stage (+ one TP all-reduce of the vocab-parallel lookup)."""
+    entry = problem.profile.get(problem.node(node_type).gpu, EMBEDDING_KIND, tp, micro_batch_size)
+    step = entry.forward_s + entry.backward_s
+    if not entry.tp_comm_included and tp > 1:
+        step += tp_allreduce_s(problem, node_type, tp, micro_batch_size)
+    return step
+
+
+def head_step_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int) -> float:
+    """LM head + loss forward + backward on the last stage (+ one TP all-reduce of its input gradient)."""
+    entry = problem.profile.get(problem.node(node_type).gpu, HEAD_KIND, tp, micro_batch_size)
+    step = entry.forward_s + entry.backward_s
+    if not entry.tp_comm_included and tp > 1:
+        step += tp_allreduce_s(problem, node_type, tp, micro_batch_size)
+    return step
+
+
+def p2p_message_bytes(model: ModelSpec, micro_batch_size: int) -> float:
+    """Activations (forward) or their gradients (backward) between stages: b x s x h x 2 bytes."""
+    return micro_batch_size * model.seq_length * model.hidden_size * ACTIVATION_DTYPE_BYTES
+
+
+def p2p_send_s(problem: Problem, sender: str, receiver: str, same_node: bool, gpus_per_stage: int, mbs: int) -> float:
+    """One pipeline send between consecutive stages.
+
+    Same node: the sender's intra-node link. Otherwise the slower NIC of the two nodes, each shared by the GPUs
+    of that node that send at the same time (min(tp x dp, GPUs per node)).
+    """
+    message = p2p_message_bytes(problem.model, mbs)
+    if same_node:
+        return message / intra_node_bytes_per_s(problem.node(sender))
+    bandwidth = min(
+        inter_node_bytes_per_s_per_gpu(problem.node(sender), gpus_per_stage),
+        inter_node_bytes_per_s_per_gpu(problem.node(receiver), gpus_per_stage),
+    )
+    return message / bandwidth
+
+
+def layer_activation_bytes(
+    problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int, recompute: Recompute
+) -> float:
+    """Stored activations of one layer for one micro-batch (Korthikanti et al. 2022, Table 2, no SP).
+
+    none: s b h (10 + 24/t + 5 a s / (h t)) or the profile's measured bytes; selective: s b h (10 + 24/t);
+    full: 2 s b h (only the layer input is kept).
+    """
+    model = problem.model
+    sbh = model.seq_length * micro_batch_size * model.hidden_size
+    cross = 2 if kind.cross_attention else 1
+    if recompute == "full":
+        return 2.0 * sbh
+    if recompute == "selective":
+        return sbh * (10 + 24 / tp) * cross
+    entry = problem.profile.get(problem.node(node_type).gpu, kind.name, tp, micro_batch_size)
+    if entry.activation_bytes is not None:
+        return entry.activation_bytes
+    return korthikanti_activation_bytes(model, micro_batch_size, tp) * cross
+
+
+def full_layer_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, mbs: int) -> float:
+    return layer_activation_bytes(problem, node_type, kind, tp, mbs, "none")
+
+
+def logits_bytes(model: ModelSpec, tp: int, micro_batch_size: int) -> float:
+    """fp32 logits and their gradient on the last stage, one micro-batch at a time: 4 s b V / t (Korthikanti)."""
+    return 4.0 * model.seq_length * micro_batch_size * model.vocab_size / tp
+
+
+def state_bytes_per_param(job: JobSpec, dp: int) -> float:
+    """Weights + gradients (4 B) + Adam states (12 B), the states divided by dp under the distributed optimizer."""
+    states = OPTIMIZER_STATE_BYTES_PER_PARAM / (dp if job.distributed_optimizer else 1)
+    return WEIGHT_AND_GRAD_BYTES_PER_PARAM + states
+
+
+def stage_parameters(model: ModelSpec, kinds: dict[str, int], first: bool, last: bool, pp: int) -> float:
+    """Parameters held by a stage (all tp ranks together): its layers, the embedding on the first stage, the head
+    (final norm, and the output matrix: its own when untied, a copy of the embedding when tied and pp > 1) on the
+    last."""
+    by_name = {k.name: k for k in model.kinds}
+    n = sum(model.layer_parameters(by_name[name]) * count for name, count in kinds.items())
+    if first:
+        n += model.embedding_parameters()
+    if last:
+        n += model.head_parameters()
+        if model.tied_embeddings and pp > 1:
+            n += model.vocab_size * model.hidden_size
+    return float(n)
+
+
+# ---- placement ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Placement:
+    """Where stages land. Stages are laid out in pipeline order (Megatron's rank order: tensor, then data, then
+    pipeline); each run of consecutive stages of one node type is packed onto fresh nodes of that type.
+
+    send_same_node[i]: stage i's sends to stage i+1 stay inside one node.
+    stage_spans_nodes[i]: stage i's tp x dp GPUs are on more than one node (its data-parallel ring crosses NICs).
+    nodes: nodes rented per node type.
+    """
+
+    send_same_node: tuple[bool, ...]
+    stage_spans_nodes: tuple[bool, ...]
+    nodes: dict[str, int]
+
+
+def place(problem: Problem, plan: Plan) -> Placement:
+    w = plan.gpus_per_stage
+    same: list[bool] = []
+    spans: list[bool] = []
+    nodes: dict[str, int] = {}
+    run_index = 0  # position of the stage within its run
+    for i, stage in enumerate(plan.stages):
+        gpn = problem.node(stage.node_type).gpus_per_node
+        if i > 0 and plan.stages[i - 1].node_type != stage.node_type:
+            run_index = 0
+        first_slot, last_slot = run_index * w, (run_index + 1) * w - 1
+        spans.append(first_slot // gpn != last_slot // gpn)
+        if i + 1 < plan.pp:
+            if plan.stages[i + 1].node_type == stage.node_type:
+                # GPU slot x of this stage sends to slot x + w of the next; all must share a node.
+                same.append(all((first_slot + x) // gpn == (first_slot + x + w) // gpn for x in range(w)))
+            else:
+                same.append(False)
+        run_end = i + 1 == plan.pp or plan.stages[i + 1].node_type != stage.node_type
+        if run_end:
+            nodes[stage.node_type] = nodes.get(stage.node_type, 0) + math.ceil((run_index + 1) * w / gpn)
+        run_index += 1
+    return Placement(send_same_node=tuple(same), stage_spans_nodes=tuple(spans), nodes=nodes)
+
+
+# ---- the estimate ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageEstimate:
+    node_type: str
+    gpu: str
+    num_layers: int
+    recompute: Recompute
+    compute_s: float  # per micro-batch: layers fwd+bwd(+recompute) + TP all-reduces + embedding/head
+    p2p_s: float  # per micro-batch: this stage's sends (activations forward, gradients backward)
+    dp_allreduce_s: float  # per iteration
+    optimizer_s: float  # per iteration
+    parameters: float  # all tp ranks together
+    memory_bytes: float  # per GPU
+    memory_capacity_bytes: float
+
+    @property
+    def time_s(self) -> float:
+        return self.compute_s + self.p2p_s
+
+    @property
+    def fits(self) -> bool:
+        return self.memory_bytes <= self.memory_capacity_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Estimate:
+    num_micro_batches: int
+    stages: tuple[StageEstimate, ...]
+    pipeline_time_s: float
+    dp_allreduce_s: float
+    optimizer_s: float
+    iteration_time_s: float
+    iterations: int
+    training_time_s: float
+    nodes: dict[str, int]
+    usd_per_hour: float
+    cost_usd: float
+
+    @property
+    def fits(self) -> bool:
+        return all(s.fits for s in self.stages)
+
+    def to_dict(self) -> dict:
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "training_time_s": self.training_time_s,
+            "cost_usd": self.cost_usd,
+            "usd_per_hour": self.usd_per_hour,
+            "num_micro_batches": self.num_micro_batches,
+            "pipeline_time_s": self.pipeline_time_s,
+            "dp_allreduce_s": self.dp_allreduce_s,
+            "optimizer_s": self.optimizer_s,
+            "iterations": self.iterations,
+            "nodes": dict(sorted(self.nodes.items())),
+            "fits": self.fits,
+            "stages": [
+                {
+                    "node_type": s.node_type,
+                    "gpu": s.gpu,
+                    "num_layers": s.num_layers,
+                    "recompute": s.recompute,
+                    "compute_s": s.compute_s,
+                    "p2p_s": s.p2p_s,
+                    "dp_allreduce_s": s.dp_allreduce_s,
+                    "optimizer_s": s.optimizer_s,
+                    "memory_gib": s.memory_bytes / 2**30,
+                    "memory_capacity_gib": s.memory_capacity_bytes / 2**30,
+                    "fits": s.fits,
+                }
+                for s in self.stages
+            ],
+        }
+
+
+def pipeline_time_s(stage_times_s: list[float], num_micro_batches: int) -> float:
+    """1F1B: (m - 1) x max_i t_i + sum_i t_i (Narayanan et al. 2021; FASOP eq. 2)."""
+    return (num_micro_batches - 1) * max(stage_times_s) + sum(stage_times_s)
+
+
+def dp_allreduce_s(
+    problem: Problem, node_type: str, parameters: float, tp: int, dp: int, spans_nodes: bool
+) -> float:
+    """Ring all-reduce of the stage's gradients (parameters / tp x 2 bytes) over dp ranks.
+
+    The ring's slowest link: the intra-node link when the stage sits in one node, else the node's NIC shared by
+    the stage's GPUs on that node.
+    """
+    node = problem.node(node_type)
+    bandwidth = intra_node_bytes_per_s(node)
+    if spans_nodes:
+        bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp * dp))
+    return ring_allreduce_s(parameters / tp * GRADIENT_DTYPE_BYTES, dp, bandwidth)
+
+
+def optimizer_step_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int) -> float:
+    """Adam step, memory bound: parameters per GPU x 28 bytes / HBM bandwidth (sharded over dp if distributed)."""
+    per_gpu = parameters / tp / (dp if problem.job.distributed_optimizer else 1)
+    gpu = problem.gpu_of(node_type)
+    return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+
+
+def check_plan(problem: Problem, plan: Plan) -> None:
+    """Raise SpecError when the plan is inconsistent with the model, cluster or job (not with memory)."""
+    model = problem.model
+    if plan.pp < 1:
+        raise SpecError("plan: needs at least one stage")
+    for i, stage in enumerate(plan.stages):
+        node = problem.node(stage.node_type)
+        if plan.tp > node.gpus_per_node:
+            raise SpecError(
+                f"plan: tp = {plan.tp}: larger than the {node.gpus_per_node} GPUs per node of {node.name} "
+                f"(stage {i}); tensor parallelism stays inside a node"
+            )
+        if stage.num_layers == 0 and 0 < i < plan.pp - 1:
+            raise SpecError(f"plan: stages[{i}].num_layers = 0: only the first or last stage may hold no layers")
+    if model.num_attention_heads % plan.tp:
+        raise SpecError(f"plan: tp = {plan.tp} does not divide num_attention_heads {model.num_attention_heads}")
+    if model.kv_heads % plan.tp:
+        raise SpecError(f"plan: tp = {plan.tp} does not divide the key/value heads {model.kv_heads}")
+    total = sum(s.num_layers for s in plan.stages)
+    if total != model.num_layers:
+        raise SpecError(f"plan: stage layers sum to {total} but {model.name} has {model.num_layers} layers")
+    num_micro_batches(problem.job, plan.dp, plan.micro_batch_size)
+    for name, count in place(problem, plan).nodes.items():
+        available = problem.node(name).num_nodes_available
+        if count > available:
+            raise SpecError(f"plan: needs {count} nodes of {name} but the cluster has {available}")
+
+
+def estimate(problem: Problem, plan: Plan) -> Estimate:
+    """Price a plan: per-stage times and memory, iteration and training time, nodes, USD."""
+    check_plan(problem, plan)
+    model, tp, dp, mbs, pp = problem.model, plan.tp, plan.dp, plan.micro_batch_size, plan.pp
+    m = num_micro_batches(problem.job, dp, mbs)
+    placement = place(problem, plan)
+    kinds_by_name = {k.name: k for k in model.kinds}
+    stage_kinds = stage_layer_kinds(model, plan)
+    stages: list[StageEstimate] = []
+    for i, stage in enumerate(plan.stages):
+        first, last = i == 0, i == pp - 1
+        node = problem.node(stage.node_type)
+        kinds = stage_kinds[i]
+        compute = sum(
+            count * layer_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, stage.recompute)
+            for name, count in kinds.items()
+        )
+        if first:
+            compute += embedding_step_s(problem, stage.node_type, tp, mbs)
+        if last:
+            compute += head_step_s(problem, stage.node_type, tp, mbs)
+        p2p = 0.0
+        if not last:
+            p2p += p2p_send_s(problem, stage.node_type, plan.stages[i + 1].node_type,
+                              placement.send_same_node[i], plan.gpus_per_stage, mbs)
+        if not first:
+            p2p += p2p_send_s(problem, stage.node_type, plan.stages[i - 1].node_type,
+                              placement.send_same_node[i - 1], plan.gpus_per_stage, mbs)
+        params = stage_parameters(model, kinds, first, last, pp)
+        in_flight = min(pp - i, m)
+        activations = sum(
+            in_flight * count * layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
+                                                       stage.recompute)
+            for name, count in kinds.items()
+        )
+        if stage.recompute == "full" and kinds:
+            activations += max(
+                full_layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs) for name in kinds
+            )
+        if last:
+            activations += logits_bytes(model, tp, mbs)
+        memory = params / tp * state_bytes_per_param(problem.job, dp) + activations + MEMORY_RESERVE_BYTES
+        stages.append(
+            StageEstimate(
+                node_type=stage.node_type,
+                gpu=node.gpu,
+                num_layers=stage.num_layers,
+                recompute=stage.recompute,
+                compute_s=compute,
+                p2p_s=p2p,
+                dp_allreduce_s=dp_allreduce_s(problem, stage.node_type, params, tp, dp, placement.stage_spans_nodes[i]),
+                optimizer_s=optimizer_step_s(problem, stage.node_type, params, tp, dp),
+                parameters=params,
+                memory_bytes=memory,
+                memory_capacity_bytes=gib_to_bytes(problem.gpus[node.gpu].memory_gib),
+            )
+        )
+    pipeline = pipeline_time_s([s.time_s for s in stages], m)
+    allreduce = max(s.dp_allreduce_s for s in stages)
+    optimizer = max(s.optimizer_s for s in stages)
+    iteration = pipeline + allreduce + optimizer
+    training = problem.iterations * iteration
+    usd_per_hour = sum(count * problem.node(name).price_usd_per_node_hour for name, count in placement.nodes.items())
+    return Estimate(
+        num_micro_batches=m,
+        stages=tuple(stages),
+        pipeline_time_s=pipeline,
+        dp_allreduce_s=allreduce,
+        optimizer_s=optimizer,
+        iteration_time_s=iteration,
+        iterations=problem.iterations,
+        training_time_s=training,
+        nodes=placement.nodes,
+        usd_per_hour=usd_per_hour,
+        cost_usd=usd_per_hour * hours(training),
+    )

@@ -1,0 +1,167 @@
+"""The plan: what optsearch decides. Frozen, solver-independent records, and their JSON form.
+
+A plan is tp, dp, micro-batch size and the ordered pipeline stages; pp = number of stages. Megatron-LM
+requires the same tp and dp on every stage, so they are plan-wide fields and a stage cannot differ.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from optsearch.errors import SpecError
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: tuple[Recompute, ...] = get_args(Recompute)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stage:
+    """One pipeline stage: tp x dp GPUs of one node type running `num_layers` consecutive layers."""
+
+    node_type: str
+    num_layers: int
+    recompute: Recompute = "none"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Plan:
+    tp: int
+    dp: int
+    micro_batch_size: int
+    stages: tuple[Stage, ...]
+
+    @property
+    def pp(self) -> int:
+        return len(self.stages)
+
+    @property
+    def gpus_per_stage(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.dp * self.pp
+
+    @property
+    def balance(self) -> str:
+        """FASOP-fork partition string: layers per stage, e.g. '0-11-8-8-8-8-5-0'."""
+        return "-".join(str(s.num_layers) for s in self.stages)
+
+    def gpus_by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.stages:
+            out[s.node_type] = out.get(s.node_type, 0) + self.gpus_per_stage
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tp": self.tp,
+            "dp": self.dp,
+            "pp": self.pp,
+            "micro_batch_size": self.micro_batch_size,
+            "stages": [
+                {"node_type": s.node_type, "num_layers": s.num_layers, "recompute": s.recompute} for s in self.stages
+            ],
+        }
+
+
+def _positive_int(data: dict[str, Any], key: str, source: str) -> int:
+    value = data.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise SpecError(f"{source}: {key} = {value!r}: must be a positive integer")
+    return value
+
+
+def plan_from_dict(data: Any, source: str = "plan") -> Plan:
+    """Parse the JSON form (as written by `solve --out` / `to_dict`). Extra derived keys are ignored."""
+    if isinstance(data, dict) and "plan" in data and isinstance(data["plan"], dict):
+        data = data["plan"]  # a whole `solve --json` output
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}: expected an object with tp, dp, micro_batch_size and stages")
+    tp = _positive_int(data, "tp", source)
+    dp = _positive_int(data, "dp", source)
+    mbs = _positive_int(data, "micro_batch_size", source)
+    raw_stages = data.get("stages")
+    if not isinstance(raw_stages, list) or not raw_stages:
+        raise SpecError(f"{source}: stages = {raw_stages!r}: must be a non-empty list")
+    stages = []
+    for i, raw in enumerate(raw_stages):
+        where = f"{source}: stages[{i}]"
+        if not isinstance(raw, dict):
+            raise SpecError(f"{where} = {raw!r}: must be an object with node_type, num_layers, recompute")
+        node_type = raw.get("node_type")
+        if not isinstance(node_type, str) or not node_type:
+            raise SpecError(f"{where}.node_type = {node_type!r}: must be a node type name")
+        layers = raw.get("num_layers")
+        if isinstance(layers, bool) or not isinstance(layers, int) or layers < 0:
+            raise SpecError(f"{where}.num_layers = {layers!r}: must be an integer >= 0")
+        recompute = raw.get("recompute", "none")
+        if recompute not in RECOMPUTE_MODES:
+            raise SpecError(f"{where}.recompute = {recompute!r}: must be one of {', '.join(RECOMPUTE_MODES)}")
+        stages.append(Stage(node_type=node_type, num_layers=layers, recompute=recompute))
+    if "pp" in data and data["pp"] != len(stages):
+        raise SpecError(f"{source}: pp = {data['pp']!r}: must equal the number of stages ({len(stages)})")
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages))
+
+
+def load_plan(path: Path) -> Plan:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{path}: not valid JSON: {err}") from None
+    return plan_from_dict(data, str(path))
+
+
+def parse_stages(text: str) -> tuple[Stage, ...]:
+    """'a10:11,a10:8:full,a100:5' -> stages (node_type:num_layers[:recompute])."""
+    stages = []
+    for i, part in enumerate(p.strip() for p in text.split(",")):
+        fields = part.split(":")
+        if len(fields) not in (2, 3) or not fields[0]:
+            raise SpecError(f"--stages item {i} = {part!r}: expected NODE_TYPE:LAYERS[:RECOMPUTE]")
+        try:
+            layers = int(fields[1])
+        except ValueError:
+            raise SpecError(f"--stages item {i} = {part!r}: layers {fields[1]!r} is not an integer") from None
+        if layers < 0:
+            raise SpecError(f"--stages item {i} = {part!r}: layers must be >= 0")
+        recompute = fields[2] if len(fields) == 3 else "none"
+        if recompute not in RECOMPUTE_MODES:
+            raise SpecError(f"--stages item {i} = {part!r}: recompute must be one of {', '.join(RECOMPUTE_MODES)}")
+        stages.append(Stage(node_type=fields[0], num_layers=layers, recompute=recompute))
+    return tuple(stages)
+
+
+def parse_balance(balance: str, node_order: str, recompute: Recompute = "none") -> tuple[Stage, ...]:
+    """FASOP-fork partition '0-11-8-8-8-8-5-0' plus a node order -> stages.
+
+    node_order is one node type for every stage ('a10'), one per stage ('a100,a10,...'), or runs
+    ('a100*2,a10*6').
+    """
+    try:
+        layers = [int(x) for x in balance.strip().split("-")]
+    except ValueError:
+        raise SpecError(f"--balance = {balance!r}: expected layer counts joined by '-', e.g. 0-11-8-8-8-8-5-0") from None
+    if any(n < 0 for n in layers):
+        raise SpecError(f"--balance = {balance!r}: layer counts must be >= 0")
+    order: list[str] = []
+    for part in (p.strip() for p in node_order.split(",")):
+        name, _, count = part.partition("*")
+        try:
+            repeat = int(count) if count else 1
+        except ValueError:
+            raise SpecError(f"--node-order item {part!r}: expected TYPE or TYPE*COUNT") from None
+        order.extend([name] * repeat)
+    if len(order) == 1:
+        order = order * len(layers)
+    if len(order) != len(layers):
+        raise SpecError(
+            f"--node-order gives {len(order)} node types but --balance has {len(layers)} stages; "
+            "give one type, one per stage, or TYPE*COUNT runs"
+        )
+    return tuple(Stage(node_type=t, num_layers=n, recompute=recompute) for t, n in zip(order, layers))

@@ -1,0 +1,61 @@
+"""A Problem bundles what the user has: model, cluster, job, GPU specs and a profile. Every method takes one."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optsearch.profile import Profile, resolve_profile
+from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, ModelSpec, NodeTypeSpec
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    model: ModelSpec
+    cluster: ClusterSpec
+    job: JobSpec
+    gpus: dict[str, GpuSpec]
+    profile: Profile
+
+    @property
+    def iterations(self) -> int:
+        return self.job.iterations(self.model.seq_length)
+
+    def node(self, name: str) -> NodeTypeSpec:
+        return self.cluster.node_type(name)
+
+    def gpu_of(self, node_type: str) -> GpuSpec:
+        return self.gpus[self.node(node_type).gpu]
+
+
+def build_problem(
+    model: str | ModelSpec,
+    cluster: str | ClusterSpec,
+    *,
+    profile: str | Profile | None = None,
+    job: JobSpec | None = None,
+    global_batch_size: int | None = None,
+    iterations: int | None = None,
+    tokens: int | None = None,
+) -> Problem:
+    """Resolve names/paths from the catalogs and apply job overrides (the CLI's --global-batch-size etc.)."""
+    from optsearch.catalog import gpus_for, load_cluster, load_model
+    from optsearch.errors import SpecError
+    from optsearch.spec.base import validate
+
+    model_spec = load_model(model) if isinstance(model, str) else model
+    cluster_spec = load_cluster(cluster) if isinstance(cluster, str) else cluster
+    gpus = gpus_for(cluster_spec)
+    job_spec = job or model_spec.default_job
+    if iterations is not None and tokens is not None:
+        raise SpecError("--iterations and --tokens: give at most one")
+    overrides: dict[str, object] = {}
+    if global_batch_size is not None:
+        overrides["global_batch_size"] = global_batch_size
+    if iterations is not None:
+        overrides.update(train_iterations=iterations, train_tokens=None)
+    if tokens is not None:
+        overrides.update(train_tokens=tokens, train_iterations=None)
+    if overrides:
+        job_spec = validate(JobSpec, {**job_spec.model_dump(), **overrides}, "job (command-line overrides)")
+    prof = profile if profile is not None and not isinstance(profile, str) else resolve_profile(profile, model_spec, gpus)
+    return Problem(model=model_spec, cluster=cluster_spec, job=job_spec, gpus=gpus, profile=prof)

@@ -1,0 +1,140 @@
+"""Analytic (roofline-style) per-layer times: the built-in default profile.
+
+For one layer on one GPU of a tp-way tensor-parallel group, with micro-batch b:
+
+    forward_s = flops / tp / (peak x efficiency(flops / tp)) + traffic_bytes / hbm_bandwidth + launch_s
+    backward_s = 2 x forward_s
+
+FLOPs (a multiply-add is 2 FLOPs; h hidden, s sequence, q = heads x head_dim, k = kv_heads x head_dim, f ffn):
+    attention projections  2 b s h (q + 2k) + 2 b s q h
+    attention core         4 b s^2 q                       (Q K^T and attention x V)
+    MLP                    2 b s h f x (3 if gated else 2)
+    cross-attention        attention projections + core again (T5 decoder)
+Memory traffic of the element-wise kernels (layer norm, softmax, dropout, GeLU, residual): every activation byte
+that Korthikanti et al. (2022) count as stored is written once and read once:
+    traffic_bytes = 2 x s b h (10 + 24/tp + 5 a s / (h tp))
+Efficiency saturates with the work per GPU (small matrix products do not fill the GPU):
+    efficiency(W) = EFFICIENCY_MAX x W / (W + EFFICIENCY_HALF_FLOPS)
+The embedding is a gather (memory bound: it writes and reads s b h x 2 bytes); the LM head is a matrix product
+2 b s h V / tp plus the fp32 logits and softmax traffic (3 x 4 b s V / tp bytes).
+Tensor-parallel all-reduces are NOT included (tp_comm_included = False): the cost model adds them on the
+node's intra-node link, so that they follow the cluster rather than the GPU. See docs/cost-model.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optsearch.errors import ProfileError
+from optsearch.profile.table import ProfileEntry, ProfileTable
+from optsearch.spec import GpuSpec, ModelSpec
+from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND, LayerKindSpec
+from optsearch.units import tflop_per_s_to_flop_per_s
+
+EFFICIENCY_MAX = 0.75
+EFFICIENCY_HALF_FLOPS = 5e9
+KERNEL_LAUNCH_S = 5e-6
+KERNELS_PER_LAYER = 20
+BACKWARD_OVER_FORWARD = 2.0
+
+
+def attention_projection_flops(model: ModelSpec, b: int) -> float:
+    h, s, q, k = model.hidden_size, model.seq_length, model.query_width, model.kv_width
+    return 2.0 * b * s * h * (q + 2 * k) + 2.0 * b * s * q * h
+
+
+def attention_core_flops(model: ModelSpec, b: int) -> float:
+    s, q = model.seq_length, model.query_width
+    return 4.0 * b * s * s * q
+
+
+def mlp_flops(model: ModelSpec, b: int) -> float:
+    h, s, f = model.hidden_size, model.seq_length, model.ffn_hidden_size
+    return 2.0 * b * s * h * f * (3 if model.gated_mlp else 2)
+
+
+def layer_forward_flops(model: ModelSpec, kind: LayerKindSpec, b: int) -> float:
+    """Forward FLOPs of one whole layer (all tp ranks together) at micro-batch b."""
+    attention = attention_projection_flops(model, b) + attention_core_flops(model, b)
+    return attention * (2 if kind.cross_attention else 1) + mlp_flops(model, b)
+
+
+def attention_core_fraction(model: ModelSpec, kind: LayerKindSpec) -> float:
+    """Share of a layer's forward FLOPs in the attention core: what selective recomputation recomputes."""
+    core = attention_core_flops(model, 1) * (2 if kind.cross_attention else 1)
+    return core / layer_forward_flops(model, kind, 1)
+
+
+def korthikanti_activation_bytes(model: ModelSpec, b: int, tp: int) -> float:
+    """s b h (10 + 24/t + 5 a s / (h t)): activation bytes of one layer, no sequence parallelism (2-byte dtype)."""
+    s, h, a = model.seq_length, model.hidden_size, model.num_attention_heads
+    return s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
+
+
+def efficiency(flops_per_gpu: float) -> float:
+    return EFFICIENCY_MAX * flops_per_gpu / (flops_per_gpu + EFFICIENCY_HALF_FLOPS)
+
+
+def _roofline_s(gpu: GpuSpec, flops_per_gpu: float, traffic_bytes: float, kernels: int) -> float:
+    peak = tflop_per_s_to_flop_per_s(gpu.peak_fp16_tflop_per_s)
+    compute = flops_per_gpu / (peak * efficiency(flops_per_gpu)) if flops_per_gpu > 0 else 0.0
+    return compute + traffic_bytes / (gpu.hbm_gbyte_per_s * 1e9) + kernels * KERNEL_LAUNCH_S
+
+
+def layer_forward_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int, b: int) -> float:
+    traffic = 2.0 * korthikanti_activation_bytes(model, b, tp) * (2 if kind.cross_attention else 1)
+    return _roofline_s(gpu, layer_forward_flops(model, kind, b) / tp, traffic, KERNELS_PER_LAYER)
+
+
+def embedding_forward_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> float:
+    traffic = 2.0 * model.seq_length * b * model.hidden_size * 2
+    return _roofline_s(gpu, 0.0, traffic, 3)
+
+
+def head_forward_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> float:
+    s, h, v = model.seq_length, model.hidden_size, model.vocab_size
+    flops = 2.0 * b * s * h * v / tp
+    traffic = 3 * 4.0 * b * s * v / tp
+    return _roofline_s(gpu, flops, traffic, 6)
+
+
+@dataclass(frozen=True, slots=True)
+class AnalyticProfile:
+    """Per-layer times computed from the model shape and the GPU's datasheet numbers, for any tp and b."""
+
+    model: ModelSpec
+    gpus: dict[str, GpuSpec]
+    name: str = "analytic"
+
+    def has(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> bool:
+        known_kind = layer_kind in (EMBEDDING_KIND, HEAD_KIND) or any(k.name == layer_kind for k in self.model.kinds)
+        return gpu in self.gpus and known_kind
+
+    def get(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> ProfileEntry:
+        if gpu not in self.gpus:
+            raise ProfileError(f"profile analytic: unknown gpu {gpu!r}; known: {', '.join(sorted(self.gpus))}")
+        spec, b = self.gpus[gpu], micro_batch_size
+        if layer_kind == EMBEDDING_KIND:
+            fwd = embedding_forward_s(self.model, spec, tp, b)
+        elif layer_kind == HEAD_KIND:
+            fwd = head_forward_s(self.model, spec, tp, b)
+        else:
+            kinds = {k.name: k for k in self.model.kinds}
+            if layer_kind not in kinds:
+                raise ProfileError(
+                    f"profile analytic: model {self.model.name} has no layer kind {layer_kind!r}; "
+                    f"it has {', '.join(kinds)}"
+                )
+            fwd = layer_forward_s(self.model, kinds[layer_kind], spec, tp, b)
+        return ProfileEntry(forward_s=fwd, backward_s=BACKWARD_OVER_FORWARD * fwd, tp_comm_included=False)
+
+    def to_table(self, gpus: list[str], tps: list[int], micro_batch_sizes: list[int]) -> ProfileTable:
+        """Materialize the formula as a table (for inspection or as a starting point for calibration)."""
+        table = ProfileTable(name=self.name, metadata={"source": f"analytic roofline for {self.model.name}"})
+        kinds = [EMBEDDING_KIND, *(k.name for k in self.model.kinds), HEAD_KIND]
+        for gpu in gpus:
+            for kind in kinds:
+                for tp in tps:
+                    for b in micro_batch_sizes:
+                        table.entries[(gpu, kind, tp, b)] = self.get(gpu, kind, tp, b)
+        return table

@@ -1,0 +1,21 @@
+"""GPU spec: what the cost model needs to know about one accelerator."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from optsearch.spec.base import Spec
+
+
+class GpuSpec(Spec):
+    name: str = Field(description="Catalog name, e.g. 'A100-SXM-80GB'.", min_length=1)
+    memory_gib: float = Field(gt=0, description="Device memory in GiB (2^30 bytes) as the vendor sells it.")
+    peak_fp16_tflop_per_s: float = Field(
+        gt=0, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
+    )
+    hbm_gbyte_per_s: float = Field(gt=0, description="Device memory bandwidth in GB/s (10^9 bytes per second).")
+    source: str = Field(default="", description="Where the numbers come from (datasheet).")
+
+
+class GpuCatalog(Spec):
+    gpus: list[GpuSpec] = Field(description="GPU specs, one per catalog name.")

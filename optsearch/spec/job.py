@@ -1,0 +1,42 @@
+"""Training job spec: how much training, at what batch size and precision."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from optsearch.spec.base import Spec
+
+
+class JobSpec(Spec):
+    global_batch_size: int = Field(gt=0, description="Sequences per optimizer step (all data-parallel replicas).")
+    train_iterations: int | None = Field(
+        default=None, gt=0, description="Training length in optimizer steps. Give this or train_tokens."
+    )
+    train_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="Training length in tokens; iterations = ceil(tokens / (global batch x sequence length)).",
+    )
+    precision: Literal["fp16", "bf16"] = Field(
+        default="bf16", description="Mixed-precision compute dtype (weights and activations use 2 bytes)."
+    )
+    optimizer: Literal["adam"] = Field(default="adam", description="Optimizer; Adam with fp32 master weights.")
+    distributed_optimizer: bool = Field(
+        default=False, description="Megatron's --use-distributed-optimizer: optimizer states sharded over dp."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_length(self) -> "JobSpec":
+        if (self.train_iterations is None) == (self.train_tokens is None):
+            raise ValueError("give exactly one of train_iterations and train_tokens")
+        return self
+
+    def iterations(self, seq_length: int) -> int:
+        """Optimizer steps for the whole training run."""
+        if self.train_iterations is not None:
+            return self.train_iterations
+        assert self.train_tokens is not None
+        return math.ceil(self.train_tokens / (self.global_batch_size * seq_length))

@@ -1,0 +1,159 @@
+"""Model spec: the Transformer's shape, enough to count parameters, FLOPs, activations and messages."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from optsearch.spec.base import Spec
+from optsearch.spec.job import JobSpec
+
+DEFAULT_LAYER_KIND = "layer"
+EMBEDDING_KIND = "embedding"
+HEAD_KIND = "head"
+
+
+class LayerKindSpec(Spec):
+    name: str = Field(
+        pattern=r"^[A-Za-z0-9_]+$",
+        description="Profile key of this kind of transformer layer, e.g. 'encoder' or 'decoder'.",
+    )
+    num_layers: int = Field(gt=0, description="How many layers of this kind, consecutively, in model order.")
+    cross_attention: bool = Field(
+        default=False, description="Layer has a cross-attention block over the encoder output (T5 decoder)."
+    )
+
+    @model_validator(mode="after")
+    def _not_reserved(self) -> "LayerKindSpec":
+        if self.name in (EMBEDDING_KIND, HEAD_KIND):
+            raise ValueError(f"'{self.name}' is reserved for the embedding / LM head profile keys")
+        return self
+
+
+class ModelSpec(Spec):
+    name: str = Field(min_length=1, description="Catalog name, e.g. 'gpt2-xl'.")
+    description: str = Field(default="", description="One line for `optsearch catalog models`.")
+    num_layers: int = Field(gt=0, description="Transformer layers in all (encoder + decoder for T5).")
+    hidden_size: int = Field(gt=0, description="Model width h.")
+    num_attention_heads: int = Field(gt=0, description="Attention (query) heads a.")
+    num_kv_heads: int | None = Field(
+        default=None, gt=0, description="Key/value heads for grouped-query attention; default = attention heads."
+    )
+    head_dim: int | None = Field(
+        default=None, gt=0, description="Channels per head (T5's d_kv); default = hidden size / heads."
+    )
+    ffn_hidden_size: int = Field(gt=0, description="MLP inner width f.")
+    gated_mlp: bool = Field(default=False, description="SwiGLU-style gated MLP (three f x h matrices).")
+    seq_length: int = Field(gt=0, description="Training sequence length s in tokens.")
+    vocab_size: int = Field(gt=0, description="Vocabulary size V (unpadded).")
+    tied_embeddings: bool = Field(default=True, description="LM head shares the input embedding matrix.")
+    position_embedding: Literal["learned", "rotary", "relative"] = Field(
+        default="learned", description="Learned absolute positions add s x h parameters; rotary/relative add none."
+    )
+    bias: bool = Field(default=True, description="Linear layers carry biases (GPT, BERT) or not (Llama).")
+    norm: Literal["layernorm", "rmsnorm"] = Field(
+        default="layernorm", description="LayerNorm (weight+bias, 2h) or RMSNorm (weight, h)."
+    )
+    layer_kinds: list[LayerKindSpec] | None = Field(
+        default=None,
+        description="Kinds of layers in model order (T5: encoder then decoder). Default: one kind 'layer'.",
+    )
+    default_job: JobSpec = Field(description="Training job used unless the CLI overrides it.")
+    published_parameters: float | None = Field(
+        default=None, gt=0, description="Parameter count published for this model (checked by the tests)."
+    )
+    source: str = Field(default="", description="Where the shape comes from.")
+
+    @model_validator(mode="after")
+    def _consistent_shape(self) -> "ModelSpec":
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"hidden_size {self.hidden_size} is not divisible by num_attention_heads "
+                f"{self.num_attention_heads}; give head_dim"
+            )
+        if self.num_attention_heads % self.kv_heads:
+            raise ValueError(
+                f"num_attention_heads {self.num_attention_heads} must be a multiple of num_kv_heads {self.kv_heads}"
+            )
+        if self.layer_kinds is not None:
+            total = sum(k.num_layers for k in self.layer_kinds)
+            if total != self.num_layers:
+                raise ValueError(f"layer_kinds hold {total} layers but num_layers is {self.num_layers}")
+            names = [k.name for k in self.layer_kinds]
+            if len(set(names)) != len(names):
+                raise ValueError(f"layer kind names must be unique, got {names}")
+        return self
+
+    # ---- derived shape -------------------------------------------------------------------------------------
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_attention_heads
+
+    @property
+    def channels_per_head(self) -> int:
+        return self.head_dim or self.hidden_size // self.num_attention_heads
+
+    @property
+    def query_width(self) -> int:
+        """heads x head_dim: width of Q and of the attention output."""
+        return self.num_attention_heads * self.channels_per_head
+
+    @property
+    def kv_width(self) -> int:
+        """kv_heads x head_dim: width of K and of V."""
+        return self.kv_heads * self.channels_per_head
+
+    @property
+    def kinds(self) -> tuple[LayerKindSpec, ...]:
+        if self.layer_kinds is None:
+            return (LayerKindSpec(name=DEFAULT_LAYER_KIND, num_layers=self.num_layers),)
+        return tuple(self.layer_kinds)
+
+    def kind_of_layer(self, index: int) -> LayerKindSpec:
+        """The kind of transformer layer number `index` (0-based, model order)."""
+        for kind in self.kinds:
+            if index < kind.num_layers:
+                return kind
+            index -= kind.num_layers
+        raise IndexError(index)
+
+    # ---- parameter counts ----------------------------------------------------------------------------------
+    def norm_parameters(self) -> int:
+        return (2 if self.norm == "layernorm" else 1) * self.hidden_size
+
+    def attention_parameters(self) -> int:
+        """Q, K, V and output projections (+ biases)."""
+        h, q, kv = self.hidden_size, self.query_width, self.kv_width
+        weights = h * q + 2 * h * kv + q * h
+        biases = (q + 2 * kv + h) if self.bias else 0
+        return weights + biases
+
+    def mlp_parameters(self) -> int:
+        h, f = self.hidden_size, self.ffn_hidden_size
+        if self.gated_mlp:
+            return 3 * h * f + ((2 * f + h) if self.bias else 0)
+        return 2 * h * f + ((f + h) if self.bias else 0)
+
+    def layer_parameters(self, kind: LayerKindSpec) -> int:
+        """Parameters of one transformer layer: attention + MLP + norms (+ cross-attention and its norm)."""
+        n = self.attention_parameters() + self.mlp_parameters() + 2 * self.norm_parameters()
+        if kind.cross_attention:
+            n += self.attention_parameters() + self.norm_parameters()
+        return n
+
+    def embedding_parameters(self) -> int:
+        """Word embedding (+ learned positions)."""
+        n = self.vocab_size * self.hidden_size
+        if self.position_embedding == "learned":
+            n += self.seq_length * self.hidden_size
+        return n
+
+    def head_parameters(self) -> int:
+        """Final norm + the output projection when it is not tied to the embedding."""
+        return self.norm_parameters() + (0 if self.tied_embeddings else self.vocab_size * self.hidden_size)
+
+    def parameter_count(self) -> int:
+        """All parameters of the model, counted once (tied embeddings once)."""
+        layers = sum(self.layer_parameters(k) * k.num_layers for k in self.kinds)
+        return layers + self.embedding_parameters() + self.head_parameters()

@@ -1,0 +1,112 @@
+"""The one place where units are converted: bytes, bandwidths, durations, money, CP-SAT integer scaling.
+
+Every quantity elsewhere names its unit (`memory_bytes`, `time_s`, `bandwidth_bytes_per_s`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from optsearch.errors import SpecError
+
+BYTES_PER_GIB = 1024**3
+BYTES_PER_GB = 1e9
+SECONDS_PER_MINUTE = 60.0
+SECONDS_PER_HOUR = 3600.0
+SECONDS_PER_DAY = 86400.0
+
+
+def gib_to_bytes(gib: float) -> float:
+    return gib * BYTES_PER_GIB
+
+
+def bytes_to_gib(num_bytes: float) -> float:
+    return num_bytes / BYTES_PER_GIB
+
+
+def gbyte_per_s_to_bytes_per_s(gbyte_per_s: float) -> float:
+    """GB/s (10^9 bytes per second, as vendors quote NVLink, PCIe and HBM) to bytes/s."""
+    return gbyte_per_s * 1e9
+
+
+def gbit_per_s_to_bytes_per_s(gbit_per_s: float) -> float:
+    """Gbit/s (as NICs are quoted) to bytes/s."""
+    return gbit_per_s * 1e9 / 8.0
+
+
+def tflop_per_s_to_flop_per_s(tflop_per_s: float) -> float:
+    return tflop_per_s * 1e12
+
+
+def hours(seconds: float) -> float:
+    return seconds / SECONDS_PER_HOUR
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
+_DURATION_UNIT_S = {"d": SECONDS_PER_DAY, "h": SECONDS_PER_HOUR, "m": SECONDS_PER_MINUTE, "s": 1.0}
+
+
+def parse_duration_s(text: str, *, option: str = "duration") -> float:
+    """'90m', '36h', '7d', '1d12h', '3600' or '3600s' -> seconds. Raises SpecError on anything else."""
+    raw = text.strip().lower()
+    try:
+        value = float(raw)
+    except ValueError:
+        parts = _DURATION_PART.findall(raw)
+        if not parts or "".join(n + u for n, u in parts) != raw:
+            raise SpecError(
+                f"{option} = {text!r}: not a duration; use seconds or a sum of d/h/m/s parts such as 90m, 36h, 7d, 1d12h"
+            ) from None
+        value = sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts)
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"{option} = {text!r}: must be a positive duration")
+    return value
+
+
+def parse_money_usd(text: str, *, option: str = "money") -> float:
+    """'250000', '250,000', '$250000' -> 250000.0 USD. Raises SpecError on anything else."""
+    raw = text.strip().replace(",", "").removeprefix("$")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SpecError(f"{option} = {text!r}: not an amount of USD; use a plain number such as 250000") from None
+    if not math.isfinite(value) or value <= 0:
+        raise SpecError(f"{option} = {text!r}: must be a positive amount of USD")
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """Seconds -> '2d 7h', '5h 12m', '3m 20s', '1.42 s' (for people; JSON keeps seconds)."""
+    if not math.isfinite(seconds):
+        return str(seconds)
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    minutes_total = int(round(seconds / 60))
+    days, rem = divmod(minutes_total, 24 * 60)
+    hrs, mins = divmod(rem, 60)
+    if days:
+        return f"{days}d {hrs}h"
+    if hrs:
+        return f"{hrs}h {mins}m"
+    return f"{mins}m {int(round(seconds - 60 * mins))}s"
+
+
+def format_usd(usd: float) -> str:
+    return f"${usd:,.0f}" if abs(usd) >= 100 else f"${usd:,.2f}"
+
+
+# ---- CP-SAT integer scaling -------------------------------------------------------------------------------
+# CP-SAT linear constraints take integers only. Times enter CP-SAT in integer TIME_TICKS_PER_S ticks and
+# money in integer MONEY_TICKS_PER_USD ticks; the formulation rounds coefficients once, here, and the
+# decoded plan is re-priced in floating point by the cost model, so rounding never reaches a reported number.
+
+TIME_TICKS_PER_S = 1_000_000  # microseconds
+
+
+def seconds_to_ticks(seconds: float) -> int:
+    return int(round(seconds * TIME_TICKS_PER_S))
+
+
+def ticks_to_seconds(ticks: float) -> float:
+    return ticks / TIME_TICKS_PER_S
