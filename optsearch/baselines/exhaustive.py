@@ -1,0 +1,176 @@
+"""Brute force: price every plan of the search space with the cost model and keep the best.
+
+Every (tp, dp, micro-batch, pp), every sequence of node types along the pipeline that fills whole nodes within
+availability, and every partition of the layers into contiguous stages is priced with `costmodel.estimate`.
+Recomputation is not enumerated blindly: for fixed other choices, stage i's memory depends only on its own mode and
+less recomputation is never slower, so the least mode that fits each stage dominates every other choice (exact, not a
+heuristic). Instances whose plan count exceeds `max_plans` are refused, saying how many plans there are.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+from optsearch.candidates import (
+    NodeUse, SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+)
+from optsearch.costmodel import Estimate, estimate
+from optsearch.errors import OptsearchError
+from optsearch.plan import Plan, Stage
+from optsearch.problem import Problem
+from optsearch.search import SearchResult, budget_violations, objective_value
+from optsearch.spec.budget import Budget
+
+DEFAULT_MAX_PLANS = 200_000
+
+
+class TooManyPlans(OptsearchError):
+    exit_code = 2
+
+
+def type_sequences(uses: list[NodeUse], pp: int, max_gpus: int | None, w: int) -> Iterator[tuple[str, ...]]:
+    """Node type of every stage, as a sequence of whole-node blocks within node availability."""
+    if max_gpus is not None and pp * w > max_gpus:
+        return
+    left = {u.name: u.node.num_nodes_available for u in uses}
+
+    def extend(prefix: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+        if len(prefix) == pp:
+            yield prefix
+            return
+        for u in uses:
+            if len(prefix) + u.stages_per_block <= pp and left[u.name] >= u.nodes_per_block:
+                left[u.name] -= u.nodes_per_block
+                yield from extend(prefix + (u.name,) * u.stages_per_block)
+                left[u.name] += u.nodes_per_block
+
+    yield from extend(())
+
+
+def partitions(num_layers: int, pp: int) -> Iterator[tuple[int, ...]]:
+    """Layer counts per stage summing to num_layers; middle stages >= 1, the first and last may be 0."""
+    if pp == 1:
+        yield (num_layers,)
+        return
+    for first in range(num_layers + 1):
+        for last in range(num_layers - first + 1):
+            middle_total = num_layers - first - last
+            middle = pp - 2
+            if middle == 0:
+                if middle_total == 0:
+                    yield (first, last)
+                continue
+            if middle_total < middle:
+                continue
+            for cuts in itertools.combinations(range(1, middle_total), middle - 1):
+                bounds = (0, *cuts, middle_total)
+                yield (first, *(bounds[i + 1] - bounds[i] for i in range(middle)), last)
+
+
+def _degree_candidates(problem: Problem, budget: Budget, options: SpaceOptions):
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus):
+                uses = node_uses(problem, tp, dp, mbs)
+                if uses:
+                    yield tp, dp, mbs, uses
+
+
+def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceOptions(), limit: int | None = None) -> int:
+    """How many (degrees, type sequence, partition) plans the space holds (stops counting past `limit`)."""
+    from math import comb
+
+    total = 0
+    L = problem.model.num_layers
+    for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
+        for pp in range(1, max_stages(problem, options) + 1):
+            n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
+                comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
+            )
+            if n_parts == 0:
+                continue
+            for _ in type_sequences(uses, pp, budget.max_gpus, tp * dp):
+                total += n_parts
+                if limit is not None and total > limit:
+                    return total
+    return total
+
+
+def _least_recompute(problem: Problem, plan: Plan, options: SpaceOptions) -> tuple[Plan, Estimate] | None:
+    """Raise each stage's recomputation until it fits (see module doc); None when some stage never fits."""
+    modes = options.recompute_modes
+    level = [0] * plan.pp
+    while True:
+        est = estimate(problem, plan)
+        if est.fits:
+            return plan, est
+        stages = list(plan.stages)
+        for i, s in enumerate(est.stages):
+            if not s.fits:
+                if level[i] + 1 >= len(modes):
+                    return None
+                level[i] += 1
+                stages[i] = replace(stages[i], recompute=modes[level[i]])
+        plan = replace(plan, stages=tuple(stages))
+
+
+def solve_exhaustive(
+    problem: Problem,
+    budget: Budget,
+    *,
+    options: SpaceOptions = SpaceOptions(),
+    max_plans: int = DEFAULT_MAX_PLANS,
+    time_limit_s: float | None = None,
+) -> SearchResult:
+    start = time.perf_counter()
+    count = count_plans(problem, budget, options, limit=max_plans)
+    if count > max_plans:
+        return SearchResult(
+            method="exhaustive", status="refused", objective=budget.objective, solve_time_s=time.perf_counter() - start,
+            message=f"exhaustive: more than {max_plans:,} plans in the space (counted {count:,} before stopping); "
+                    f"raise --max-plans or use a solver",
+        )
+    best: tuple[tuple, Plan, Estimate] | None = None
+    priced = 0
+    L = problem.model.num_layers
+    for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
+        for pp in range(1, max_stages(problem, options) + 1):
+            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp):
+                for parts in partitions(L, pp):
+                    if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
+                        return _finish(best, budget, start, priced, timed_out=True)
+                    stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
+                                   for t, n in zip(types, parts))
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)
+                    priced += 1
+                    found = _least_recompute(problem, plan, options)
+                    if found is None:
+                        continue
+                    plan, est = found
+                    if budget_violations(plan, est, budget):
+                        continue
+                    key = (objective_value(est, budget.objective), plan.num_gpus)
+                    if best is None or key < best[0]:
+                        best = (key, plan, est)
+    return _finish(best, budget, start, priced, timed_out=False)
+
+
+def _finish(best, budget: Budget, start: float, priced: int, *, timed_out: bool) -> SearchResult:
+    elapsed = time.perf_counter() - start
+    stats = {"plans_priced": float(priced)}
+    if best is None:
+        return SearchResult(
+            method="exhaustive", status="timeout" if timed_out else "infeasible", objective=budget.objective,
+            solve_time_s=elapsed, stats=stats,
+            message="exhaustive: stopped at the time limit with no plan" if timed_out else "no plan meets the limits",
+        )
+    _, plan, est = best
+    value = objective_value(est, budget.objective)
+    return SearchResult(
+        method="exhaustive", status="feasible" if timed_out else "optimal", objective=budget.objective,
+        solve_time_s=elapsed, plan=plan, estimate=est, objective_value=value, bound=None if timed_out else value,
+        stats=stats, message="stopped at the time limit" if timed_out else "",
+    )

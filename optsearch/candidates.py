@@ -1,0 +1,121 @@
+"""The discrete choices every search method shares, and the one definition of the search space.
+
+The search space (solver, exhaustive and DP baselines alike):
+  * tp: a power of two dividing the attention heads and the key/value heads, at most the GPUs per node of every
+    node type used (tensor parallelism stays inside a node);
+  * dp >= 1 and micro-batch b from MICRO_BATCH_SIZES with dp x b dividing the global batch;
+  * pp stages in order, each with a node type, a layer count (>= 1, except that the first and last stage may
+    hold 0 layers: only the embedding or only the head) and a recomputation mode;
+  * whole nodes: with w = tp x dp GPUs per stage, a node type is usable only if w is a multiple of its GPUs per
+    node (a stage fills w / gpn nodes) or divides it (gpn / w consecutive stages share a node); every node
+    rented is filled. (`optsearch estimate` also prices plans outside this space, e.g. half-used nodes.)
+  * nodes rented per type <= available; every stage fits in GPU memory; the budgets hold.
+A (gpu, layer kind, tp, b) missing from the profile makes that node type unusable for that candidate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optsearch.plan import RECOMPUTE_MODES, Plan, Recompute
+from optsearch.problem import Problem
+from optsearch.spec import NodeTypeSpec
+from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
+
+MICRO_BATCH_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpaceOptions:
+    micro_batch_sizes: tuple[int, ...] = MICRO_BATCH_SIZES
+    recompute_modes: tuple[Recompute, ...] = RECOMPUTE_MODES
+    max_stages: int | None = None  # default: layers + 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeUse:
+    """How a usable node type is used at w GPUs per stage: a block of `stages_per_block` stages fills
+    `nodes_per_block` whole nodes."""
+
+    node: NodeTypeSpec
+    stages_per_block: int
+    nodes_per_block: int
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def tp_candidates(problem: Problem) -> list[int]:
+    model = problem.model
+    largest = max(n.gpus_per_node for n in problem.cluster.node_types)
+    return [
+        t for t in range(1, largest + 1)
+        if _is_power_of_two(t) and model.num_attention_heads % t == 0 and model.kv_heads % t == 0
+    ]
+
+
+def micro_batch_candidates(problem: Problem, options: SpaceOptions) -> list[int]:
+    return [b for b in options.micro_batch_sizes if problem.job.global_batch_size % b == 0]
+
+
+def dp_candidates(problem: Problem, tp: int, micro_batch_size: int, max_gpus: int | None = None) -> list[int]:
+    """dp such that dp x b divides the global batch and tp x dp fits the cluster's GPUs."""
+    total = sum(n.gpus_per_node * n.num_nodes_available for n in problem.cluster.node_types)
+    if max_gpus is not None:
+        total = min(total, max_gpus)
+    per = problem.job.global_batch_size // micro_batch_size
+    return [d for d in range(1, per + 1) if per % d == 0 and tp * d <= total]
+
+
+def profile_covers(problem: Problem, gpu: str, tp: int, micro_batch_size: int) -> bool:
+    kinds = [EMBEDDING_KIND, HEAD_KIND, *(k.name for k in problem.model.kinds)]
+    return all(problem.profile.has(gpu, kind, tp, micro_batch_size) for kind in kinds)
+
+
+def node_uses(problem: Problem, tp: int, dp: int, micro_batch_size: int) -> list[NodeUse]:
+    """Node types usable at (tp, dp, b), in cluster order, with their whole-node block shape."""
+    w = tp * dp
+    out = []
+    for node in problem.cluster.node_types:
+        gpn = node.gpus_per_node
+        if tp > gpn or node.num_nodes_available == 0:
+            continue
+        if w % gpn == 0:
+            use = NodeUse(node=node, stages_per_block=1, nodes_per_block=w // gpn)
+        elif gpn % w == 0:
+            use = NodeUse(node=node, stages_per_block=gpn // w, nodes_per_block=1)
+        else:
+            continue
+        if profile_covers(problem, node.gpu, tp, micro_batch_size):
+            out.append(use)
+    return out
+
+
+def max_stages(problem: Problem, options: SpaceOptions) -> int:
+    return options.max_stages or problem.model.num_layers + 2
+
+
+def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceOptions()) -> bool:
+    """True when the plan is one the search methods consider (whole nodes, usable types, allowed degrees)."""
+    if plan.tp not in tp_candidates(problem) or plan.micro_batch_size not in micro_batch_candidates(problem, options):
+        return False
+    uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size)}
+    if any(s.node_type not in uses or s.recompute not in options.recompute_modes for s in plan.stages):
+        return False
+    if any(s.num_layers == 0 for s in plan.stages[1:-1]) or plan.pp > max_stages(problem, options):
+        return False
+    # Runs of one node type must fill whole blocks.
+    run_type, run_len = None, 0
+    for stage in (*plan.stages, None):
+        name = stage.node_type if stage is not None else None
+        if name != run_type:
+            if run_type is not None and run_len % uses[run_type].stages_per_block:
+                return False
+            run_type, run_len = name, 0
+        run_len += 1
+    return True
