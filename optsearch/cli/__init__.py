@@ -23,6 +23,11 @@ app = typer.Typer(
 from optsearch.cli import catalog_cmd, estimate_cmd  # noqa: E402,F401
 
 
+# Recent typer vendors click as typer._click (no `click` module may be installed); typer.BadParameter derives
+# from whichever ClickException typer raises.
+_CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def main() -> None:
     try:
         app(standalone_mode=False)
@@ -37,6 +42,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except __import__("click").ClickException as err:
-        err.show()
+    except _CLICK_EXCEPTION as err:  # a bad option value or an unknown option: one line, like our own errors
+        if err.format_message():  # empty when no arguments were given: the help has been printed
+            print(f"error: {err.format_message()}", file=sys.stderr)
         sys.exit(err.exit_code)
