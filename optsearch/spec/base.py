@@ -15,9 +15,9 @@ S = TypeVar("S", bound=BaseModel)
 
 
 class Spec(BaseModel):
-    """Base of every input spec: unknown keys are errors, instances are immutable."""
+    """Base of every input spec: unknown keys are errors, numbers are finite, instances are immutable."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
