@@ -180,6 +180,12 @@ def full_layer_activation_bytes(problem: Problem, node_type: str, kind: LayerKin
     return layer_activation_bytes(problem, node_type, kind, tp, mbs, "none")
 
 
+def full_recompute_working_bytes(problem: Problem, node_type: str, tp: int, micro_batch_size: int) -> float:
+    """Under full recomputation the backward re-materializes one layer's activations at a time: the largest
+    layer kind of the model (Korthikanti et al. 2022, section 4.1)."""
+    return max(full_layer_activation_bytes(problem, node_type, k, tp, micro_batch_size) for k in problem.model.kinds)
+
+
 def logits_bytes(model: ModelSpec, tp: int, micro_batch_size: int) -> float:
     """fp32 logits and their gradient on the last stage, one micro-batch at a time: 4 s b V / t (Korthikanti)."""
     return 4.0 * model.seq_length * micro_batch_size * model.vocab_size / tp
@@ -415,10 +421,8 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                                                        stage.recompute)
             for name, count in kinds.items()
         )
-        if stage.recompute == "full" and kinds:
-            activations += max(
-                full_layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs) for name in kinds
-            )
+        if stage.recompute == "full" and stage.num_layers > 0:
+            activations += full_recompute_working_bytes(problem, stage.node_type, tp, mbs)
         if last:
             activations += logits_bytes(model, tp, mbs)
         memory = params / tp * state_bytes_per_param(problem.job, dp) + activations + MEMORY_RESERVE_BYTES

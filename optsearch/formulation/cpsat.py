@@ -1,0 +1,88 @@
+"""OR-Tools CP-SAT backend: the neutral model with integer coefficients.
+
+CP-SAT takes integers only. Time variables become integer ticks (TICKS_PER_S per second); every time row is
+multiplied by TICKS_PER_S and its coefficients rounded once, here. Memory rows are rounded conservatively
+(coefficients up, room down). Counts and scaled prices are integers already. The decoded plan is re-priced in
+floating point by the cost model, so rounding never reaches a reported number; the solver's own objective is checked
+against it within the rounding bound.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ortools.sat.python import cp_model
+
+from optsearch.formulation.linear import LinearModel, Solution
+
+TICKS_PER_S = 10**9  # nanoseconds
+
+
+def _int(x: float) -> int:
+    return int(round(x))
+
+
+class CpSat:
+    name = "cpsat"
+
+    def __init__(self, workers: int = 2, seed: int = 0):
+        self.workers = workers
+        self.seed = seed
+
+    def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+        m = cp_model.CpModel()
+        xs = {}
+        is_time = {}
+        for v in model.variables.values():
+            if v.kind == "bool":
+                xs[v.name] = m.new_bool_var(v.name)
+            elif v.kind == "int":
+                xs[v.name] = m.new_int_var(int(v.lb), int(v.ub), v.name)
+            else:
+                xs[v.name] = m.new_int_var(0, int(math.ceil(v.ub * TICKS_PER_S)) + 1, v.name)
+            is_time[v.name] = v.kind == "time"
+        for con in model.constraints:
+            terms = []
+            rhs = con.rhs
+            if con.unit in ("time", "rate"):
+                # time vars are already in ticks; other coefficients (seconds per unit) scale by TICKS_PER_S
+                for n, coef in con.lin.terms.items():
+                    c = coef if is_time[n] else coef * TICKS_PER_S
+                    terms.append((_int(c), xs[n]))
+                rhs = rhs * TICKS_PER_S
+                rhs_i = math.floor(rhs + 1e-6) if con.sense == "<=" else math.ceil(rhs - 1e-6) if con.sense == ">=" else _int(rhs)
+            elif con.unit == "bytes":
+                for n, coef in con.lin.terms.items():
+                    terms.append((math.ceil(coef) if coef > 0 else math.ceil(coef), xs[n]))
+                rhs_i = math.floor(rhs)
+            else:
+                for n, coef in con.lin.terms.items():
+                    terms.append((_int(coef), xs[n]))
+                rhs_i = _int(rhs)
+            expr = sum(c * x for c, x in terms if c)
+            if isinstance(expr, int):  # no terms left
+                continue
+            if con.sense == "<=":
+                m.add(expr <= rhs_i)
+            elif con.sense == ">=":
+                m.add(expr >= rhs_i)
+            else:
+                m.add(expr == rhs_i)
+        obj_terms = []
+        for n, coef in model.objective.terms.items():
+            obj_terms.append((_int(coef if is_time[n] else coef * TICKS_PER_S), xs[n]))
+        m.minimize(sum(c * x for c, x in obj_terms))
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = self.workers
+        solver.parameters.random_seed = self.seed
+        if time_limit_s is not None:
+            solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
+        code = solver.solve(m)
+        if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            values = {n: float(solver.value(x)) / (TICKS_PER_S if is_time[n] else 1) for n, x in xs.items()}
+            objective = solver.objective_value / TICKS_PER_S
+            bound = solver.best_objective_bound / TICKS_PER_S
+            return Solution("optimal" if code == cp_model.OPTIMAL else "feasible", values, objective, bound)
+        if code == cp_model.INFEASIBLE:
+            return Solution("infeasible", {}, None, None)
+        return Solution("unknown", {}, None, None)

@@ -1,0 +1,100 @@
+"""A tiny backend-neutral linear-expression layer, so the constraint families are written once.
+
+Variables are named with [A-Za-z0-9_] only (PuLP rewrites other characters, so names could collide). Three kinds:
+binary, integer, and `time` (a non-negative quantity in seconds: continuous in the MILP, integer ticks in CP-SAT).
+Each constraint says whether it is a time constraint (its non-time coefficients are seconds) so that CP-SAT can
+scale it to integers in one place (units.py / cpsat.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+
+VarKind = Literal["bool", "int", "time"]
+Sense = Literal["<=", ">=", "=="]
+Unit = Literal["count", "time", "bytes", "rate"]
+
+
+@dataclass(slots=True)
+class Lin:
+    """sum(coef[name] * var[name]) + const."""
+
+    terms: dict[str, float] = field(default_factory=dict)
+    const: float = 0.0
+
+    @staticmethod
+    def of(*pairs: tuple[float, str], const: float = 0.0) -> "Lin":
+        lin = Lin(const=const)
+        for coef, name in pairs:
+            lin.add(coef, name)
+        return lin
+
+    def add(self, coef: float, name: str) -> "Lin":
+        if coef:
+            self.terms[name] = self.terms.get(name, 0.0) + coef
+        return self
+
+    def extend(self, other: "Lin", factor: float = 1.0) -> "Lin":
+        for name, coef in other.terms.items():
+            self.add(coef * factor, name)
+        self.const += other.const * factor
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class VarDef:
+    name: str
+    kind: VarKind
+    lb: float
+    ub: float
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint:
+    name: str
+    lin: Lin
+    sense: Sense
+    rhs: float
+    unit: Unit
+
+
+@dataclass(slots=True)
+class LinearModel:
+    """A whole model in neutral form: variables, constraints, one objective to minimize."""
+
+    variables: dict[str, VarDef] = field(default_factory=dict)
+    constraints: list[Constraint] = field(default_factory=list)
+    objective: Lin = field(default_factory=Lin)
+    objective_unit: Unit = "time"
+
+    def var(self, name: str, kind: VarKind, lb: float = 0.0, ub: float = 1.0) -> str:
+        if not _NAME.match(name):
+            raise ValueError(f"variable name {name!r} must match [A-Za-z][A-Za-z0-9_]*")
+        if name in self.variables:
+            raise ValueError(f"variable {name!r} defined twice")
+        self.variables[name] = VarDef(name, kind, lb, ub)
+        return name
+
+    def add(self, name: str, lin: Lin, sense: Sense, rhs: float, unit: Unit) -> None:
+        unknown = [v for v in lin.terms if v not in self.variables]
+        if unknown:
+            raise ValueError(f"constraint {name}: unknown variables {unknown}")
+        self.constraints.append(Constraint(name, lin, sense, rhs - lin.const, unit))
+
+
+@dataclass(frozen=True, slots=True)
+class Solution:
+    status: Literal["optimal", "feasible", "infeasible", "unknown"]
+    values: dict[str, float]
+    objective: float | None  # in the model's objective units, as the solver reports it (unscaled)
+    bound: float | None  # proven lower bound on the objective (unscaled)
+
+
+class Backend(Protocol):
+    name: str
+
+    def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution: ...

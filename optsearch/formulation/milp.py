@@ -1,0 +1,82 @@
+"""PuLP backend: the neutral model as a MILP solved by PuLP's bundled CBC.
+
+CBC through PuLP reports status "Optimal" even when it stopped at its time limit with an incumbent, so the status
+comes from `prob.sol_status` (1 = proven optimal, 2 = integer feasible, not proven) and the proven bound from CBC's
+log ("Lower bound" / "Objective value" lines).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import pulp
+
+from optsearch.formulation.linear import LinearModel, Solution
+
+# Bytes enter CBC in GiB so that coefficients stay within a few orders of magnitude of the time rows.
+UNIT_SCALE = {"count": 1.0, "time": 1.0, "bytes": 1.0 / 2**30, "rate": 1.0}
+
+
+class PulpCbc:
+    name = "cbc"
+
+    def __init__(self, threads: int = 1, rel_gap: float = 1e-9):
+        self.threads = threads
+        self.rel_gap = rel_gap
+
+    def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+        prob = pulp.LpProblem("optsearch", pulp.LpMinimize)
+        xs = {}
+        for v in model.variables.values():
+            if v.kind == "bool":
+                xs[v.name] = pulp.LpVariable(v.name, cat=pulp.LpBinary)
+            elif v.kind == "int":
+                xs[v.name] = pulp.LpVariable(v.name, lowBound=v.lb, upBound=v.ub, cat=pulp.LpInteger)
+            else:
+                xs[v.name] = pulp.LpVariable(v.name, lowBound=v.lb, upBound=v.ub)
+        obj_scale = UNIT_SCALE[model.objective_unit]
+        prob += pulp.lpSum(coef * obj_scale * xs[n] for n, coef in model.objective.terms.items())
+        for con in model.constraints:
+            k = UNIT_SCALE[con.unit]
+            expr = pulp.lpSum(coef * k * xs[n] for n, coef in con.lin.terms.items())
+            rhs = con.rhs * k
+            if con.sense == "<=":
+                prob += (expr <= rhs, con.name)
+            elif con.sense == ">=":
+                prob += (expr >= rhs, con.name)
+            else:
+                prob += (expr == rhs, con.name)
+        fd, log_path = tempfile.mkstemp(prefix="optsearch-cbc-", suffix=".log")
+        os.close(fd)
+        try:
+            solver = pulp.PULP_CBC_CMD(
+                msg=False, timeLimit=time_limit_s, threads=self.threads, gapRel=self.rel_gap, logPath=log_path
+            )
+            prob.solve(solver)
+            log = open(log_path).read()
+        finally:
+            os.unlink(log_path)
+        sol_status = prob.sol_status
+        if sol_status == pulp.LpSolutionOptimal and "Stopped on time" not in log:
+            status = "optimal"
+        elif sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
+            status = "feasible"
+        elif prob.status == pulp.LpStatusInfeasible or "infeasible" in log.lower():
+            status = "infeasible"
+        else:
+            status = "unknown"
+        if status in ("optimal", "feasible"):
+            values = {n: (x.value() or 0.0) for n, x in xs.items()}
+            objective = pulp.value(prob.objective) / obj_scale
+            bound = objective if status == "optimal" else _lower_bound(log, obj_scale)
+            return Solution(status, values, objective, bound)
+        return Solution(status, {}, None, _lower_bound(log, obj_scale) if status == "unknown" else None)
+
+
+def _lower_bound(log: str, obj_scale: float) -> float | None:
+    found = re.findall(r"Lower bound:\s*([-+0-9.eE]+)", log)
+    if not found:
+        return None
+    return float(found[-1]) / obj_scale

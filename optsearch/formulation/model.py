@@ -1,0 +1,489 @@
+"""One candidate (tp, dp, micro-batch b, pp) as an exact mixed-integer model. Each family is one function.
+
+Indices: s stage (0..pp-1), g usable node type, r recomputation mode, k layer kind.
+Decisions:
+    b[s,g]      binary   a whole-node block of type g starts at stage s (it covers q_g stages, k_g nodes)
+    z[s,g]      binary   stage s runs on node type g
+    y[s,g,r]    binary   stage s runs on g with recomputation r
+    n[s,g,r,k]  integer  layers of kind k on stage s when (g, r) is chosen, else 0
+    d[s,k]      binary   stage s holds layers of kind k (k >= 1; keeps kinds in model order)
+    e[j]        time     one pipeline send across the boundary between stages j and j+1
+    t[s]        time     stage s per micro-batch (compute + its sends)
+    M           time     max_s t[s] (epigraph of the 1F1B max term)
+    A, O        time     largest DP all-reduce, largest optimizer step
+    T           time     one iteration
+    v[s,g]      time     T if b[s,g] = 1 else 0 (exact McCormick product of a binary and T, for cost = price x time)
+All coefficients come from the cost model's own per-layer functions (costmodel.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from optsearch.candidates import NodeUse, SpaceOptions
+from optsearch.costmodel import (
+    MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
+    layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
+    stage_parameters, state_bytes_per_param,
+)
+from optsearch.formulation.linear import Lin, LinearModel, Solution
+from optsearch.plan import Plan, Recompute, Stage
+from optsearch.problem import Problem
+from optsearch.spec.budget import Budget
+from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+
+PRICE_SCALE = 10_000  # prices enter the cost objective in 1e-4 USD/hour (catalog prices have <= 4 decimals)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Candidate:
+    tp: int
+    dp: int
+    micro_batch_size: int
+    pp: int
+    uses: tuple[NodeUse, ...]
+
+    @property
+    def gpus_per_stage(self) -> int:
+        return self.tp * self.dp
+
+    @property
+    def key(self) -> tuple[int, int, int, int]:
+        return (self.tp, self.dp, self.micro_batch_size, self.pp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coefficients:
+    """Every number the model needs, from the cost model. Lists are indexed [g], [g][r][k], [s] ..."""
+
+    m: int
+    iterations: int
+    modes: tuple[Recompute, ...]
+    kind_layers: tuple[int, ...]
+    step_s: tuple[tuple[tuple[float, ...], ...], ...]  # [g][r][k]
+    embedding_s: tuple[float, ...]  # [g]
+    head_s: tuple[float, ...]  # [g]
+    send_inter_s: tuple[tuple[float, ...], ...]  # [g][g']
+    send_intra_s: tuple[float, ...]  # [g]
+    layer_params: tuple[float, ...]  # [k]
+    fixed_params: tuple[float, ...]  # [s]: embedding on the first stage, head on the last
+    allreduce_s_per_param: tuple[float, ...]  # [g]
+    optimizer_s_per_param: tuple[float, ...]  # [g]
+    state_bytes_per_param: float  # per GPU, per parameter of the stage (already / tp)
+    activation_bytes: tuple[tuple[tuple[float, ...], ...], ...]  # [g][r][k] per layer per micro-batch
+    in_flight: tuple[int, ...]  # [s]
+    full_working_bytes: tuple[float, ...]  # [g]
+    logits_bytes: float
+    capacity_bytes: tuple[float, ...]  # [g]
+    price_scaled: tuple[int, ...]  # [g]: USD per block-hour x PRICE_SCALE (block = k_g nodes)
+
+
+def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Coefficients:
+    model, tp, mbs, pp, w = problem.model, cand.tp, cand.micro_batch_size, cand.pp, cand.gpus_per_stage
+    kinds, modes = model.kinds, options.recompute_modes
+    names = [u.name for u in cand.uses]
+    m = num_micro_batches(problem.job, cand.dp, mbs)
+    return Coefficients(
+        m=m,
+        iterations=problem.iterations,
+        modes=modes,
+        kind_layers=tuple(k.num_layers for k in kinds),
+        step_s=tuple(tuple(tuple(layer_step_s(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names),
+        embedding_s=tuple(embedding_step_s(problem, g, tp, mbs) for g in names),
+        head_s=tuple(head_step_s(problem, g, tp, mbs) for g in names),
+        send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
+        send_intra_s=tuple(p2p_send_s(problem, g, g, True, w, mbs) for g in names),
+        layer_params=tuple(float(model.layer_parameters(k)) for k in kinds),
+        fixed_params=tuple(stage_parameters(model, {}, s == 0, s == pp - 1, pp) for s in range(pp)),
+        allreduce_s_per_param=tuple(
+            dp_allreduce_s(problem, u.name, 1.0, tp, cand.dp, w > u.node.gpus_per_node) for u in cand.uses
+        ),
+        optimizer_s_per_param=tuple(optimizer_step_s(problem, g, 1.0, tp, cand.dp) for g in names),
+        state_bytes_per_param=state_bytes_per_param(problem.job, cand.dp) / tp,
+        activation_bytes=tuple(
+            tuple(tuple(layer_activation_bytes(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names
+        ),
+        in_flight=tuple(min(pp - s, m) for s in range(pp)),
+        full_working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
+        logits_bytes=logits_bytes(model, tp, mbs),
+        capacity_bytes=tuple(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
+        price_scaled=tuple(
+            round(u.node.price_usd_per_node_hour * u.nodes_per_block * PRICE_SCALE) for u in cand.uses
+        ),
+    )
+
+
+# ---- variable names ([A-Za-z0-9_] only) --------------------------------------------------------------------
+
+def b_(s: int, g: int) -> str: return f"b_{s}_{g}"
+def z_(s: int, g: int) -> str: return f"z_{s}_{g}"
+def y_(s: int, g: int, r: int) -> str: return f"y_{s}_{g}_{r}"
+def n_(s: int, g: int, r: int, k: int) -> str: return f"n_{s}_{g}_{r}_{k}"
+def d_(s: int, k: int) -> str: return f"d_{s}_{k}"
+def e_(j: int) -> str: return f"e_{j}"
+def t_(s: int) -> str: return f"t_{s}"
+def v_(s: int, g: int) -> str: return f"v_{s}_{g}"
+
+
+@dataclass(slots=True)
+class Formulation:
+    problem: Problem
+    budget: Budget
+    cand: Candidate
+    c: Coefficients
+    lm: LinearModel
+    block_starts: dict[tuple[int, int], str]  # (s, g) -> b var, only where a block fits
+    time_upper_s: float  # U: a valid upper bound on T
+
+
+def _layers_on(f: Formulation, s: int) -> Lin:
+    """sum_{g,r,k} n[s,g,r,k]"""
+    lin = Lin()
+    for g in range(len(f.cand.uses)):
+        for r in range(len(f.c.modes)):
+            for k in range(len(f.c.kind_layers)):
+                lin.add(1, n_(s, g, r, k))
+    return lin
+
+
+def _stage_params(f: Formulation, s: int, g: int) -> Lin:
+    """sum_{r,k} P_k n[s,g,r,k] + P_fixed[s] z[s,g]   (parameters of stage s if it runs on g, else 0)"""
+    lin = Lin()
+    for r in range(len(f.c.modes)):
+        for k, p in enumerate(f.c.layer_params):
+            lin.add(p, n_(s, g, r, k))
+    return lin.add(f.c.fixed_params[s], z_(s, g))
+
+
+def _block_starts_into(f: Formulation, s: int) -> Lin:
+    """sum_g b[s,g]: 1 when stage s starts a new block (0 for s = pp)"""
+    return Lin.of(*((1, f.block_starts[(s, g)]) for g in range(len(f.cand.uses)) if (s, g) in f.block_starts))
+
+
+# ---- constraint families -----------------------------------------------------------------------------------
+
+def add_blocks(f: Formulation) -> None:
+    """z[s,g] == sum_{s - q_g < s' <= s} b[s',g]   (stage s is of type g iff it lies in a block of type g)"""
+    for s in range(f.cand.pp):
+        for g, use in enumerate(f.cand.uses):
+            lin = Lin.of((1, z_(s, g)))
+            for s0 in range(max(0, s - use.stages_per_block + 1), s + 1):
+                if (s0, g) in f.block_starts:
+                    lin.add(-1, f.block_starts[(s0, g)])
+            f.lm.add(f"blk_{s}_{g}", lin, "==", 0, "count")
+
+
+def add_one_type_per_stage(f: Formulation) -> None:
+    """sum_g z[s,g] == 1"""
+    for s in range(f.cand.pp):
+        f.lm.add(f"one_{s}", Lin.of(*((1, z_(s, g)) for g in range(len(f.cand.uses)))), "==", 1, "count")
+
+
+def add_recompute_choice(f: Formulation) -> None:
+    """sum_r y[s,g,r] == z[s,g]"""
+    for s in range(f.cand.pp):
+        for g in range(len(f.cand.uses)):
+            lin = Lin.of(*((1, y_(s, g, r)) for r in range(len(f.c.modes))), (-1, z_(s, g)))
+            f.lm.add(f"rc_{s}_{g}", lin, "==", 0, "count")
+
+
+def add_layer_cover(f: Formulation) -> None:
+    """sum_{s,g,r} n[s,g,r,k] == L_k   (every layer of every kind on exactly one stage)"""
+    for k, total in enumerate(f.c.kind_layers):
+        lin = Lin()
+        for s in range(f.cand.pp):
+            for g in range(len(f.cand.uses)):
+                for r in range(len(f.c.modes)):
+                    lin.add(1, n_(s, g, r, k))
+        f.lm.add(f"cover_{k}", lin, "==", total, "count")
+
+
+def add_layer_bounds(f: Formulation) -> None:
+    """n[s,g,r,k] <= L_k y[s,g,r]   (layers only on the chosen type and mode)"""
+    for s in range(f.cand.pp):
+        for g in range(len(f.cand.uses)):
+            for r in range(len(f.c.modes)):
+                for k, total in enumerate(f.c.kind_layers):
+                    f.lm.add(f"nb_{s}_{g}_{r}_{k}", Lin.of((1, n_(s, g, r, k)), (-total, y_(s, g, r))), "<=", 0, "count")
+
+
+def add_nonempty_middle(f: Formulation) -> None:
+    """sum_{g,r,k} n[s,g,r,k] >= 1 for 0 < s < pp - 1   (only the end stages may hold no layer)"""
+    for s in range(1, f.cand.pp - 1):
+        f.lm.add(f"mid_{s}", _layers_on(f, s), ">=", 1, "count")
+
+
+def add_no_recompute_when_empty(f: Formulation) -> None:
+    """sum_{g, r != none} y[s,g,r] <= sum_{g,r,k} n[s,g,r,k] for the end stages   (an empty stage recomputes nothing)"""
+    for s in {0, f.cand.pp - 1}:
+        lin = Lin.of(*((1, y_(s, g, r)) for g in range(len(f.cand.uses)) for r in range(1, len(f.c.modes))))
+        f.lm.add(f"emptyrc_{s}", lin.extend(_layers_on(f, s), -1), "<=", 0, "count")
+
+
+def add_kind_order(f: Formulation) -> None:
+    """sum_{g,r} n[s,g,r,k] <= L_k d[s,k];  sum_{s' <= s} sum_{g,r} n[s',g,r,k-1] >= L_{k-1} d[s,k]   (k >= 1)
+
+    A stage may hold kind k only once every layer of kind k-1 sits on it or before it: layers stay in model order.
+    """
+    kinds = f.c.kind_layers
+    for k in range(1, len(kinds)):
+        for s in range(f.cand.pp):
+            here = Lin()
+            before = Lin()
+            for g in range(len(f.cand.uses)):
+                for r in range(len(f.c.modes)):
+                    here.add(1, n_(s, g, r, k))
+                    for s2 in range(s + 1):
+                        before.add(1, n_(s2, g, r, k - 1))
+            f.lm.add(f"ko_{s}_{k}", here.add(-kinds[k], d_(s, k)), "<=", 0, "count")
+            f.lm.add(f"kp_{s}_{k}", before.add(-kinds[k - 1], d_(s, k)), ">=", 0, "count")
+
+
+def add_node_supply(f: Formulation) -> None:
+    """sum_s k_g b[s,g] <= nodes available of g"""
+    for g, use in enumerate(f.cand.uses):
+        lin = Lin.of(*((use.nodes_per_block, v) for (s, gg), v in f.block_starts.items() if gg == g))
+        f.lm.add(f"supply_{g}", lin, "<=", use.node.num_nodes_available, "count")
+
+
+def add_p2p(f: Formulation) -> None:
+    """e[j] >= c_inter[g,g'] (z[j,g] + z[j+1,g'] - 2 + sum_h b[j+1,h]);  e[j] >= c_intra[g] (z[j,g] - sum_h b[j+1,h])
+
+    A boundary crosses nodes exactly when stage j+1 starts a block; then its send costs the inter-node time of the
+    pair of types, otherwise the intra-node time of the (shared) type.
+    """
+    G = len(f.cand.uses)
+    for j in range(f.cand.pp - 1):
+        starts = _block_starts_into(f, j + 1)
+        for g in range(G):
+            for h in range(G):
+                c = f.c.send_inter_s[g][h]
+                lin = Lin.of((1, e_(j)), (-c, z_(j, g)), (-c, z_(j + 1, h))).extend(starts, -c)
+                f.lm.add(f"p2x_{j}_{g}_{h}", lin, ">=", -2 * c, "time")
+            c = f.c.send_intra_s[g]
+            f.lm.add(f"p2i_{j}_{g}", Lin.of((1, e_(j)), (-c, z_(j, g))).extend(starts, c), ">=", 0, "time")
+
+
+def add_stage_time(f: Formulation) -> None:
+    """t[s] >= sum_{g,r,k} step[g,r,k] n[s,g,r,k] + [s=0] sum_g emb[g] z[0,g] + [s=pp-1] sum_g head[g] z[s,g] + e[s-1] + e[s]"""
+    pp = f.cand.pp
+    for s in range(pp):
+        lin = Lin.of((1, t_(s)))
+        for g in range(len(f.cand.uses)):
+            for r in range(len(f.c.modes)):
+                for k in range(len(f.c.kind_layers)):
+                    lin.add(-f.c.step_s[g][r][k], n_(s, g, r, k))
+            if s == 0:
+                lin.add(-f.c.embedding_s[g], z_(s, g))
+            if s == pp - 1:
+                lin.add(-f.c.head_s[g], z_(s, g))
+        if s > 0:
+            lin.add(-1, e_(s - 1))
+        if s < pp - 1:
+            lin.add(-1, e_(s))
+        f.lm.add(f"st_{s}", lin, ">=", 0, "time")
+
+
+def add_pipeline_max(f: Formulation) -> None:
+    """M >= t[s]   (epigraph of max_s t[s])"""
+    for s in range(f.cand.pp):
+        f.lm.add(f"max_{s}", Lin.of((1, "M"), (-1, t_(s))), ">=", 0, "time")
+
+
+def add_dp_allreduce(f: Formulation) -> None:
+    """A >= alpha[g] (sum_{r,k} P_k n[s,g,r,k] + P_fixed[s] z[s,g])   (ring all-reduce time, linear in parameters)"""
+    for s in range(f.cand.pp):
+        for g in range(len(f.cand.uses)):
+            lin = Lin.of((1, "A")).extend(_stage_params(f, s, g), -f.c.allreduce_s_per_param[g])
+            f.lm.add(f"ar_{s}_{g}", lin, ">=", 0, "time")
+
+
+def add_optimizer(f: Formulation) -> None:
+    """O >= beta[g] (sum_{r,k} P_k n[s,g,r,k] + P_fixed[s] z[s,g])   (memory-bound Adam step)"""
+    for s in range(f.cand.pp):
+        for g in range(len(f.cand.uses)):
+            lin = Lin.of((1, "O")).extend(_stage_params(f, s, g), -f.c.optimizer_s_per_param[g])
+            f.lm.add(f"op_{s}_{g}", lin, ">=", 0, "time")
+
+
+def add_iteration_time(f: Formulation) -> None:
+    """T >= (m - 1) M + sum_s t[s] + A + O   (1F1B pipeline + DP all-reduce + optimizer step)"""
+    lin = Lin.of((1, "T"), (-(f.c.m - 1), "M"), (-1, "A"), (-1, "O"))
+    for s in range(f.cand.pp):
+        lin.add(-1, t_(s))
+    f.lm.add("iter", lin, ">=", 0, "time")
+
+
+def memory_fixed_bytes(c: Coefficients, s: int, g: int, r: int, pp: int) -> float:
+    """Per-GPU bytes of stage s on (g, r) that do not scale with its layer count."""
+    fixed = MEMORY_RESERVE_BYTES + c.state_bytes_per_param * c.fixed_params[s]
+    if s == pp - 1:
+        fixed += c.logits_bytes
+    if c.modes[r] == "full":
+        fixed += c.full_working_bytes[g]
+    return fixed
+
+
+def memory_per_layer_bytes(c: Coefficients, s: int, g: int, r: int, k: int) -> float:
+    """Per-GPU bytes one more layer of kind k adds to stage s on (g, r): its states and in-flight activations."""
+    return c.state_bytes_per_param * c.layer_params[k] + c.in_flight[s] * c.activation_bytes[g][r][k]
+
+
+def add_memory(f: Formulation) -> None:
+    """sum_k (state P_k + inflight[s] act[g,r,k]) n[s,g,r,k] <= (capacity[g] - fixed[s,g,r]) y[s,g,r]"""
+    pp = f.cand.pp
+    for s in range(pp):
+        for g in range(len(f.cand.uses)):
+            for r in range(len(f.c.modes)):
+                lin = Lin()
+                for k in range(len(f.c.kind_layers)):
+                    lin.add(memory_per_layer_bytes(f.c, s, g, r, k), n_(s, g, r, k))
+                room = f.c.capacity_bytes[g] - memory_fixed_bytes(f.c, s, g, r, pp)
+                f.lm.add(f"mem_{s}_{g}_{r}", lin.add(-room, y_(s, g, r)), "<=", 0, "bytes")
+
+
+def add_cost_product(f: Formulation) -> None:
+    """v[s,g] >= T - U (1 - b[s,g])   (v = b x T exactly, since b is binary and 0 <= T <= U)"""
+    for (s, g), b in f.block_starts.items():
+        lin = Lin.of((1, v_(s, g)), (-1, "T"), (-f.time_upper_s, b))
+        f.lm.add(f"mc_{s}_{g}", lin, ">=", -f.time_upper_s, "time")
+
+
+def cost_rate_expr(f: Formulation) -> Lin:
+    """sum_{s,g} price[g] x PRICE_SCALE x v[s,g]: (USD/hour x PRICE_SCALE) x (seconds per iteration)"""
+    return Lin.of(*((f.c.price_scaled[g], v_(s, g)) for (s, g) in f.block_starts))
+
+
+def add_budgets(f: Formulation) -> None:
+    """T <= max_time / iterations;  cost_rate <= max_cost x 3600 x PRICE_SCALE / iterations;
+    sum_{s,g} price[g] b[s,g] <= max USD per hour"""
+    budget, c = f.budget, f.c
+    if budget.max_time_s is not None:
+        f.lm.add("bud_time", Lin.of((1, "T")), "<=", budget.max_time_s / c.iterations, "time")
+    if budget.max_cost_usd is not None:
+        rhs = budget.max_cost_usd * SECONDS_PER_HOUR * PRICE_SCALE / c.iterations
+        f.lm.add("bud_cost", cost_rate_expr(f), "<=", rhs, "rate")
+    if budget.max_usd_per_hour is not None:
+        lin = Lin.of(*((c.price_scaled[g], b) for (s, g), b in f.block_starts.items()))
+        f.lm.add("bud_rate", lin, "<=", budget.max_usd_per_hour * PRICE_SCALE, "count")
+
+
+def objective_expr(f: Formulation) -> Lin:
+    return cost_rate_expr(f) if f.budget.objective == "cost" else Lin.of((1, "T"))
+
+
+def objective_to_user(f: Formulation, value: float) -> float:
+    """Model objective -> USD for the run (cost) or training seconds (time)."""
+    if f.budget.objective == "cost":
+        return value * f.c.iterations / (SECONDS_PER_HOUR * PRICE_SCALE)
+    return value * f.c.iterations
+
+
+def user_to_objective(f: Formulation, value: float) -> float:
+    if f.budget.objective == "cost":
+        return value * SECONDS_PER_HOUR * PRICE_SCALE / f.c.iterations
+    return value / f.c.iterations
+
+
+def add_incumbent_cut(f: Formulation, incumbent_user: float | None, rel: float) -> None:
+    """objective <= incumbent x (1 - rel)   (only strictly better plans than the best found so far)"""
+    if incumbent_user is None:
+        return
+    unit = "rate" if f.budget.objective == "cost" else "time"
+    f.lm.add("cut", objective_expr(f), "<=", user_to_objective(f, incumbent_user) * (1 - rel), unit)
+
+
+# ---- build and decode ---------------------------------------------------------------------------------------
+
+def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget) -> float:
+    """A valid upper bound on T for any feasible assignment (the big-M of the cost product)."""
+    layers = sum(c.kind_layers)
+    step_hi = max(x for per_g in c.step_s for per_r in per_g for x in per_r)
+    send_hi = max(max(max(row) for row in c.send_inter_s), max(c.send_intra_s))
+    t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi
+    params_hi = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + max(c.fixed_params) * 2
+    upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
+    if budget.max_time_s is not None:
+        upper = min(upper, budget.max_time_s / c.iterations)
+    return upper * (1 + 1e-9) + 1e-9
+
+
+def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptions,
+          incumbent: float | None = None, incumbent_rel: float = 1e-9) -> Formulation:
+    c = coefficients(problem, cand, options)
+    lm = LinearModel(objective_unit="rate" if budget.objective == "cost" else "time")
+    pp, G, R, K = cand.pp, len(cand.uses), len(c.modes), len(c.kind_layers)
+    block_starts = {}
+    for s in range(pp):
+        for g, use in enumerate(cand.uses):
+            if s + use.stages_per_block <= pp:
+                block_starts[(s, g)] = lm.var(b_(s, g), "bool")
+            lm.var(z_(s, g), "bool")
+            for r in range(R):
+                lm.var(y_(s, g, r), "bool")
+                for k in range(K):
+                    lm.var(n_(s, g, r, k), "int", 0, c.kind_layers[k])
+        for k in range(1, K):
+            lm.var(d_(s, k), "bool")
+    f = Formulation(problem=problem, budget=budget, cand=cand, c=c, lm=lm, block_starts=block_starts,
+                    time_upper_s=0.0)
+    f.time_upper_s = _time_upper_bound(c, cand, budget)
+    U = f.time_upper_s
+    for j in range(pp - 1):
+        lm.var(e_(j), "time", 0, U)
+    for s in range(pp):
+        lm.var(t_(s), "time", 0, U)
+    for name in ("M", "A", "O", "T"):
+        lm.var(name, "time", 0, U)
+    need_cost = budget.objective == "cost" or budget.max_cost_usd is not None
+    if need_cost:
+        for (s, g) in block_starts:
+            lm.var(v_(s, g), "time", 0, U)
+
+    add_blocks(f)                       # z[s,g] == sum of block starts covering s
+    add_one_type_per_stage(f)           # sum_g z[s,g] == 1
+    add_recompute_choice(f)             # sum_r y[s,g,r] == z[s,g]
+    add_layer_cover(f)                  # sum n[.,.,.,k] == L_k
+    add_layer_bounds(f)                 # n <= L_k y
+    add_nonempty_middle(f)              # middle stages hold >= 1 layer
+    add_no_recompute_when_empty(f)      # empty end stages recompute nothing
+    add_kind_order(f)                   # layer kinds stay in model order
+    add_node_supply(f)                  # nodes of g <= available
+    add_p2p(f)                          # e[j] >= send time of boundary j
+    add_stage_time(f)                   # t[s] >= compute + sends
+    add_pipeline_max(f)                 # M >= t[s]
+    add_dp_allreduce(f)                 # A >= all-reduce of every stage
+    add_optimizer(f)                    # O >= optimizer step of every stage
+    add_iteration_time(f)               # T >= (m-1) M + sum t + A + O
+    add_memory(f)                       # per-GPU bytes <= capacity
+    if need_cost:
+        add_cost_product(f)             # v[s,g] = b[s,g] x T
+    add_budgets(f)                      # time, cost, USD/hour limits
+    add_incumbent_cut(f, incumbent, incumbent_rel)
+    lm.objective = objective_expr(f)
+    return f
+
+
+def decode(f: Formulation, sol: Solution) -> Plan:
+    """Solution values -> Plan (types, layer counts and recomputation per stage)."""
+    val = sol.values
+    stages = []
+    for s in range(f.cand.pp):
+        g = max(range(len(f.cand.uses)), key=lambda gg: val[z_(s, gg)])
+        r = max(range(len(f.c.modes)), key=lambda rr: val[y_(s, g, rr)])
+        layers = sum(int(round(val[n_(s, g, r, k)])) for k in range(len(f.c.kind_layers)))
+        stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=layers, recompute=f.c.modes[r]))
+    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+
+
+def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
+    """Per-GPU memory of each stage as the model sees it (for the re-evaluation check)."""
+    out = []
+    for s in range(f.cand.pp):
+        g = max(range(len(f.cand.uses)), key=lambda gg: sol.values[z_(s, gg)])
+        r = max(range(len(f.c.modes)), key=lambda rr: sol.values[y_(s, g, rr)])
+        total = memory_fixed_bytes(f.c, s, g, r, f.cand.pp)
+        for k in range(len(f.c.kind_layers)):
+            total += memory_per_layer_bytes(f.c, s, g, r, k) * round(sol.values[n_(s, g, r, k)])
+        out.append(total)
+    return out

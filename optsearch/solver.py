@@ -1,0 +1,277 @@
+"""`solve`: the exact optimizer. An outer loop over the choices the cost model multiplies together (tp, dp,
+micro-batch, pp), pruned by valid lower bounds and an incumbent cut; an exact MILP / CP-SAT model per candidate for
+the rest (stage node types, layer counts, rented nodes, recomputation).
+
+Why it is exact: every candidate is either solved to optimality with a cut `objective <= incumbent`, or skipped
+because its lower bound (below) is no better than the incumbent, or proven infeasible by a bound (memory, budgets,
+node supply). Candidates are visited in order of their bounds, so the loop stops at the first bound that reaches the
+incumbent, however large the cluster is.
+
+Lower bound of a candidate, per iteration: W = sum_k L_k min_g step[g,none,k] + min_g emb[g] + min_g head[g] is a
+lower bound on sum_s t_s, and max_s t_s >= W / pp, so T >= (m - 1) W / pp + W. Cost >= iterations x T / 3600 x
+(pp x tp x dp GPUs) x min_g (price[g] / GPUs per node[g]).
+Memory bound: some stage holds at least 1/pp of all parameters, so it needs at least
+(P_total / pp / tp) x state bytes + reserve per GPU; if that exceeds every usable GPU's capacity, nothing fits.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import lru_cache
+
+from optsearch.candidates import (
+    SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+)
+from optsearch.costmodel import (
+    MEMORY_RESERVE_BYTES, embedding_step_s, estimate, head_step_s, layer_step_s, num_micro_batches,
+    stage_parameters, state_bytes_per_param,
+)
+from optsearch.errors import OptsearchError
+from optsearch.formulation.cpsat import TICKS_PER_S, CpSat
+from optsearch.formulation.linear import Backend
+from optsearch.formulation.milp import PulpCbc
+from optsearch.formulation.model import Candidate, build, decode, objective_to_user, solver_memory_bytes
+from optsearch.problem import Problem
+from optsearch.search import SearchResult, budget_violations, objective_value
+from optsearch.spec.budget import Budget
+from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+
+SOLVERS = ("cbc", "cpsat")
+INCUMBENT_REL = 1e-9  # a later candidate must beat the incumbent by this much (ties keep the earlier plan)
+CHECK_REL = 1e-6
+
+
+class ConsistencyError(OptsearchError):
+    """The decoded plan, re-priced by the cost model, disagrees with the solver: a bug, never user error."""
+
+    exit_code = 3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Progress:
+    explored: int
+    total: int
+    pruned: int
+    incumbent: float | None
+    bound: float | None
+    candidate: Candidate | None
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def backend(name: str) -> Backend:
+    if name == "cbc":
+        return PulpCbc()
+    if name == "cpsat":
+        return CpSat()
+    from optsearch.errors import SpecError
+
+    raise SpecError(f"--solver = {name!r}: must be one of {', '.join(SOLVERS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Bounded:
+    cand: Candidate
+    lower_bound: float  # objective units (USD or training seconds)
+
+
+def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tuple[list[Bounded], int]:
+    """All candidates with their lower bounds, minus those proven infeasible by a bound. Returns (kept, total)."""
+    model = problem.model
+
+    @lru_cache(maxsize=None)
+    def min_work_s(tp: int, mbs: int, uses: tuple) -> float:
+        names = [u.name for u in uses]
+        layers = sum(k.num_layers * min(layer_step_s(problem, g, k, tp, mbs, "none") for g in names) for k in model.kinds)
+        return layers + min(embedding_step_s(problem, g, tp, mbs) for g in names) + min(
+            head_step_s(problem, g, tp, mbs) for g in names)
+
+    layer_params = sum(model.layer_parameters(k) * k.num_layers for k in model.kinds)
+    kept: list[Bounded] = []
+    total = 0
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus):
+                uses = tuple(node_uses(problem, tp, dp, mbs))
+                if not uses:
+                    continue
+                w = tp * dp
+                m = num_micro_batches(problem.job, dp, mbs)
+                capacity = max(gib_to_bytes(problem.gpu_of(u.name).memory_gib) for u in uses)
+                stage_slots = sum(u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block for u in uses)
+                gpu_price = min(u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses)
+                for pp in range(1, max_stages(problem, options) + 1):
+                    total += 1
+                    if pp > stage_slots or (budget.max_gpus is not None and pp * w > budget.max_gpus):
+                        continue
+                    if pp > model.num_layers + 2 or (pp > 2 and model.num_layers < pp - 2):
+                        continue
+                    all_params = layer_params + stage_parameters(model, {}, True, True, pp)
+                    if all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES > capacity:
+                        continue
+                    work = min_work_s(tp, mbs, uses)
+                    time_lb = problem.iterations * ((m - 1) * work / pp + work)
+                    rate_lb = pp * w * gpu_price
+                    cost_lb = time_lb / SECONDS_PER_HOUR * rate_lb
+                    if budget.max_time_s is not None and time_lb > budget.max_time_s:
+                        continue
+                    if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd:
+                        continue
+                    if budget.max_usd_per_hour is not None and rate_lb > budget.max_usd_per_hour:
+                        continue
+                    cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
+                    kept.append(Bounded(cand, cost_lb if budget.objective == "cost" else time_lb))
+    kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
+    return kept, total
+
+
+def _check(problem: Problem, f, sol, plan, est, solver_name: str) -> None:
+    """The decoded plan re-priced by the cost model must equal the solver's values (time, cost, memory)."""
+    solver_value = objective_to_user(f, sol.objective)
+    mine = objective_value(est, f.budget.objective)
+    tol = CHECK_REL * abs(mine)
+    if solver_name == "cpsat":  # each rounded time coefficient is off by <= half a tick per unit
+        tick_error_s = 0.5 / TICKS_PER_S * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
+        scale = f.c.iterations if f.budget.objective == "time" else est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR
+        tol += tick_error_s * scale
+    if abs(solver_value - mine) > tol:
+        raise ConsistencyError(
+            f"{solver_name}: solver objective {solver_value!r} but the cost model prices the decoded plan at {mine!r} "
+            f"(candidate tp={f.cand.tp} dp={f.cand.dp} b={f.cand.micro_batch_size} pp={f.cand.pp})"
+        )
+    for i, (a, s) in enumerate(zip(solver_memory_bytes(f, sol), est.stages)):
+        if abs(a - s.memory_bytes) > CHECK_REL * s.memory_bytes + 1.0:
+            raise ConsistencyError(f"{solver_name}: stage {i} memory {a!r} B in the model, {s.memory_bytes!r} B priced")
+    if budget_violations(plan, est, f.budget):
+        raise ConsistencyError(f"{solver_name}: decoded plan breaks {budget_violations(plan, est, f.budget)}")
+
+
+def solve(
+    problem: Problem,
+    budget: Budget,
+    *,
+    solver: str = "cbc",
+    time_limit_s: float | None = None,
+    options: SpaceOptions = SpaceOptions(),
+    progress: ProgressFn | None = None,
+) -> SearchResult:
+    """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it."""
+    start = time.perf_counter()
+    engine = backend(solver)
+    bounded, total = _candidates(problem, budget, options)
+    incumbent = None  # (value, plan, estimate, solver objective)
+    open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
+    explored = 0
+    stopped_early = False
+    milps = 0
+    for index, item in enumerate(bounded):
+        if incumbent is not None and item.lower_bound >= incumbent[0] * (1 - INCUMBENT_REL):
+            break  # every remaining candidate has a bound at least as large
+        remaining = None if time_limit_s is None else time_limit_s - (time.perf_counter() - start)
+        if remaining is not None and remaining <= 0:
+            stopped_early = True
+            open_bound = item.lower_bound if open_bound is None else min(open_bound, item.lower_bound)
+            break
+        f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL)
+        sol = engine.solve(f.lm, remaining)
+        milps += 1
+        explored = index + 1
+        if sol.status in ("optimal", "feasible"):
+            plan = decode(f, sol)
+            est = estimate(problem, plan)
+            _check(problem, f, sol, plan, est, engine.name)
+            incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
+        if sol.status in ("feasible", "unknown"):  # stopped by the time limit inside this candidate
+            stopped_early = True
+            cand_bound = objective_to_user(f, sol.bound) if sol.bound is not None else item.lower_bound
+            cand_bound = max(cand_bound, item.lower_bound)
+            open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
+        if progress is not None:
+            progress(Progress(explored=explored, total=len(bounded), pruned=total - len(bounded),
+                              incumbent=incumbent[0] if incumbent else None,
+                              bound=item.lower_bound, candidate=item.cand))
+    elapsed = time.perf_counter() - start
+    if stopped_early:
+        # Unvisited candidates are bounded by their lower bounds (the list is sorted, so the next one is the least).
+        rest = [b.lower_bound for b in bounded[explored:]]
+        if rest:
+            open_bound = min([open_bound, rest[0]] if open_bound is not None else [rest[0]])
+    stats = {"candidates_total": float(total), "candidates_after_bounds": float(len(bounded)),
+             "candidates_explored": float(explored), "models_solved": float(milps)}
+    if incumbent is None:
+        return SearchResult(method=solver, status="timeout" if stopped_early else "infeasible",
+                            objective=budget.objective, solve_time_s=elapsed, stats=stats,
+                            message="stopped at the time limit before any plan was found" if stopped_early else "")
+    value, plan, est, solver_value = incumbent
+    if stopped_early:
+        bound = min(value, open_bound) if open_bound is not None else None
+        return SearchResult(method=solver, status="feasible", objective=budget.objective, solve_time_s=elapsed,
+                            plan=plan, estimate=est, objective_value=value, solver_objective_value=solver_value,
+                            bound=bound, stats=stats, message="stopped at the time limit")
+    return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
+                        estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,
+                        stats=stats)
+
+
+def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = "cbc", options: SpaceOptions = SpaceOptions(),
+                       time_limit_s: float | None = None) -> str:
+    """Name the budget that binds and the nearest feasible value (re-solving with that budget dropped)."""
+    from optsearch.units import format_duration, format_usd
+
+    base = budget.model_copy(update={"max_time_s": None, "max_cost_usd": None})
+    fastest = solve(problem, base.model_copy(update={"objective": "time"}), solver=solver, options=options,
+                    time_limit_s=time_limit_s)
+    if fastest.plan is None:
+        limits = [n for n, v in (("--max-gpus", budget.max_gpus), ("--max-usd-per-hour", budget.max_usd_per_hour)) if v]
+        if limits:
+            return f"no plan meets {' and '.join(limits)} and fits in GPU memory"
+        return _memory_message(problem, options)
+    est = fastest.estimate
+    assert est is not None
+    parts = []
+    if budget.max_time_s is not None and est.training_time_s > budget.max_time_s:
+        return (f"no plan finishes within {format_duration(budget.max_time_s)}: the fastest feasible plan takes "
+                f"{format_duration(est.training_time_s)} and costs {format_usd(est.cost_usd)}")
+    if budget.max_cost_usd is not None:
+        cheapest = solve(problem, base.model_copy(update={"objective": "cost"}), solver=solver, options=options,
+                         time_limit_s=time_limit_s)
+        if cheapest.estimate is not None and cheapest.estimate.cost_usd > budget.max_cost_usd:
+            c = cheapest.estimate
+            return (f"no plan costs at most {format_usd(budget.max_cost_usd)}: the cheapest feasible plan costs "
+                    f"{format_usd(c.cost_usd)} and takes {format_duration(c.training_time_s)}")
+        parts.append("--max-cost")
+    if budget.max_time_s is not None:
+        parts.append("--max-time")
+    return (f"no plan meets {' and '.join(parts) or 'the limits'} together: each alone can be met "
+            f"(the fastest plan takes {format_duration(est.training_time_s)} for {format_usd(est.cost_usd)})")
+
+
+def _memory_message(problem: Problem, options: SpaceOptions) -> str:
+    """No plan fits: report the smallest per-GPU need of the biggest-memory GPU's best candidate (a lower bound)."""
+    from optsearch.units import bytes_to_gib
+
+    model = problem.model
+    layer_params = sum(model.layer_parameters(k) * k.num_layers for k in model.kinds)
+    best = None
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs):
+                for u in node_uses(problem, tp, dp, mbs):
+                    slots = sum(x.node.num_nodes_available // x.nodes_per_block * x.stages_per_block
+                                for x in node_uses(problem, tp, dp, mbs))
+                    pp = max(1, min(slots, max_stages(problem, options)))
+                    all_params = layer_params + stage_parameters(model, {}, True, True, pp)
+                    need = all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES
+                    cap = gib_to_bytes(problem.gpu_of(u.name).memory_gib)
+                    if best is None or need - cap < best[0] - best[1]:
+                        best = (need, cap, problem.gpu_of(u.name).name)
+    if best is None:
+        return "no plan fits: no node type is usable (check tp, GPUs per node, the profile's coverage and availability)"
+    need, cap, gpu = best
+    return (f"no plan fits in memory: even spread over every available GPU with full recomputation, a stage needs at "
+            f"least {bytes_to_gib(need):.1f} GiB per GPU on {gpu} ({bytes_to_gib(cap):.1f} GiB); "
+            f"add nodes with more memory or use --set to change the job")
