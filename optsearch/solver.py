@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from optsearch.candidates import (
-    SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, embedding_step_s, estimate, head_step_s, layer_step_s, num_micro_batches,
@@ -34,6 +34,7 @@ from optsearch.formulation.cpsat import TICKS_PER_S, CpSat
 from optsearch.formulation.linear import Backend
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import Candidate, build, decode, objective_to_user, solver_memory_bytes
+from optsearch.plan import Plan
 from optsearch.problem import Problem
 from optsearch.search import SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
@@ -158,12 +159,24 @@ def solve(
     time_limit_s: float | None = None,
     options: SpaceOptions = SpaceOptions(),
     progress: ProgressFn | None = None,
+    warm_start: Plan | None = None,
 ) -> SearchResult:
-    """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it."""
+    """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
+
+    warm_start: a plan known from elsewhere (e.g. the previous point of a sweep). When it is in the search space and
+    meets this budget it becomes the first incumbent, so that the bound prunes more candidates; the answer is the same.
+    """
     start = time.perf_counter()
     engine = backend(solver)
     bounded, total = _candidates(problem, budget, options)
     incumbent = None  # (value, plan, estimate, solver objective)
+    if warm_start is not None and in_search_space(problem, warm_start, options):
+        try:
+            warm_est = estimate(problem, warm_start)
+        except OptsearchError:
+            warm_est = None
+        if warm_est is not None and not budget_violations(warm_start, warm_est, budget):
+            incumbent = (objective_value(warm_est, budget.objective), warm_start, warm_est, None)
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = False
