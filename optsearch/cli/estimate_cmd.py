@@ -33,12 +33,18 @@ def estimate_command(
     balance: Annotated[
         Optional[str], typer.Option(help="FASOP-fork partition, layers per stage, e.g. 0-11-8-8-8-8-5-0.")
     ] = None,
+    layout: Annotated[
+        Optional[str],
+        typer.Option(help="Upstream Megatron-LM --pipeline-model-parallel-layout, e.g. 'E|t*11|(t*8|)*4t*5|L'."),
+    ] = None,
     node_order: Annotated[
         Optional[str],
-        typer.Option(help="With --balance: node type per stage: one for all, one per stage, or runs like a100*2,a10*6."),
+        typer.Option(
+            help="With --balance or --layout: node type per stage: one for all, one per stage, or runs like a100*2,a10*6."
+        ),
     ] = None,
     recompute: Annotated[
-        str, typer.Option(help=f"With --balance: recomputation on every stage ({', '.join(RECOMPUTE_MODES)}).")
+        str, typer.Option(help=f"With --balance or --layout: recomputation on every stage ({', '.join(RECOMPUTE_MODES)}).")
     ] = "none",
     plan_file: Annotated[
         Optional[Path], typer.Option("--plan", help="A plan JSON file (as written by `solve --out`).")
@@ -50,7 +56,8 @@ def estimate_command(
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens)
-    plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, plan_file)
+    plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, plan_file,
+                              layout=layout)
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)
@@ -59,10 +66,12 @@ def estimate_command(
     stdout.print(totals_table(est))
 
 
-def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file) -> Plan:
-    given = [name for name, v in (("--stages", stages), ("--balance", balance), ("--plan", plan_file)) if v]
+def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file, layout=None) -> Plan:
+    given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout), ("--plan", plan_file)) if v]
     if len(given) != 1:
-        raise SpecError("give the stages with exactly one of --stages, --balance (with --node-order) or --plan")
+        raise SpecError(
+            "give the stages with exactly one of --stages, --balance or --layout (with --node-order) or --plan"
+        )
     if plan_file is not None:
         plan = load_plan(plan_file)
         overrides = {k: v for k, v in (("tp", tp), ("dp", dp), ("micro_batch_size", mbs)) if v is not None}
@@ -71,13 +80,18 @@ def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, 
     else:
         missing = [n for n, v in (("--tp", tp), ("--dp", dp), ("--micro-batch-size", mbs)) if v is None]
         if missing:
-            raise SpecError(f"missing {', '.join(missing)} (needed with --stages or --balance)")
-        if balance is not None:
+            raise SpecError(f"missing {', '.join(missing)} (needed with --stages, --balance or --layout)")
+        if balance is not None or layout is not None:
             if node_order is None:
-                raise SpecError("--balance needs --node-order (the node type of each stage)")
+                raise SpecError(f"{given[0]} needs --node-order (the node type of each stage)")
             if recompute not in RECOMPUTE_MODES:
                 raise SpecError(f"--recompute = {recompute!r}: must be one of {', '.join(RECOMPUTE_MODES)}")
-            parsed = parse_balance(balance, node_order, recompute)  # type: ignore[arg-type]
+            if layout is not None:
+                from optsearch.megatron import layout_stages
+
+                parsed = layout_stages(layout, node_order, recompute)  # type: ignore[arg-type]
+            else:
+                parsed = parse_balance(balance, node_order, recompute)  # type: ignore[arg-type]
         else:
             parsed = parse_stages(stages)  # type: ignore[arg-type]
         plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=parsed)

@@ -1,0 +1,776 @@
+"""Plan -> Megatron-LM: command-line arguments, partition strings, torchrun and Slurm launch scripts; and back.
+
+Everything here is a pure function of a (Problem, Plan). Output targets upstream Megatron-LM (Megatron-Core
+training scripts `pretrain_gpt.py` / `pretrain_t5.py`); every flag was checked against the upstream sources named
+in MEGATRON_LM_SOURCES (docs/launch.md keeps the flag table). A plan Megatron-LM cannot run raises
+UnsupportedPlanError with the reason, never a silently different launch.
+
+Rank order. Megatron's default order is tensor fastest, then data, then pipeline ('tp-cp-ep-dp-pp'), so pipeline
+stage i holds global ranks [i w, (i + 1) w), w = tp x dp. torchrun numbers global ranks node by node in node-rank
+order, so listing the nodes of each run of same-type stages on fresh nodes of that type (the packing
+costmodel.place prices) puts every stage on the node type the plan chose.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from optsearch.costmodel import check_plan, place
+from optsearch.errors import SpecError, UnsupportedPlanError
+from optsearch.plan import Plan, Recompute, Stage, parse_balance, plan_from_dict
+from optsearch.problem import Problem
+from optsearch.spec import ModelSpec
+
+# The upstream files the flags, defaults and rules below were read from (NVIDIA/Megatron-LM, main branch).
+MEGATRON_LM_SOURCES = {
+    "megatron/training/arguments.py": "000c4ac24f61159c138b0975def722c65245983c",
+    "megatron/core/transformer/pipeline_parallel_layer_layout.py": "00caa53af30912914981c86f39db123961678bbd",
+    "megatron/core/transformer/transformer_config.py": "002526d81b81f6ab534e93844f9a228709887494",
+    "pretrain_t5.py": "00caa53af30912914981c86f39db123961678bbd",
+}
+MEGATRON_LM_TARGET = "NVIDIA/Megatron-LM main (Megatron-Core >= 0.13; --pipeline-model-parallel-layout needs it)"
+FASOP_FORK = "github.com/AvatarHwang/FASOP, folder Megatron-LM-2 (a 2023 Megatron-LM fork with --balance)"
+
+MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron-LM's default --make-vocab-size-divisible-by
+DEFAULT_MASTER_PORT = 6000
+
+LaunchFormat = Literal["megatron", "fasop", "torchrun", "slurm"]
+LAUNCH_FORMATS: tuple[LaunchFormat, ...] = get_args(LaunchFormat)
+
+ARGS_FILE = "megatron_args.sh"
+FASOP_FILE = "fasop_conf.sh"
+TORCHRUN_FILE = "torchrun.sh"
+HOSTFILE = "hostfile"
+SBATCH_FILE = "job.sbatch"
+
+
+# ---- records -----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MegatronArgs:
+    """A Megatron-LM command line for one plan: the training script, its arguments, and what the user must know."""
+
+    entry: str  # pretrain_gpt.py or pretrain_t5.py
+    args: tuple[str, ...]
+    notes: tuple[str, ...]  # one line each: padded vocabulary, recompute superset, ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchNode:
+    """One node of the launch, in node-rank order."""
+
+    node_rank: int
+    node_type: str
+    run: int  # index of the run of consecutive same-type stages it serves
+    host: str  # placeholder host name, e.g. a100-0
+    nproc: int  # GPUs (processes) used on this node
+    first_rank: int  # global rank of its local rank 0
+    stages: tuple[int, ...]  # pipeline stages with ranks on this node
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SlurmComponent:
+    """One `#SBATCH hetjob` component: a run of consecutive same-type stages on fresh nodes of one type."""
+
+    node_type: str
+    nodes: tuple[LaunchNode, ...]
+    gpus_per_node: int
+
+
+# ---- partition strings -------------------------------------------------------------------------------------
+
+
+def format_layout(layers_per_stage: Sequence[int]) -> str:
+    """Layers per stage -> upstream --pipeline-model-parallel-layout, e.g. [0, 11, 8, 8, 8, 8, 5, 0] ->
+    'E|t*11|(t*8|)*4t*5|L' (E embedding, t transformer layer, L loss/LM head, '|' ends a stage)."""
+    counts = list(layers_per_stage)
+    if not counts:
+        raise SpecError("layout: needs at least one stage")
+    pp = len(counts)
+
+    def stage(i: int) -> str:
+        n = counts[i]
+        body = "" if n == 0 else "t" if n == 1 else f"t*{n}"
+        return ("E" if i == 0 else "") + body + ("L" if i == pp - 1 else "")
+
+    parts: list[str] = []
+    i = 0
+    while i < pp:
+        j = i
+        # group identical plain middle stages (neither E nor L) as (X|)*k
+        while 0 < i < pp - 1 and j + 1 < pp - 1 and counts[j + 1] == counts[i]:
+            j += 1
+        text = stage(i)
+        if j > i and text:
+            parts.append(f"({text}|)*{j - i + 1}")
+        else:
+            parts.extend(stage(k) + ("|" if k < pp - 1 else "") for k in range(i, j + 1))
+        i = j + 1
+    return "".join(parts)
+
+
+_PAREN_REPEAT = re.compile(r"\(([^)]+)\)\*(\d+)")
+_CHAR_REPEAT = re.compile(r"(.)\*(\d+)")
+
+
+def parse_layout(text: str, *, option: str = "--layout") -> tuple[int, ...]:
+    """Upstream --pipeline-model-parallel-layout -> transformer layers per pipeline stage.
+
+    Same grammar as PipelineParallelLayerLayout.parse_str_to_list: commas are cosmetic, '(...)*n' then 'x*n'
+    unroll, '|' splits stages. Accepts what optsearch can launch: E first, L last, t between, one stage per
+    pipeline rank (no virtual pipeline stages, no MTP layers).
+    """
+    raw = text.strip()
+    expanded = raw.replace(",", "").replace(" ", "")
+    for pattern in (_PAREN_REPEAT, _CHAR_REPEAT):
+        expanded = pattern.sub(lambda m: m.group(1) * int(m.group(2)), expanded)
+    bad = sorted(set(expanded) - set("EtL|"))
+    if bad:
+        extra = " (m is an MTP layer, which optsearch does not plan)" if "m" in bad else ""
+        raise SpecError(
+            f"{option} = {raw!r}: unexpected characters {''.join(bad)!r}{extra}; "
+            "use E (embedding), t (transformer layer), L (loss), '|' between stages, x*n and (...)*n repeats"
+        )
+    stages = expanded.split("|")
+    flat = "".join(stages)
+    if not flat.startswith("E") or flat.count("E") != 1:
+        raise SpecError(f"{option} = {raw!r}: E (the embedding) must come exactly once, first")
+    if not flat.endswith("L") or flat.count("L") != 1:
+        raise SpecError(f"{option} = {raw!r}: L (the loss / LM head) must come exactly once, last")
+    if not stages[0].startswith("E") or not stages[-1].endswith("L"):
+        raise SpecError(f"{option} = {raw!r}: E must open the first stage and L close the last")
+    return tuple(s.count("t") for s in stages)
+
+
+def layout_stages(layout: str, node_order: str, recompute: Recompute = "none") -> tuple[Stage, ...]:
+    """An upstream layout string plus a node order (as for --balance) -> stages."""
+    counts = parse_layout(layout)
+    try:
+        return parse_balance("-".join(map(str, counts)), node_order, recompute)
+    except SpecError as err:
+        raise SpecError(str(err).replace("--balance", "--layout")) from None
+
+
+# ---- what Megatron-LM can run ------------------------------------------------------------------------------
+
+
+def padded_vocab_size(vocab_size: int, tp: int, divisible_by: int = MAKE_VOCAB_SIZE_DIVISIBLE_BY) -> int:
+    """Megatron pads the vocabulary to a multiple of --make-vocab-size-divisible-by x tp (tokenizer code,
+    _vocab_size_with_padding)."""
+    multiple = divisible_by * tp
+    return math.ceil(vocab_size / multiple) * multiple
+
+
+def is_encoder_decoder(model: ModelSpec) -> bool:
+    return any(k.cross_attention for k in model.kinds)
+
+
+def _check_model_kinds(model: ModelSpec) -> None:
+    kinds = model.kinds
+    if len(kinds) == 1 and not kinds[0].cross_attention:
+        return
+    if len(kinds) == 2 and not kinds[0].cross_attention and kinds[1].cross_attention:
+        return
+    names = ", ".join(f"{k.name}{' (cross-attention)' if k.cross_attention else ''}" for k in kinds)
+    raise UnsupportedPlanError(
+        f"model {model.name}: layer kinds {names}: Megatron-LM's training scripts run one kind of layer "
+        "(pretrain_gpt.py) or an encoder followed by a cross-attending decoder (pretrain_t5.py)"
+    )
+
+
+def check_launchable(problem: Problem, plan: Plan) -> None:
+    """Raise UnsupportedPlanError when Megatron-LM cannot run the plan (SpecError when the plan does not fit the
+    model/cluster/job at all)."""
+    model = problem.model
+    _check_model_kinds(model)
+    if model.num_attention_heads % plan.tp:
+        raise UnsupportedPlanError(
+            f"plan: tp = {plan.tp} does not divide num_attention_heads {model.num_attention_heads}: "
+            "Megatron-LM splits attention heads evenly over the tensor-parallel ranks"
+        )
+    if model.kv_heads % plan.tp:
+        raise UnsupportedPlanError(
+            f"plan: tp = {plan.tp} does not divide the {model.kv_heads} key/value heads (--num-query-groups): "
+            "Megatron-LM splits query groups evenly over the tensor-parallel ranks"
+        )
+    if model.ffn_hidden_size % plan.tp:
+        raise UnsupportedPlanError(
+            f"plan: tp = {plan.tp} does not divide ffn_hidden_size {model.ffn_hidden_size}: "
+            "Megatron-LM's column-parallel MLP splits it evenly"
+        )
+    check_plan(problem, plan)
+    for i, stage in enumerate(plan.stages):
+        gpn = problem.node(stage.node_type).gpus_per_node
+        if gpn % plan.tp:
+            raise UnsupportedPlanError(
+                f"plan: tp = {plan.tp} does not divide the {gpn} GPUs per node of {stage.node_type} (stage {i}): "
+                "some tensor-parallel groups would straddle two nodes"
+            )
+
+
+# ---- recomputation -----------------------------------------------------------------------------------------
+
+
+def _stage_ranges(indices: Sequence[int]) -> str:
+    out: list[str] = []
+    for i in indices:
+        if out and out[-1].split("-")[-1] == str(i - 1):
+            out[-1] = f"{out[-1].split('-')[0]}-{i}"
+        else:
+            out.append(str(i))
+    return ", ".join(out)
+
+
+def recompute_args(plan: Plan, *, allow_superset: bool = False) -> tuple[list[str], list[str]]:
+    """The plan's recomputation as Megatron flags (applied to every stage) -> (args, notes).
+
+    One mode on every stage that holds layers is exact. Mixed modes have no upstream spelling: refused, or with
+    allow_superset the least recomputation that covers every stage (never more memory, more time than priced).
+    """
+    modes = {s.recompute for s in plan.stages if s.num_layers > 0}
+    full_uniform = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
+    if modes <= {"none"}:
+        return [], []
+    if modes == {"selective"}:
+        return ["--recompute-granularity", "selective"], []
+    if modes == {"full"}:
+        return full_uniform, []
+    by_mode = {m: [i for i, s in enumerate(plan.stages) if s.num_layers > 0 and s.recompute == m] for m in modes}
+    mix = "; ".join(f"{m} on stages {_stage_ranges(idx)}" for m, idx in sorted(by_mode.items()))
+    if modes == {"none", "selective"}:
+        superset, args = "selective recomputation on every stage", ["--recompute-granularity", "selective"]
+    elif modes == {"none", "full"}:
+        n = max(plan.stages[i].num_layers for i in by_mode["full"])
+        superset = f"full recomputation of the first {n} layers of every stage (--recompute-method block)"
+        args = ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers", str(n)]
+    else:
+        superset, args = "full recomputation on every stage", full_uniform
+    if not allow_superset:
+        raise UnsupportedPlanError(
+            f"plan: stages mix recomputation modes ({mix}) but Megatron-LM applies --recompute-granularity, "
+            f"--recompute-method and --recompute-num-layers to every stage alike; re-plan with one mode, or pass "
+            f"--recompute-superset to launch with {superset} (more recomputation than priced: slower, never more memory)"
+        )
+    return args, [f"recompute superset: the plan mixes {mix}; launched with {superset}, slower than estimated"]
+
+
+# ---- Megatron-LM arguments ---------------------------------------------------------------------------------
+
+
+def partition_args(plan: Plan) -> list[str]:
+    """The pipeline split in the plainest upstream spelling: none when even, first/last stage sizes when only the
+    end stages differ (both must hold layers), else --pipeline-model-parallel-layout."""
+    counts = [s.num_layers for s in plan.stages]
+    pp = len(counts)
+    if pp == 1 or len(set(counts)) == 1:
+        return []
+    middle = counts[1:-1]
+    if len(set(middle)) <= 1 and counts[0] > 0 and counts[-1] > 0:
+        args: list[str] = []
+        if pp == 2:
+            return ["--decoder-first-pipeline-num-layers", str(counts[0])]
+        if counts[0] != middle[0]:
+            args += ["--decoder-first-pipeline-num-layers", str(counts[0])]
+        if counts[-1] != middle[0]:
+            args += ["--decoder-last-pipeline-num-layers", str(counts[-1])]
+        return args
+    return ["--pipeline-model-parallel-layout", format_layout(counts)]
+
+
+def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
+    args: list[str] = []
+    if is_encoder_decoder(model):
+        enc, dec = model.kinds
+        args += ["--encoder-num-layers", str(enc.num_layers), "--decoder-num-layers", str(dec.num_layers)]
+    else:
+        args += ["--num-layers", str(model.num_layers)]
+    args += [
+        "--hidden-size", str(model.hidden_size),
+        "--ffn-hidden-size", str(model.ffn_hidden_size),
+        "--num-attention-heads", str(model.num_attention_heads),
+    ]
+    if model.kv_heads != model.num_attention_heads:
+        args += ["--group-query-attention", "--num-query-groups", str(model.kv_heads)]
+    if model.head_dim is not None and model.head_dim * model.num_attention_heads != model.hidden_size:
+        args += ["--kv-channels", str(model.head_dim)]
+    if is_encoder_decoder(model):
+        args += ["--encoder-seq-length", str(model.seq_length), "--decoder-seq-length", str(model.seq_length)]
+    else:
+        args += ["--seq-length", str(model.seq_length)]
+    args += ["--max-position-embeddings", str(model.seq_length)]
+    if model.position_embedding == "rotary":
+        args += ["--position-embedding-type", "rope"]
+    elif model.position_embedding == "relative":
+        if not is_encoder_decoder(model):
+            raise UnsupportedPlanError(
+                f"model {model.name}: relative position embeddings: upstream Megatron-LM has them for T5 only"
+            )
+        args += ["--position-embedding-type", "relative"]
+    if model.gated_mlp:
+        args.append("--swiglu")
+    if model.norm == "rmsnorm":
+        args += ["--normalization", "RMSNorm"]
+    if not model.bias:
+        args.append("--disable-bias-linear")
+    if not model.tied_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    args += ["--make-vocab-size-divisible-by", str(MAKE_VOCAB_SIZE_DIVISIBLE_BY)]
+    return args
+
+
+def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: bool = False) -> MegatronArgs:
+    """The upstream Megatron-LM command line that runs the plan (data and tokenizer arguments are the user's)."""
+    check_launchable(problem, plan)
+    model, job = problem.model, problem.job
+    if is_encoder_decoder(model) and plan.pp > 1:
+        raise UnsupportedPlanError(
+            f"plan: pp = {plan.pp} for encoder-decoder model {model.name}: upstream pretrain_t5.py raises "
+            "'Pipeline parallelism is not supported for T5' (and --pipeline-model-parallel-layout rejects encoder "
+            "layers); re-plan with pp = 1, or use --format fasop for the FASOP fork"
+        )
+    recompute, notes = recompute_args(plan, allow_superset=allow_recompute_superset)
+    args = [
+        "--tensor-model-parallel-size", str(plan.tp),
+        "--pipeline-model-parallel-size", str(plan.pp),
+        *partition_args(plan),
+        "--micro-batch-size", str(plan.micro_batch_size),
+        "--global-batch-size", str(job.global_batch_size),
+        "--train-iters", str(problem.iterations),
+        *_model_args(model, plan),
+        "--fp16" if job.precision == "fp16" else "--bf16",
+        *recompute,
+    ]
+    if job.distributed_optimizer:
+        args.append("--use-distributed-optimizer")
+    padded = padded_vocab_size(model.vocab_size, plan.tp)
+    notes.insert(0, (
+        f"vocabulary: {model.vocab_size} tokens, padded by Megatron-LM to {padded} (a multiple of "
+        f"--make-vocab-size-divisible-by {MAKE_VOCAB_SIZE_DIVISIBLE_BY} x tp {plan.tp}); optsearch priced "
+        f"{model.vocab_size}"
+    ))
+    notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x pp) = {plan.num_gpus} / "
+                 f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
+    entry = "pretrain_t5.py" if is_encoder_decoder(model) else "pretrain_gpt.py"
+    return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
+
+
+def _option_values(tokens: Sequence[str]) -> dict[str, str | None]:
+    """'--name value' and '--flag' tokens -> {name: value or None}."""
+    out: dict[str, str | None] = {}
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--"):
+            raise SpecError(f"megatron arguments: {tok!r} is not an option")
+        name, eq, value = tok.partition("=")
+        if eq:
+            out[name] = value
+        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("--"):
+            out[name] = tokens[i + 1]
+            i += 1
+        else:
+            out[name] = None
+        i += 1
+    return out
+
+
+def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) -> Plan:
+    """Parse the parallel settings of a Megatron-LM command line back into a plan.
+
+    Megatron-LM's arguments do not name node types or dp (dp comes from the world size): give them as for
+    `estimate --balance`. Recomputation with --recompute-method block is read as full on stages that hold at most
+    --recompute-num-layers layers; a stage it only partly recomputes is refused.
+    """
+    opts = _option_values(tokens)
+
+    def integer(name: str, default: int | None = None) -> int:
+        value = opts.get(name)
+        if value is None:
+            if default is None:
+                raise SpecError(f"megatron arguments: {name} is missing")
+            return default
+        try:
+            return int(value)
+        except ValueError:
+            raise SpecError(f"megatron arguments: {name} = {value!r}: not an integer") from None
+
+    tp = integer("--tensor-model-parallel-size", 1)
+    pp = integer("--pipeline-model-parallel-size", 1)
+    mbs = integer("--micro-batch-size")
+    if "--num-layers" in opts:
+        total = integer("--num-layers")
+    else:
+        total = integer("--encoder-num-layers") + integer("--decoder-num-layers")
+    if "--pipeline-model-parallel-layout" in opts:
+        counts = list(parse_layout(opts["--pipeline-model-parallel-layout"] or "", option="--pipeline-model-parallel-layout"))
+    elif "--decoder-first-pipeline-num-layers" in opts or "--decoder-last-pipeline-num-layers" in opts:
+        first = integer("--decoder-first-pipeline-num-layers", 0) if "--decoder-first-pipeline-num-layers" in opts else None
+        last = integer("--decoder-last-pipeline-num-layers", 0) if "--decoder-last-pipeline-num-layers" in opts else None
+        middle_stages = pp - (first is not None) - (last is not None)
+        rest = total - (first or 0) - (last or 0)
+        if middle_stages < 0 or (middle_stages and rest % middle_stages) or (not middle_stages and rest):
+            raise SpecError(f"megatron arguments: first/last stage layers do not split {total} layers over {pp} stages")
+        each = rest // middle_stages if middle_stages else 0
+        counts = ([first] if first is not None else []) + [each] * middle_stages + ([last] if last is not None else [])
+    else:
+        if total % pp:
+            raise SpecError(f"megatron arguments: {total} layers do not split evenly over {pp} stages")
+        counts = [total // pp] * pp
+    if len(counts) != pp:
+        raise SpecError(f"megatron arguments: the partition has {len(counts)} stages but pp = {pp}")
+    granularity = opts.get("--recompute-granularity")
+    modes: list[Recompute]
+    if granularity is None:
+        modes = ["none"] * pp
+    elif granularity == "selective":
+        modes = ["selective"] * pp
+    elif granularity == "full":
+        method, n = opts.get("--recompute-method"), integer("--recompute-num-layers")
+        if method == "uniform" and n == 1:
+            modes = ["full"] * pp
+        elif method == "block":
+            partial = [i for i, c in enumerate(counts) if c > n and n > 0]
+            if partial:
+                raise UnsupportedPlanError(
+                    f"megatron arguments: --recompute-method block --recompute-num-layers {n} recomputes only part "
+                    f"of stages {_stage_ranges(partial)}; optsearch plans whole stages"
+                )
+            modes = ["full" if n > 0 else "none"] * pp
+        else:
+            raise UnsupportedPlanError(
+                f"megatron arguments: --recompute-method {method} --recompute-num-layers {n}: optsearch reads full "
+                "recomputation as uniform with 1 layer, or block"
+            )
+    else:
+        raise SpecError(f"megatron arguments: --recompute-granularity {granularity!r}: expected full or selective")
+    stages = parse_balance("-".join(map(str, counts)), node_order)
+    stages = tuple(Stage(node_type=s.node_type, num_layers=s.num_layers, recompute=m) for s, m in zip(stages, modes))
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)
+
+
+# ---- the FASOP fork ----------------------------------------------------------------------------------------
+
+
+def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bool = False) -> tuple[str, list[str]]:
+    """The FASOP fork's settings (its _00_conf.sh variables) and arguments -> (text, notes).
+
+    The fork takes the split as --balance (transformer layers per stage, '-'-joined). For encoder-decoder models it
+    ignores --balance and splits the encoder and the decoder evenly at --pipeline-model-parallel-split-rank.
+    """
+    check_launchable(problem, plan)
+    model = problem.model
+    recompute, notes = recompute_args(plan, allow_superset=allow_recompute_superset)
+    args = [
+        "--tensor-model-parallel-size", str(plan.tp),
+        "--pipeline-model-parallel-size", str(plan.pp),
+        "--micro-batch-size", str(plan.micro_batch_size),
+        "--global-batch-size", str(problem.job.global_batch_size),
+    ]
+    split_rank: int | None = None
+    if is_encoder_decoder(model) and plan.pp > 1:
+        enc, dec = model.kinds
+        counts = [s.num_layers for s in plan.stages]
+        prefix = [sum(counts[: i + 1]) for i in range(plan.pp)]
+        if enc.num_layers not in prefix:
+            raise UnsupportedPlanError(
+                f"plan: no stage boundary falls between the {enc.num_layers} encoder and the decoder layers of "
+                f"{model.name}; the FASOP fork runs an encoder-decoder model with each stage wholly encoder or "
+                "decoder (--pipeline-model-parallel-split-rank)"
+            )
+        split_rank = prefix.index(enc.num_layers) + 1
+        enc_counts, dec_counts = counts[:split_rank], counts[split_rank:]
+        if len(set(enc_counts)) != 1 or len(set(dec_counts)) != 1:
+            raise UnsupportedPlanError(
+                f"plan: partition {plan.balance}: the FASOP fork ignores --balance for encoder-decoder models and "
+                f"splits the encoder evenly over {len(enc_counts)} stages and the decoder over {len(dec_counts)}; "
+                "this split is uneven"
+            )
+        args += ["--pipeline-model-parallel-split-rank", str(split_rank)]
+    else:
+        args += ["--balance", plan.balance]
+    args += recompute
+    if problem.job.distributed_optimizer:
+        args.append("--use-distributed-optimizer")
+    nodes = launch_nodes(problem, plan)
+    lines = [
+        f"# FASOP fork settings for {_plan_summary(problem, plan)}",
+        f"# Fork: {FASOP_FORK}.",
+        "# These are the variables of the fork's Megatron-LM-2/_00_conf.sh; its run script passes them on as",
+        "# FASOP_ARGS below. Model, data and precision arguments stay as the fork's scripts set them.",
+        *(f"# note: {n}" for n in notes),
+        f"GLOBAL_BATCH_SIZE={problem.job.global_batch_size}",
+        f"MICRO_BATCH_SIZE={plan.micro_batch_size}",
+        f"TENSOR_MP_SIZE={plan.tp}",
+        f"DP_SIZE={plan.dp}",
+        f"PIPELINE_MP_SIZE={plan.pp}",
+        f'PARTITION="{plan.balance}"',
+    ]
+    if split_rank is not None:
+        lines += [
+            "# encoder-decoder: the fork ignores PARTITION here; stages below the split rank run the encoder",
+            f"PIPELINE_MODEL_PARALLEL_SPLIT_RANK={split_rank}",
+        ]
+    lines += [
+        f"NNODES={len(nodes)}",
+        f"WORLD_SIZE={plan.num_gpus}",
+        "FASOP_ARGS=(",
+        *_arg_lines(args),
+        ")",
+    ]
+    return "\n".join(lines) + "\n", notes
+
+
+# ---- nodes, torchrun, hostfile, Slurm ----------------------------------------------------------------------
+
+
+def _host_prefix(node_type: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", node_type).strip("-").lower() or "node"
+
+
+def _runs(plan: Plan) -> list[tuple[int, int]]:
+    """(first, last) stage index of each run of consecutive stages of one node type."""
+    runs: list[tuple[int, int]] = []
+    for i, stage in enumerate(plan.stages):
+        if runs and plan.stages[runs[-1][1]].node_type == stage.node_type:
+            runs[-1] = (runs[-1][0], i)
+        else:
+            runs.append((i, i))
+    return runs
+
+
+def launch_nodes(problem: Problem, plan: Plan) -> tuple[LaunchNode, ...]:
+    """The nodes in node-rank order: each run of consecutive same-type stages on fresh nodes of that type, filled
+    GPU by GPU in Megatron's rank order (the packing costmodel.place prices)."""
+    w = plan.gpus_per_stage
+    nodes: list[LaunchNode] = []
+    per_type: dict[str, int] = {}
+    for run, (i, j) in enumerate(_runs(plan)):
+        node_type = plan.stages[i].node_type
+        gpn = problem.node(node_type).gpus_per_node
+        run_first_rank, run_gpus = i * w, (j - i + 1) * w
+        for k in range(math.ceil(run_gpus / gpn)):
+            first = run_first_rank + k * gpn
+            nproc = min(gpn, run_gpus - k * gpn)
+            stages = tuple(range(first // w, (first + nproc - 1) // w + 1))
+            index = per_type.get(node_type, 0)
+            per_type[node_type] = index + 1
+            nodes.append(LaunchNode(node_rank=len(nodes), node_type=node_type, run=run,
+                                    host=f"{_host_prefix(node_type)}-{index}", nproc=nproc,
+                                    first_rank=first, stages=stages))
+    assert per_type == place(problem, plan).nodes, "launch nodes disagree with costmodel.place"
+    return tuple(nodes)
+
+
+def slurm_components(problem: Problem, plan: Plan) -> tuple[SlurmComponent, ...]:
+    """One component per run of same-type stages (the nodes of a run are its own)."""
+    nodes = launch_nodes(problem, plan)
+    runs = sorted({n.run for n in nodes})
+    out = []
+    for run in runs:
+        members = tuple(n for n in nodes if n.run == run)
+        out.append(SlurmComponent(node_type=members[0].node_type, nodes=members,
+                                  gpus_per_node=problem.node(members[0].node_type).gpus_per_node))
+    return tuple(out)
+
+
+def _plan_summary(problem: Problem, plan: Plan) -> str:
+    return (f"{problem.model.name} on {problem.cluster.name}: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, "
+            f"micro-batch {plan.micro_batch_size}, stages {plan.balance}")
+
+
+def _arg_lines(args: Sequence[str]) -> list[str]:
+    """Options one per line ('--name value'), shell-quoted, indented for a bash array."""
+    lines: list[str] = []
+    for tok in args:
+        if tok.startswith("--") or not lines:
+            lines.append("  " + shlex.quote(tok))
+        else:
+            lines[-1] += " " + shlex.quote(tok)
+    return lines
+
+
+def _ranks(first: int, count: int) -> str:
+    return str(first) if count == 1 else f"{first}-{first + count - 1}"
+
+
+def _stages_text(stages: Sequence[int]) -> str:
+    return ("stage " if len(stages) == 1 else "stages ") + _stage_ranges(stages)
+
+
+def args_file_text(problem: Problem, plan: Plan, margs: MegatronArgs) -> str:
+    lines = [
+        f"# Megatron-LM arguments for {_plan_summary(problem, plan)}",
+        f"# Generated by `optsearch launch`; targets {MEGATRON_LM_TARGET}.",
+        "# Source this file; run MEGATRON_ENTRY with MEGATRON_ARGS plus your data and tokenizer arguments",
+        "# (--data-path, --tokenizer-type, --vocab-file, ...), learning-rate schedule and checkpointing.",
+        *(f"# note: {n}" for n in margs.notes),
+        f"MEGATRON_ENTRY={margs.entry}",
+        "MEGATRON_ARGS=(",
+        *_arg_lines(margs.args),
+        ")",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def hostfile_text(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode]) -> str:
+    lines = [
+        f"# Hosts for {_plan_summary(problem, plan)}",
+        "# One node per line in node-rank order: the k-th host is --node-rank k. Replace the placeholder names with",
+        "# hosts of the same node type; keep the order (it puts every pipeline stage on the node type planned).",
+    ]
+    for n in nodes:
+        lines.append(f"# node rank {n.node_rank}: {n.node_type}, global ranks {_ranks(n.first_rank, n.nproc)}, "
+                     f"{_stages_text(n.stages)}")
+        lines.append(f"{n.host} slots={n.nproc}")
+    return "\n".join(lines) + "\n"
+
+
+def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Sequence[LaunchNode],
+                    master_port: int = DEFAULT_MASTER_PORT) -> str:
+    nnodes = len(nodes)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# torchrun launch for {_plan_summary(problem, plan)}",
+        "# Run `bash torchrun.sh NODE_RANK [extra Megatron-LM args...]` on every node of the hostfile (its k-th host",
+        "# is node rank k). Megatron-LM orders ranks tensor, then data, then pipeline, so pipeline stage i runs on",
+        f"# global ranks [{plan.gpus_per_stage} i, {plan.gpus_per_stage} (i + 1)), and these node ranks put every "
+        "stage on the node type the plan chose.",
+        "# Set MEGATRON_DIR to your Megatron-LM checkout and MASTER_ADDR to the host of node rank 0.",
+        "set -euo pipefail",
+        'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+        f'source "$HERE/{ARGS_FILE}"',
+        'MEGATRON_DIR="${MEGATRON_DIR:-.}"',
+        f'MASTER_ADDR="${{MASTER_ADDR:-{nodes[0].host}}}"',
+        f'MASTER_PORT="${{MASTER_PORT:-{master_port}}}"',
+    ]
+    if plan.tp > 1:
+        lines.append("export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM requires it with tp > 1 (before Blackwell)")
+    lines += [
+        f'NODE_RANK="${{1:?usage: bash torchrun.sh NODE_RANK (0..{nnodes - 1}) [extra Megatron-LM args]}}"',
+        "shift",
+        'case "$NODE_RANK" in',
+    ]
+    for n in nodes:
+        lines.append(f"  # {n.host}: {n.node_type}, global ranks {_ranks(n.first_rank, n.nproc)}, "
+                     f"{_stages_text(n.stages)}")
+        lines.append(
+            f"  {n.node_rank}) torchrun --nnodes {nnodes} --node-rank {n.node_rank} --nproc-per-node {n.nproc} "
+            '--master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT" '
+            '"$MEGATRON_DIR/$MEGATRON_ENTRY" "${MEGATRON_ARGS[@]}" "$@" ;;'
+        )
+    lines += [
+        f'  *) echo "torchrun.sh: node rank $NODE_RANK: this plan has node ranks 0..{nnodes - 1}" >&2; exit 2 ;;',
+        "esac",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
+                 master_port: int = DEFAULT_MASTER_PORT) -> str:
+    comps = slurm_components(problem, plan)
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", problem.model.name)
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Slurm heterogeneous job for {_plan_summary(problem, plan)}",
+        "# One hetjob component per run of consecutive same-type pipeline stages. Edit each --constraint (or use",
+        "# --partition) so that it selects nodes of that type. Submit from the folder holding torchrun.sh and",
+        f"# {ARGS_FILE}: sbatch {SBATCH_FILE}",
+        f"#SBATCH --job-name=optsearch-{name}",
+    ]
+    for k, comp in enumerate(comps):
+        if k:
+            lines.append("#SBATCH hetjob")
+        first, last = comp.nodes[0], comp.nodes[-1]
+        stages = sorted({s for n in comp.nodes for s in n.stages})
+        lines += [
+            f"# component {k}: {comp.node_type}, node rank{'s' if len(comp.nodes) > 1 else ''} "
+            f"{_ranks(first.node_rank, len(comp.nodes))}, "
+            f"{_stages_text(stages)}",
+            f"#SBATCH --nodes={len(comp.nodes)}",
+            "#SBATCH --ntasks-per-node=1",
+            f"#SBATCH --gres=gpu:{comp.gpus_per_node}",
+            "#SBATCH --exclusive",
+            f"#SBATCH --constraint={comp.node_type}",
+        ]
+    lines += [
+        "set -euo pipefail",
+        'cd "${SLURM_SUBMIT_DIR:-.}"',
+        'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}" '
+        '| head -n 1)"',
+        f'export MASTER_PORT="${{MASTER_PORT:-{master_port}}}"',
+        "# each component's nodes take the next node ranks, in order; SLURM_NODEID counts nodes within the step",
+    ]
+    for k, comp in enumerate(comps):
+        offset = comp.nodes[0].node_rank
+        het = f"--het-group={k} " if len(comps) > 1 else ""
+        lines.append(
+            f"srun {het}--nodes={len(comp.nodes)} --ntasks-per-node=1 "
+            f"bash -c 'bash torchrun.sh $(({offset} + SLURM_NODEID))' &"
+        )
+    lines.append("wait")
+    return "\n".join(lines) + "\n"
+
+
+# ---- all files of one format -------------------------------------------------------------------------------
+
+
+def launch_files(problem: Problem, plan: Plan, fmt: str, *, allow_recompute_superset: bool = False,
+                 master_port: int = DEFAULT_MASTER_PORT) -> tuple[dict[str, str], list[str]]:
+    """{file name: text} for one format, and notes for the user. Raises before anything is written."""
+    if fmt not in LAUNCH_FORMATS:
+        raise SpecError(f"--format = {fmt!r}: must be one of {', '.join(LAUNCH_FORMATS)}")
+    if fmt == "fasop":
+        text, notes = fasop_settings(problem, plan, allow_recompute_superset=allow_recompute_superset)
+        return {FASOP_FILE: text}, notes
+    margs = megatron_args(problem, plan, allow_recompute_superset=allow_recompute_superset)
+    files = {ARGS_FILE: args_file_text(problem, plan, margs)}
+    if fmt in ("torchrun", "slurm"):
+        nodes = launch_nodes(problem, plan)
+        files[TORCHRUN_FILE] = torchrun_script(problem, plan, margs, nodes, master_port)
+        if fmt == "torchrun":
+            files[HOSTFILE] = hostfile_text(problem, plan, nodes)
+        else:
+            files[SBATCH_FILE] = slurm_script(problem, plan, nodes, master_port)
+    return files, list(margs.notes)
+
+
+# ---- plan files --------------------------------------------------------------------------------------------
+
+_PER_STAGE_DEGREES = ("tp", "dp", "tensor_parallel", "data_parallel", "tensor_model_parallel_size")
+
+
+def plan_for_launch(data: Any, source: str) -> Plan:
+    """plan_from_dict, refusing per-stage tp/dp that differ: Megatron-LM runs one tp and one dp on every stage."""
+    body = data["plan"] if isinstance(data, dict) and isinstance(data.get("plan"), dict) else data
+    if isinstance(body, dict) and isinstance(body.get("stages"), list):
+        for key in _PER_STAGE_DEGREES:
+            values = [(i, s[key]) for i, s in enumerate(body["stages"]) if isinstance(s, dict) and key in s]
+            if not values:
+                continue
+            plan_wide = body.get("tp" if key in ("tp", "tensor_parallel", "tensor_model_parallel_size") else "dp")
+            differing = [(i, v) for i, v in values if v != plan_wide]
+            if differing or len(values) != len(body["stages"]):
+                i, v = (differing or values)[0]
+                raise UnsupportedPlanError(
+                    f"{source}: stages[{i}].{key} = {v!r}: per-stage {key} (plan-wide {plan_wide!r}); Megatron-LM "
+                    "runs the same tp and dp on every pipeline stage, so this plan cannot be launched"
+                )
+    return plan_from_dict(data, source)
+
+
+def load_plan_for_launch(path: Path) -> Plan:
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{path}: not valid JSON: {err}") from None
+    return plan_for_launch(data, str(path))
