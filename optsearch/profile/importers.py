@@ -3,7 +3,7 @@
 Each importer reads the files as their project published them, maps their modules onto optsearch's layer kinds
 ('embedding', the model's kinds, 'head') and their GPUs onto catalog names, and records in the table's metadata
 every convention it had to apply. Nothing is guessed silently: a missing or garbled file is a ProfileError that
-names it. What each source measures, and how it is mapped (docs/profiles.md says the same for users):
+names it. What each source measures, and how it is mapped (docs/profile-importers.md says the same for users):
 
 FASOP  known_cost/{prefix}_{GPU}_{tp}.npy: forward seconds of one micro-batch (mbs 1) per pipeline module,
        timed with Megatron-LM on tp GPUs (the TP all-reduces are inside). backward = 2 x forward (FASOP's own
