@@ -434,6 +434,16 @@ def test_full_recompute_memory_inputs_plus_one_layer():
     assert _activation_part(est.stages[1], 34_005_000, 1, 4e7) == approx(78e6)
 
 
+
+def test_full_recompute_working_set_is_the_largest_kind():
+    # T5 toy: encoder 74e6 B per layer, decoder (cross-attention) 2 x 74e6 = 148e6 B: the working set is 148e6
+    # whatever kinds the stage holds
+    kinds = [LayerKindSpec(name="enc", num_layers=2), LayerKindSpec(name="dec", num_layers=2, cross_attention=True)]
+    e = ProfileEntry(forward_s=0.01, backward_s=0.02)
+    table = ProfileTable(name="t5-toy", entries={("X", "enc", 1, 1): e, ("X", "dec", 1, 1): e})
+    problem = toy_problem(model=toy_model(layer_kinds=kinds), profile=table)
+    assert cm.full_recompute_working_bytes(problem, "fast", 1, 1) == approx(148e6)
+
 # ---- placement ----------------------------------------------------------------------------------------------
 
 
