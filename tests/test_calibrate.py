@@ -53,7 +53,8 @@ def megatron_log(plan: Plan, iteration_s: float, *, lines: int = 20, warmup_line
         it = 10 * (n + 1)
         ms = iteration_s * 1e3 * (3.0 if n < warmup_lines else 1.0)
         out.append(
-            f" [2024-05-02 10:{13 + n // 6:02d}:{(n * 10) % 60:02d}] iteration {it:>8d}/{total:>8d} | consumed samples: "
+            f" [2024-05-02 10:{13 + n // 6:02d}:{(n * 10) % 60:02d}] iteration {it:>8d}/{total:>8d} | "
+            "consumed samples: "
             f"{it * global_batch:>12d} | elapsed time per iteration (ms): {ms:.1f} | throughput per GPU (TFLOP/s/GPU): "
             f"41.3 | learning rate: {1.5e-4 * min(1, it / 100):.6E} | global batch size: {global_batch:>5d} | lm loss: "
             f"{7.5 - 0.01 * n:.6E} | loss scale: 65536.0 | grad norm: 1.234 | number of skipped iterations:   0 | "
@@ -270,8 +271,9 @@ def test_log_without_iterations_exits_2(tmp_path, capsys, monkeypatch):
 def test_plans_and_logs_must_pair_up(tmp_path, capsys, monkeypatch):
     plan = plan_file(tmp_path, PIPELINE)
     log = write(tmp_path / "a.log", megatron_log(PIPELINE, 1.0))
-    code, _, err = run_cli(["calibrate", "--plan", str(plan), "--plan", str(plan), "--log", str(log), "--log", str(log),
-                            "--log", str(log), "--model", MODEL, "--cluster", CLUSTER, "--out", str(tmp_path / "c.csv")],
+    code, _, err = run_cli(["calibrate", "--plan", str(plan), "--plan", str(plan), "--log", str(log),
+                            "--log", str(log), "--log", str(log), "--model", MODEL, "--cluster", CLUSTER,
+                            "--out", str(tmp_path / "c.csv")],
                            capsys, monkeypatch)
     assert code == 2 and "--plan given 2 times for 3 --log files" in err
 

@@ -147,7 +147,8 @@ def test_bad_grid_options_exit_2(tmp_path, capsys, monkeypatch):
 def test_importing_the_cli_does_not_import_torch():
     import subprocess
 
-    code = "import sys, optsearch.cli, optsearch.profile.measure, optsearch.profile.calibrate; print('torch' in sys.modules)"
+    code = ("import sys, optsearch.cli, optsearch.profile.measure, optsearch.profile.calibrate; "
+            "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 

@@ -85,8 +85,8 @@ def profile_command(
             gpu = CPU_GPU_NAME
             stderr.print(f"[yellow]warning:[/yellow] rows use gpu name {gpu!r}: the table only matches a cluster whose "
                          f"node types say `gpu: {gpu}` (give --gpu to choose the name)")
-    request = ProfileRequest(model=model_spec, gpu=gpu, tps=tps, micro_batch_sizes=mbss, dtype=dtype,  # type: ignore[arg-type]
-                             repeats=repeats, warmup=warmup)
+    request = ProfileRequest(model=model_spec, gpu=gpu, tps=tps, micro_batch_sizes=mbss,
+                             dtype=dtype, repeats=repeats, warmup=warmup)  # type: ignore[arg-type]
     total = sum(1 for _ in measure.cells(request))
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -227,8 +227,10 @@ def _calibration_metadata(problem, profile: str, observations, result) -> dict[s
     for gpu, c in sorted(result.compute_factors.items()):
         meta[f"compute_factor.{gpu}"] = f"{c:.6g}"
     if result.bandwidth_factor is not None:
-        meta["inter_node_bandwidth_factor"] = (f"{result.bandwidth_factor:.6g} (not applied by this table: multiply "
-                                               "each node type's inter_node_gbit_per_s, or use calibrate --cluster-out)")
+        meta["inter_node_bandwidth_factor"] = (
+            f"{result.bandwidth_factor:.6g} (not applied by this table: multiply each node type's "
+            "inter_node_gbit_per_s, or use calibrate --cluster-out)"
+        )
     meta["rms_relative_error_before"] = f"{result.rms_before:.4g}"
     meta["rms_relative_error_after"] = f"{result.rms_after:.4g}"
     return meta

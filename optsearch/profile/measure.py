@@ -54,7 +54,9 @@ def import_torch() -> Any:
     try:
         import torch
     except ImportError:
-        raise ProfileError(f"optsearch profile needs PyTorch, which is not installed; install it with: {INSTALL_HINT}") from None
+        raise ProfileError(
+            f"optsearch profile needs PyTorch, which is not installed; install it with: {INSTALL_HINT}"
+        ) from None
     return torch
 
 
