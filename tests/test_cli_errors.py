@@ -330,13 +330,16 @@ def corrupted(draw, which: str):
     # required positive number / structure replaced by a bad value
     final = draw(st.sampled_from(["extra", "delete", "bad_value"]))
     path = draw(st.sampled_from(REQUIRED[which]))
-    parent = _container(data, path[:-1])
-    if final == "extra" or not isinstance(parent, (dict, list)) or (isinstance(parent, list) and len(parent) <= path[-1]):
+    parent, key = _container(data, path[:-1]), path[-1]
+    settable = (isinstance(parent, dict) and isinstance(key, str)) or (
+        isinstance(parent, list) and isinstance(key, int) and key < len(parent)
+    )
+    if final == "extra" or not settable:  # the random edits removed the spot: break the spec at the top level
         data["zz_unknown_key"] = draw(ANY_VALUES)
     elif final == "delete" and isinstance(parent, dict):
-        parent.pop(path[-1], None)
+        parent.pop(key, None)
     else:
-        parent[path[-1]] = draw(BAD_VALUES)
+        parent[key] = draw(BAD_VALUES)
     return data
 
 
