@@ -77,3 +77,76 @@ def totals_table(est: Estimate) -> Table:
     for what, value in rows:
         table.add_row(what, value)
     return table
+
+
+# ---- solve results ---------------------------------------------------------------------------------------------
+
+
+def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
+    """The plan as `solve --json` prints it (and `--out` writes it; `estimate --plan` and `launch` read it back)."""
+    return {
+        "tp": plan.tp,
+        "dp": plan.dp,
+        "pp": plan.pp,
+        "micro_batch_size": plan.micro_batch_size,
+        "num_micro_batches": est.num_micro_batches,
+        "nodes": dict(sorted(est.nodes.items())),
+        "balance": plan.balance,
+        "stages": [
+            {"node_type": s.node_type, "gpu": e.gpu, "num_layers": s.num_layers, "recompute": s.recompute}
+            for s, e in zip(plan.stages, est.stages)
+        ],
+    }
+
+
+def megatron_json(problem, plan: Plan) -> dict[str, Any]:
+    """{balance, args}: the FASOP partition string and the upstream Megatron-LM arguments (None if not expressible)."""
+    from optsearch.errors import OptsearchError
+    from optsearch.megatron import megatron_args
+
+    out: dict[str, Any] = {"balance": plan.balance}
+    try:
+        margs = megatron_args(problem, plan)
+        out["args"] = list(margs.args)
+    except OptsearchError as err:
+        out["args"] = None
+        out["unsupported"] = str(err)
+    return out
+
+
+def solve_json(result, problem) -> dict[str, Any]:
+    """One object: status, objective, solver, solve_time_s, gap, plan, estimate, megatron (see README)."""
+    out: dict[str, Any] = {
+        "status": result.status,
+        "objective": result.objective,
+        "solver": result.method,
+        "solve_time_s": round(result.solve_time_s, 3),
+        "gap": result.gap,
+        "objective_value": result.objective_value,
+        "message": result.message,
+        "plan": None,
+        "estimate": None,
+        "megatron": None,
+    }
+    if result.plan is not None and result.estimate is not None:
+        out["plan"] = plan_json(result.plan, result.estimate)
+        out["estimate"] = result.estimate.to_dict()
+        out["megatron"] = megatron_json(problem, result.plan)
+    return out
+
+
+def solve_summary(result, problem, budget) -> list[Any]:
+    """Rich renderables for a solve result: headline, nodes, per-stage table, totals."""
+    from rich.panel import Panel
+
+    est, plan = result.estimate, result.plan
+    gap = "0" if result.gap == 0 else ("unknown" if result.gap is None else f"{result.gap:.2%}")
+    head = (f"[bold]{result.status}[/bold] ({budget.describe()}) — solver {result.method}, "
+            f"gap {gap}, solve time {result.solve_time_s:.2f} s")
+    nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
+    body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"
+            f"plan: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
+            f"balance {plan.balance}\n"
+            f"training time {format_duration(est.training_time_s)}, cost {format_usd(est.cost_usd)}")
+    return [Panel(body, title=f"optsearch solve: {problem.model.name} on {problem.cluster.name}"),
+            estimate_table(plan, est), totals_table(est)]
