@@ -254,3 +254,83 @@ def test_marginal_matches_brute_force_and_reuses(problem):
     fewer_a100 = changes[1]
     assert fewer_a100.extra["delta_time_s"] > 0
     assert whatif.describe_change(fewer_a100).startswith("one fewer a100 node (1 available): +")
+
+
+# ---- CLI ----------------------------------------------------------------------------------------------------
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    import contextlib
+    import io
+    import sys
+
+    from optsearch.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    argv = sys.argv
+    sys.argv = ["optsearch", *args]
+    code = 0
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            main()
+    except SystemExit as ex:
+        code = ex.code or 0
+    finally:
+        sys.argv = argv
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def spec_files(tmp_path_factory):
+    import yaml
+
+    folder = tmp_path_factory.mktemp("whatif")
+    cluster = ClusterSpec(name="tiny-2", node_types=[node("a100", "A100-SXM-40GB", 1, 4.1), node("t4", "T4", 2, 0.53)])
+    model = MODEL.model_copy(update={"default_job": JobSpec(global_batch_size=2, train_iterations=100_000)})
+    (folder / "c.yaml").write_text(yaml.safe_dump(cluster.model_dump()))
+    (folder / "m.yaml").write_text(yaml.safe_dump(model.model_dump()))
+    return folder / "m.yaml", folder / "c.yaml", folder
+
+
+def test_cli_pareto_json_csv_plot(spec_files):
+    import json
+
+    m, c, folder = spec_files
+    code, out, err = run_cli("pareto", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--json",
+                             "--csv", str(folder / "f.csv"), "--plot", str(folder / "f.png"))
+    assert code == 0, err
+    points = json.loads(out)
+    assert len(points) >= 2 and all(p["status"] == "optimal" for p in points)
+    for key in ("budget", "status", "objective", "solver", "solve_time_s", "gap", "plan", "estimate", "megatron"):
+        assert key in points[0], key
+    times = [p["estimate"]["training_time_s"] for p in points]
+    costs = [p["estimate"]["cost_usd"] for p in points]
+    assert times == sorted(times) and costs == sorted(costs, reverse=True)
+    assert (folder / "f.png").read_bytes()[:4] == b"\x89PNG"
+    assert (folder / "f.csv").read_text().count("\n") == len(points) + 1
+
+
+def test_cli_whatif_sweep_shows_infeasible_points(spec_files):
+    m, c, _ = spec_files
+    code, out, err = run_cli("whatif", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--quiet",
+                             "--sweep", "max-time=1m,8h", "--json")
+    assert code == 0, err
+    import json
+
+    first, second = json.loads(out)
+    assert first["status"] == "infeasible" and first["reason"].startswith("no plan finishes within 1m 0s")
+    assert second["status"] == "optimal" and second["budget"]["max_time_s"] == 8 * 3600
+
+
+@pytest.mark.parametrize("args,match", [
+    (("solve", "--set", "node_types.h100.count=2"), "--set node_types.h100.count=2: cluster tiny-2 has no node type"),
+    (("whatif", "--marginal", "--set", "job.global_batch_size=-4"), "--set job.global_batch_size=-4: global_batch_size"),
+    (("whatif", "--sweep", "max-time=1d..2d:3", "--max-time", "3d"), "drop --max-time"),
+    (("whatif",), "give --sweep, --compare-clusters or --marginal"),
+])
+def test_cli_bad_input_exits_2(spec_files, args, match):
+    import re
+
+    m, c, _ = spec_files
+    code, out, err = run_cli(args[0], "-m", str(m), "-c", str(c), *args[1:])
+    assert code == 2 and re.search(match, err), err
+    assert err.count("\n") == 1, "one line"

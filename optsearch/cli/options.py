@@ -30,6 +30,11 @@ IterationsOpt = Annotated[
 ]
 TokensOpt = Annotated[Optional[int], typer.Option("--tokens", min=1, help="Override the training length in tokens.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+SetOpt = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", help="Edit the cluster, job or model, repeatable: node_types.NAME.FIELD=VALUE "
+                               "(count = num_nodes_available), job.FIELD=VALUE, model.FIELD=VALUE, cluster.FIELD=VALUE."),
+]
 
 
 def problem_from_options(
@@ -39,7 +44,14 @@ def problem_from_options(
     global_batch_size: int | None,
     iterations: int | None,
     tokens: int | None,
+    edits: list[str] | None = None,
 ) -> Problem:
+    """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides."""
+    if edits:
+        from optsearch.edits import edited_problem
+
+        return edited_problem(model, cluster, edits, profile=profile, global_batch_size=global_batch_size,
+                              iterations=iterations, tokens=tokens)
     return build_problem(
         model, cluster, profile=profile, global_batch_size=global_batch_size, iterations=iterations, tokens=tokens
     )

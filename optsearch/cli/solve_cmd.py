@@ -9,7 +9,8 @@ import typer
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options,
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
+    problem_from_options,
 )
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import dumps, solve_json, solve_summary, stderr, stdout, write_atomic
@@ -72,6 +73,7 @@ def solve_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    edits: SetOpt = None,
     out: Annotated[Optional[Path], typer.Option("--out", help="Write the plan JSON here (atomically).")] = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
@@ -83,7 +85,7 @@ def solve_command(
     """
     from optsearch.solver import explain_infeasible, solve
 
-    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens)
+    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise SpecError(f"--out {out}: folder {out.parent} does not exist")

@@ -1,0 +1,335 @@
+"""`optsearch whatif` (budget sweeps, cluster comparisons, marginal node value) and `optsearch pareto` (the exact
+(training time, cost) frontier). Results to stdout (table or --json), progress to stderr."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from optsearch.cli import app
+from optsearch.cli.options import (
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt, problem_from_options,
+)
+from optsearch.cli.solve_cmd import (
+    MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, SolverOpt, budget_from_options,
+)
+from optsearch.errors import InfeasibleError, SpecError
+from optsearch.report import dumps, solve_json, stderr, stdout, write_atomic
+from optsearch.units import format_duration, format_usd
+from optsearch.whatif import Point, Sweep, describe_change, parse_sweep
+
+PerSolveLimitOpt = Annotated[
+    Optional[float],
+    typer.Option("--time-limit", min=0.01, help="Stop each solve after this many seconds (its point is then "
+                                                "'feasible', not proven optimal)."),
+]
+CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the points as CSV to this file.")]
+PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw cost against training time to this PNG.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
+
+CSV_COLUMNS = ("label", "cluster", "objective", "max_time_s", "max_cost_usd", "status", "how", "training_time_s",
+               "cost_usd", "usd_per_hour", "nodes", "num_gpus", "tp", "dp", "pp", "micro_batch_size", "balance",
+               "solve_time_s", "gap", "delta_time_s", "delta_cost_usd", "reason")
+
+
+# ---- output -------------------------------------------------------------------------------------------------
+
+def point_json(point: Point) -> dict:
+    """`solve --json`'s keys plus budget, how (solved / reused / implied), reason, label and cluster."""
+    out = {"budget": point.budget.model_dump(), **solve_json(point.result, point.problem), "how": point.how,
+           "reason": point.reason, "label": point.label, "cluster": point.problem.cluster.name}
+    out.update(point.extra)
+    return out
+
+
+def points_csv(points: list[Point]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for p in points:
+        row = {"label": p.label, "cluster": p.problem.cluster.name, "objective": p.budget.objective,
+               "max_time_s": p.budget.max_time_s, "max_cost_usd": p.budget.max_cost_usd, "status": p.result.status,
+               "how": p.how, "solve_time_s": round(p.result.solve_time_s, 3), "gap": p.result.gap,
+               "reason": p.reason, **p.extra}
+        if p.plan is not None and p.estimate is not None:
+            e, plan = p.estimate, p.plan
+            row.update(training_time_s=e.training_time_s, cost_usd=e.cost_usd, usd_per_hour=e.usd_per_hour,
+                       nodes=nodes_text(p), num_gpus=plan.num_gpus, tp=plan.tp, dp=plan.dp, pp=plan.pp,
+                       micro_batch_size=plan.micro_batch_size, balance=plan.balance)
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def nodes_text(p: Point) -> str:
+    return " + ".join(f"{n} {name}" for name, n in sorted(p.estimate.nodes.items())) if p.estimate else ""
+
+
+def plan_label(p: Point) -> str:
+    plan = p.plan
+    return f"tp{plan.tp} dp{plan.dp} pp{plan.pp} mb{plan.micro_batch_size}\n{nodes_text(p)}" if plan else ""
+
+
+def budget_text(p: Point, swept: str | None) -> str:
+    if swept == "max_time_s":
+        return "no limit" if p.budget.max_time_s is None else format_duration(p.budget.max_time_s)
+    if swept == "max_cost_usd":
+        return "no limit" if p.budget.max_cost_usd is None else format_usd(p.budget.max_cost_usd)
+    return p.budget.describe()
+
+
+def points_table(points: list[Point], title: str, swept: str | None, first: str | None) -> Table:
+    table = Table(title=title)
+    columns = ([first] if first else []) + ["budget", "status", "time", "cost", "nodes", "tp/dp/pp", "micro-batch",
+                                            "balance", "note"]
+    for col in columns:
+        table.add_column(col, justify="right" if col in ("time", "cost", "micro-batch") else "left")
+    for p in points:
+        row = [p.label] if first else []
+        row += [budget_text(p, swept), p.result.status]
+        if p.plan is not None and p.estimate is not None:
+            row += [format_duration(p.estimate.training_time_s), format_usd(p.estimate.cost_usd), nodes_text(p),
+                    f"{p.plan.tp}/{p.plan.dp}/{p.plan.pp}", str(p.plan.micro_batch_size), p.plan.balance]
+        else:
+            row += ["", "", "", "", "", ""]
+        note = p.reason or ("re-used" if p.how == "reused" else "")
+        if p.result.status == "feasible" and p.result.gap is not None:
+            note = f"gap {p.result.gap:.1%}" + (f"; {note}" if note else "")
+        row.append(note)
+        table.add_row(*row, style=None if p.plan is not None else "dim")
+    return table
+
+
+def plot_points(points: list[Point], path: Path, title: str, *, frontier: bool = False) -> None:
+    """Cost against training time, each point labelled by its plan; a step line through a frontier; one colour
+    per label (cluster) when points carry labels."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with_plan = [p for p in points if p.estimate is not None]
+    if not with_plan:
+        raise InfeasibleError(f"--plot {path}: no point has a plan to draw")
+    days = max(p.estimate.training_time_s for p in with_plan) >= 2 * 86400
+    unit, scale = ("days", 86400.0) if days else ("hours", 3600.0)
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=120)
+    groups: dict[str, list[Point]] = {}
+    for p in with_plan:
+        groups.setdefault(p.label, []).append(p)
+    for label, group in groups.items():
+        group = sorted(group, key=lambda p: p.estimate.training_time_s)
+        xs = [p.estimate.training_time_s / scale for p in group]
+        ys = [p.estimate.cost_usd for p in group]
+        if frontier:
+            ax.step(xs, ys, where="post", color="tab:blue", alpha=0.4, label="Pareto frontier")
+        ax.plot(xs, ys, "o", label=label or None, markersize=6)
+        seen = set()
+        for p, x, y in zip(group, xs, ys):
+            key = (round(x, 6), round(y, 2))
+            if key in seen:
+                continue
+            seen.add(key)
+            ax.annotate(plan_label(p), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
+    ax.set_xlabel(f"training time ({unit})")
+    ax.set_ylabel("cost (USD)")
+    ax.set_title(title)
+    ax.grid(True, alpha=0.3)
+    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:,.0f}"))
+    if frontier or any(groups):
+        ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    if not (path.parent if str(path.parent) else Path(".")).is_dir():
+        raise SpecError(f"--plot {path}: folder {path.parent} does not exist")
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path: Path | None, title: str,
+         swept: str | None = None, first: str | None = None, frontier: bool = False) -> None:
+    if csv_path is not None:
+        write_atomic(csv_path, points_csv(points))
+    if plot_path is not None:
+        plot_points(points, plot_path, title, frontier=frontier)
+    if as_json:
+        stdout.out(dumps([point_json(p) for p in points]), end="", highlight=False)
+    else:
+        stdout.print(points_table(points, title, swept, first))
+    for what, path in (("CSV", csv_path), ("plot", plot_path)):
+        if path is not None:
+            stderr.print(f"wrote {what} {path}", highlight=False, markup=False)
+
+
+class ProgressBar:
+    """A rich progress bar on stderr fed by the library's tick(done, total, what)."""
+
+    def __init__(self, description: str, quiet: bool):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.progress = None if quiet else Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("[dim]{task.fields[what]}"), console=stderr, transient=True)
+        self.description = description
+        self.task = None
+
+    def __enter__(self):
+        if self.progress is not None:
+            self.progress.__enter__()
+            self.task = self.progress.add_task(self.description, total=None, what="")
+        return self
+
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def tick(self, done: int, total: int | None, what: str) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=done, total=total, what=what)
+
+
+# ---- commands -----------------------------------------------------------------------------------------------
+
+def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens):
+    return problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits)
+
+
+@app.command("whatif")
+def whatif_command(
+    model: ModelOpt,
+    cluster: Annotated[
+        Optional[str],
+        typer.Option("--cluster", "-c", help="Cluster catalog name (`optsearch catalog clusters`) or a YAML/JSON path."),
+    ] = None,
+    sweep: Annotated[
+        Optional[str],
+        typer.Option("--sweep", help="Sweep one budget: max-time=FROM..TO:POINTS (e.g. 2d..30d:12), "
+                                     "max-cost=FROM..TO:POINTS (e.g. 50000..500000:10), or a list max-time=2d,7d."),
+    ] = None,
+    compare_clusters: Annotated[
+        Optional[str],
+        typer.Option("--compare-clusters", help="Comma-separated clusters: the same job and budget (or sweep) on each."),
+    ] = None,
+    marginal: Annotated[
+        bool, typer.Option("--marginal", help="Re-solve with one node more and one node fewer of each type.")
+    ] = False,
+    minimize: Annotated[
+        Optional[str],
+        typer.Option("--minimize", help="cost or time; default: cost under a time sweep, time under a cost sweep, "
+                                        "else cost."),
+    ] = None,
+    max_time: MaxTimeOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_gpus: MaxGpusOpt = None,
+    max_usd_per_hour: MaxRateOpt = None,
+    edits: SetOpt = None,
+    solver: SolverOpt = "cbc",
+    time_limit: PerSolveLimitOpt = None,
+    profile: ProfileOpt = "analytic",
+    global_batch_size: GlobalBatchOpt = None,
+    iterations: IterationsOpt = None,
+    tokens: TokensOpt = None,
+    csv_path: CsvOpt = None,
+    plot: PlotOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """What-if analysis: the optimal plan across a budget sweep, on several clusters, or with one node more or fewer.
+
+    Infeasible points are shown with the reason and do not stop the sweep. Work is re-used between sweep points
+    (exactly: see docs/whatif.md).
+    """
+    from optsearch import whatif
+
+    modes = [n for n, v in (("--sweep", sweep), ("--compare-clusters", compare_clusters), ("--marginal", marginal))
+             if v]
+    if not modes:
+        raise SpecError("give --sweep, --compare-clusters or --marginal (see optsearch whatif --help)")
+    if marginal and len(modes) > 1:
+        raise SpecError(f"--marginal works on one cluster and one budget; drop {', '.join(modes[1:])}")
+    if compare_clusters is not None and cluster is not None:
+        raise SpecError("give either --cluster or --compare-clusters, not both")
+    if compare_clusters is None and cluster is None:
+        raise SpecError("missing --cluster")
+    spec: Sweep | None = parse_sweep(sweep) if sweep else None
+    objective = minimize or (spec.objective if spec else "cost")
+    budget = budget_from_options(objective, max_time, max_cost, max_gpus, max_usd_per_hour)
+    if spec is not None and getattr(budget, spec.limit) is not None:
+        flag = "--max-time" if spec.limit == "max_time_s" else "--max-cost"
+        raise SpecError(f"--sweep {sweep}: sweeps the limit {flag} sets; drop {flag}")
+    kw = dict(solver=solver, time_limit_s=time_limit)
+    swept = spec.limit if spec else None
+    if compare_clusters is not None:
+        names = [c.strip() for c in compare_clusters.split(",") if c.strip()]
+        if len(names) < 2:
+            raise SpecError(f"--compare-clusters = {compare_clusters!r}: give at least two clusters, comma-separated")
+        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens) for c in names]
+        points = []
+        with ProgressBar("clusters", quiet or as_json) as bar:
+            for i, problem in enumerate(problems):
+                bar.tick(i, len(problems), problem.cluster.name)
+                points += whatif.compare_clusters([problem], budget, spec, **kw)
+            bar.tick(len(problems), len(problems), "")
+        title = f"{problems[0].model.name}: {budget.describe()} on {', '.join(names)}"
+        emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster")
+        return
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens)
+    if marginal:
+        with ProgressBar("marginal", quiet or as_json) as bar:
+            base, changes = whatif.marginal(problem, budget, tick=bar.tick, **kw)
+        if base.plan is None:
+            raise InfeasibleError(base.reason or f"no plan: {base.result.status}")
+        emit([base, *changes], as_json=as_json, csv_path=csv_path, plot_path=plot, first="change",
+             title=f"{problem.model.name} on {problem.cluster.name}: one node more or fewer ({budget.describe()})")
+        if not as_json:
+            for c in changes:
+                stdout.print(describe_change(c), highlight=False, markup=False)
+        return
+    with ProgressBar("sweep", quiet or as_json) as bar:
+        points = whatif.sweep(problem, budget, spec, tick=bar.tick, **kw)
+    emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, swept=swept,
+         title=f"{problem.model.name} on {problem.cluster.name}: minimize {objective}, sweep {sweep}")
+
+
+@app.command("pareto")
+def pareto_command(
+    model: ModelOpt,
+    cluster: ClusterOpt,
+    max_time: MaxTimeOpt = None,
+    max_cost: MaxCostOpt = None,
+    max_gpus: MaxGpusOpt = None,
+    max_usd_per_hour: MaxRateOpt = None,
+    edits: SetOpt = None,
+    solver: SolverOpt = "cbc",
+    time_limit: PerSolveLimitOpt = None,
+    profile: ProfileOpt = "analytic",
+    global_batch_size: GlobalBatchOpt = None,
+    iterations: IterationsOpt = None,
+    tokens: TokensOpt = None,
+    csv_path: CsvOpt = None,
+    plot: PlotOpt = None,
+    as_json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """The exact Pareto frontier of (training time, USD cost): every non-dominated plan, fastest first.
+
+    Epsilon-constraint over the exact solver (docs/whatif.md says why it is exact); exit 1 when no plan exists.
+    """
+    from optsearch import whatif
+
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens)
+    budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
+    with ProgressBar("frontier points", quiet or as_json) as bar:
+        points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, tick=bar.tick)
+    if not points:
+        from optsearch.solver import explain_infeasible
+
+        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, time_limit_s=time_limit))
+    emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, frontier=True, swept="max_time_s",
+         title=f"{problem.model.name} on {problem.cluster.name}: Pareto frontier of training time and cost")
+    if not quiet and any(p.result.status != "optimal" for p in points):
+        stderr.print("[yellow]some solves stopped at --time-limit: the points are feasible plans, not a proven "
+                     "frontier[/yellow]")
