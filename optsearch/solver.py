@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from optsearch.bounds import candidate_bound, degree_terms
 from optsearch.candidates import (
     SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
@@ -81,17 +82,7 @@ class Bounded:
 
 
 def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tuple[list[Bounded], int]:
-    """All candidates with their lower bounds, minus those proven infeasible by a bound. Returns (kept, total)."""
-    model = problem.model
-
-    @lru_cache(maxsize=None)
-    def min_work_s(tp: int, mbs: int, uses: tuple) -> float:
-        names = [u.name for u in uses]
-        layers = sum(k.num_layers * min(layer_step_s(problem, g, k, tp, mbs, "none") for g in names) for k in model.kinds)
-        return layers + min(embedding_step_s(problem, g, tp, mbs) for g in names) + min(
-            head_step_s(problem, g, tp, mbs) for g in names)
-
-    layer_params = sum(model.layer_parameters(k) * k.num_layers for k in model.kinds)
+    """All candidates with their lower bounds (bounds.py), minus those a bound proves infeasible. (kept, total)"""
     kept: list[Bounded] = []
     total = 0
     for tp in tp_candidates(problem):
@@ -100,29 +91,21 @@ def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tupl
                 uses = tuple(node_uses(problem, tp, dp, mbs))
                 if not uses:
                     continue
-                w = tp * dp
-                m = num_micro_batches(problem.job, dp, mbs)
-                capacity = max(gib_to_bytes(problem.gpu_of(u.name).memory_gib) for u in uses)
-                stage_slots = sum(u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block for u in uses)
-                gpu_price = min(u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses)
+                terms = degree_terms(problem, tp, dp, mbs, uses)
                 for pp in range(1, max_stages(problem, options) + 1):
                     total += 1
-                    if pp > stage_slots or (budget.max_gpus is not None and pp * w > budget.max_gpus):
+                    if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
                         continue
-                    if pp > model.num_layers + 2 or (pp > 2 and model.num_layers < pp - 2):
+                    bound = candidate_bound(problem, terms, pp)
+                    if not bound.feasible:
                         continue
-                    all_params = layer_params + stage_parameters(model, {}, True, True, pp)
-                    if all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES > capacity:
-                        continue
-                    work = min_work_s(tp, mbs, uses)
-                    time_lb = problem.iterations * ((m - 1) * work / pp + work)
-                    rate_lb = pp * w * gpu_price
-                    cost_lb = time_lb / SECONDS_PER_HOUR * rate_lb
+                    time_lb = problem.iterations * bound.iteration_s
+                    cost_lb = problem.iterations * bound.cost_per_iteration_usd
                     if budget.max_time_s is not None and time_lb > budget.max_time_s:
                         continue
                     if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd:
                         continue
-                    if budget.max_usd_per_hour is not None and rate_lb > budget.max_usd_per_hour:
+                    if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour:
                         continue
                     cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
                     kept.append(Bounded(cand, cost_lb if budget.objective == "cost" else time_lb))

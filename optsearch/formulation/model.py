@@ -123,6 +123,7 @@ def d_(s: int, k: int) -> str: return f"d_{s}_{k}"
 def e_(j: int) -> str: return f"e_{j}"
 def t_(s: int) -> str: return f"t_{s}"
 def v_(s: int, g: int) -> str: return f"v_{s}_{g}"
+def x_(s: int, g: int, n: int) -> str: return f"x_{s}_{g}_{n}"
 
 
 @dataclass(slots=True)
@@ -134,6 +135,7 @@ class Formulation:
     lm: LinearModel
     block_starts: dict[tuple[int, int], str]  # (s, g) -> b var, only where a block fits
     time_upper_s: float  # U: a valid upper bound on T
+    patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
 
 
 def _layers_on(f: Formulation, s: int) -> Lin:
@@ -393,6 +395,77 @@ def add_incumbent_cut(f: Formulation, incumbent_user: float | None, rel: float) 
     f.lm.add("cut", objective_expr(f), "<=", user_to_objective(f, incumbent_user) * (1 - rel), unit)
 
 
+# ---- pattern mode (models with one layer kind) -------------------------------------------------------------
+# One binary x[s,g,n] per stage, node type and layer count. The recomputation of (s, g, n) is the least mode whose
+# memory fits: stage s's memory depends only on its own mode and less recomputation is never slower, so that mode
+# dominates every other (exact). Patterns that fit in no mode are not created, which is the memory constraint.
+
+def stage_patterns(c: Coefficients, pp: int, num_uses: int) -> dict[tuple[int, int, int], int]:
+    """(s, g, n) -> r: fixed[s,g,r] + n x per_layer[s,g,r] <= capacity[g] for the least such r; middle stages n >= 1"""
+    L = c.kind_layers[0]
+    out = {}
+    for s in range(pp):
+        low = 1 if 0 < s < pp - 1 else 0
+        for g in range(num_uses):
+            for n in range(low, L + 1):
+                modes = range(len(c.modes)) if n > 0 else range(1)  # an empty stage recomputes nothing
+                for r in modes:
+                    need = memory_fixed_bytes(c, s, g, r, pp) + n * memory_per_layer_bytes(c, s, g, r, 0)
+                    if need <= c.capacity_bytes[g]:
+                        out[(s, g, n)] = r
+                        break
+    return out
+
+
+def _pattern_compute_s(f: Formulation, s: int, g: int, n: int) -> float:
+    c, pp = f.c, f.cand.pp
+    r = f.patterns[(s, g, n)]
+    return n * c.step_s[g][r][0] + (c.embedding_s[g] if s == 0 else 0.0) + (c.head_s[g] if s == pp - 1 else 0.0)
+
+
+def add_pattern_choice(f: Formulation) -> None:
+    """sum_n x[s,g,n] == z[s,g]   (a stage of type g takes exactly one layer count that fits in memory)"""
+    for s in range(f.cand.pp):
+        for g in range(len(f.cand.uses)):
+            lin = Lin.of(*((1, x_(s, g, n)) for (ss, gg, n) in f.patterns if ss == s and gg == g), (-1, z_(s, g)))
+            f.lm.add(f"pat_{s}_{g}", lin, "==", 0, "count")
+
+
+def add_pattern_cover(f: Formulation) -> None:
+    """sum_{s,g,n} n x[s,g,n] == L   (every layer on exactly one stage; stages are contiguous by construction)"""
+    lin = Lin.of(*((n, x_(s, g, n)) for (s, g, n) in f.patterns))
+    f.lm.add("cover", lin, "==", f.c.kind_layers[0], "count")
+
+
+def add_pattern_stage_time(f: Formulation) -> None:
+    """t[s] >= sum_{g,n} compute[s,g,n] x[s,g,n] + e[s-1] + e[s]"""
+    pp = f.cand.pp
+    for s in range(pp):
+        lin = Lin.of((1, t_(s)))
+        for (ss, g, n) in f.patterns:
+            if ss == s:
+                lin.add(-_pattern_compute_s(f, s, g, n), x_(s, g, n))
+        if s > 0:
+            lin.add(-1, e_(s - 1))
+        if s < pp - 1:
+            lin.add(-1, e_(s))
+        f.lm.add(f"st_{s}", lin, ">=", 0, "time")
+
+
+def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
+    """A >= sum_{g,n} alpha[g] (n P + P_fixed[s]) x[s,g,n];  O >= sum_{g,n} beta[g] (n P + P_fixed[s]) x[s,g,n]"""
+    c = f.c
+    for s in range(f.cand.pp):
+        a, o = Lin.of((1, "A")), Lin.of((1, "O"))
+        for (ss, g, n) in f.patterns:
+            if ss == s:
+                params = n * c.layer_params[0] + c.fixed_params[s]
+                a.add(-c.allreduce_s_per_param[g] * params, x_(s, g, n))
+                o.add(-c.optimizer_s_per_param[g] * params, x_(s, g, n))
+        f.lm.add(f"ar_{s}", a, ">=", 0, "time")
+        f.lm.add(f"op_{s}", o, ">=", 0, "time")
+
+
 # ---- build and decode ---------------------------------------------------------------------------------------
 
 def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget) -> float:
@@ -413,20 +486,26 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
     c = coefficients(problem, cand, options)
     lm = LinearModel(objective_unit="rate" if budget.objective == "cost" else "time")
     pp, G, R, K = cand.pp, len(cand.uses), len(c.modes), len(c.kind_layers)
+    patterns = stage_patterns(c, pp, G) if K == 1 else None
     block_starts = {}
     for s in range(pp):
         for g, use in enumerate(cand.uses):
             if s + use.stages_per_block <= pp:
                 block_starts[(s, g)] = lm.var(b_(s, g), "bool")
             lm.var(z_(s, g), "bool")
+            if patterns is not None:
+                continue
             for r in range(R):
                 lm.var(y_(s, g, r), "bool")
                 for k in range(K):
                     lm.var(n_(s, g, r, k), "int", 0, c.kind_layers[k])
         for k in range(1, K):
             lm.var(d_(s, k), "bool")
+    if patterns is not None:
+        for (s, g, n) in patterns:
+            lm.var(x_(s, g, n), "bool")
     f = Formulation(problem=problem, budget=budget, cand=cand, c=c, lm=lm, block_starts=block_starts,
-                    time_upper_s=0.0)
+                    time_upper_s=0.0, patterns=patterns)
     f.time_upper_s = _time_upper_bound(c, cand, budget)
     U = f.time_upper_s
     for j in range(pp - 1):
@@ -442,20 +521,26 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
 
     add_blocks(f)                       # z[s,g] == sum of block starts covering s
     add_one_type_per_stage(f)           # sum_g z[s,g] == 1
-    add_recompute_choice(f)             # sum_r y[s,g,r] == z[s,g]
-    add_layer_cover(f)                  # sum n[.,.,.,k] == L_k
-    add_layer_bounds(f)                 # n <= L_k y
-    add_nonempty_middle(f)              # middle stages hold >= 1 layer
-    add_no_recompute_when_empty(f)      # empty end stages recompute nothing
-    add_kind_order(f)                   # layer kinds stay in model order
     add_node_supply(f)                  # nodes of g <= available
     add_p2p(f)                          # e[j] >= send time of boundary j
-    add_stage_time(f)                   # t[s] >= compute + sends
+    if patterns is not None:            # one layer kind: stage patterns (memory by construction)
+        add_pattern_choice(f)           # sum_n x[s,g,n] == z[s,g]
+        add_pattern_cover(f)            # sum n x == L
+        add_pattern_stage_time(f)       # t[s] >= compute + sends
+        add_pattern_dp_allreduce_and_optimizer(f)
+    else:                               # several layer kinds (T5): integer layer counts per kind
+        add_recompute_choice(f)         # sum_r y[s,g,r] == z[s,g]
+        add_layer_cover(f)              # sum n[.,.,.,k] == L_k
+        add_layer_bounds(f)             # n <= L_k y
+        add_nonempty_middle(f)          # middle stages hold >= 1 layer
+        add_no_recompute_when_empty(f)  # empty end stages recompute nothing
+        add_kind_order(f)               # layer kinds stay in model order
+        add_stage_time(f)               # t[s] >= compute + sends
+        add_dp_allreduce(f)             # A >= all-reduce of every stage
+        add_optimizer(f)                # O >= optimizer step of every stage
+        add_memory(f)                   # per-GPU bytes <= capacity
     add_pipeline_max(f)                 # M >= t[s]
-    add_dp_allreduce(f)                 # A >= all-reduce of every stage
-    add_optimizer(f)                    # O >= optimizer step of every stage
     add_iteration_time(f)               # T >= (m-1) M + sum t + A + O
-    add_memory(f)                       # per-GPU bytes <= capacity
     if need_cost:
         add_cost_product(f)             # v[s,g] = b[s,g] x T
     add_budgets(f)                      # time, cost, USD/hour limits
@@ -468,6 +553,12 @@ def decode(f: Formulation, sol: Solution) -> Plan:
     """Solution values -> Plan (types, layer counts and recomputation per stage)."""
     val = sol.values
     stages = []
+    if f.patterns is not None:
+        for s in range(f.cand.pp):
+            (g, n), r = max(((gn[1:], r) for gn, r in f.patterns.items() if gn[0] == s),
+                            key=lambda item: val[x_(s, item[0][0], item[0][1])])
+            stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
+        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
     for s in range(f.cand.pp):
         g = max(range(len(f.cand.uses)), key=lambda gg: val[z_(s, gg)])
         r = max(range(len(f.c.modes)), key=lambda rr: val[y_(s, g, rr)])
@@ -479,6 +570,13 @@ def decode(f: Formulation, sol: Solution) -> Plan:
 def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
     """Per-GPU memory of each stage as the model sees it (for the re-evaluation check)."""
     out = []
+    if f.patterns is not None:
+        for s, stage in enumerate(decode(f, sol).stages):
+            g = [u.name for u in f.cand.uses].index(stage.node_type)
+            r = f.c.modes.index(stage.recompute)
+            n = stage.num_layers
+            out.append(memory_fixed_bytes(f.c, s, g, r, f.cand.pp) + n * memory_per_layer_bytes(f.c, s, g, r, 0))
+        return out
     for s in range(f.cand.pp):
         g = max(range(len(f.cand.uses)), key=lambda gg: sol.values[z_(s, gg)])
         r = max(range(len(f.c.modes)), key=lambda rr: sol.values[y_(s, g, rr)])

@@ -1,0 +1,148 @@
+"""Valid lower bounds on a candidate (tp, dp, micro-batch b, pp), so the outer loop can skip candidates unsolved.
+
+Every bound holds for every plan of the candidate (never an estimate), which is what keeps the search exact.
+Notation: step_min[g] = min_k step[g,none,k] (a layer on g), S_g = stage slots of type g (whole-node blocks available),
+p_g = USD per GPU-hour of g, w = tp x dp, m micro-batches, L layers.
+
+  sum_s t_s >= SUM = sum_k L_k min_g step[g,none,k] + min_g emb[g] + min_g head[g] + 2 (pp - 1) e_min
+  max_s t_s >= FLUID = L / max{ sum_g s_g / step_min[g] : sum_g s_g = pp, s_g <= S_g }    (all stages busy at best)
+  max_s t_s >= SUM / pp
+  A >= min_g alpha[g] x P_total / pp,   O >= min_g beta[g] x P_total / pp   (some stage holds >= 1/pp of the params)
+  T >= (m - 1) max(FLUID, SUM / pp) + SUM + A_lb + O_lb
+Rent: rate >= w x (sum of the pp cheapest stage slots' p_g) = RATE.
+Cost per iteration >= max( RATE x T_lb,
+                           w (m C + (pp - 1) p_min SUM) + RATE (A_lb + O_lb) ),
+  where C = sum_k L_k min_g p_g step[g,none,k] + min_g p_g emb[g] + min_g p_g head[g] + 2 (pp - 1) p_min e_min,
+  because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s).
+Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, full recomputation, nothing
+else on it); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
+the candidate is infeasible.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from optsearch.candidates import NodeUse
+from optsearch.costmodel import (
+    MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
+    layer_activation_bytes, layer_step_s, num_micro_batches, optimizer_step_s, p2p_send_s, stage_parameters,
+    state_bytes_per_param,
+)
+from optsearch.problem import Problem
+from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DegreeTerms:
+    """Everything about (tp, dp, b) that the per-pp bounds need."""
+
+    m: int
+    tp: int
+    w: int
+    uses: tuple[NodeUse, ...]
+    slots: tuple[int, ...]  # [g] stage slots available
+    step_min_s: tuple[float, ...]  # [g]
+    price_per_gpu_hour: tuple[float, ...]  # [g]
+    layer_work_min_s: float  # sum_k L_k min_g step
+    end_work_min_s: float  # min emb + min head
+    cost_work_min: float  # C without the p2p part (USD/GPU-hour x s)
+    send_min_s: float
+    alpha_min: float
+    beta_min: float
+    layer_params: float
+    max_layers_per_stage: tuple[int, ...]  # [g] NMAX
+    capacity_bytes_max: float
+    state_bytes_per_param: float
+
+
+def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
+    model = problem.model
+    names = [u.name for u in uses]
+    w = tp * dp
+    kinds = model.kinds
+    step = {g: [layer_step_s(problem, g, k, tp, mbs, "none") for k in kinds] for g in names}
+    emb = {g: embedding_step_s(problem, g, tp, mbs) for g in names}
+    head = {g: head_step_s(problem, g, tp, mbs) for g in names}
+    price = {u.name: u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses}
+    sends = [p2p_send_s(problem, g, h, False, w, mbs) for g in names for h in names]
+    sends += [p2p_send_s(problem, u.name, u.name, True, w, mbs) for u in uses if u.stages_per_block > 1]
+    state = state_bytes_per_param(problem.job, dp)
+    nmax = []
+    for g in names:
+        per_layer = min(
+            state / tp * model.layer_parameters(k) + layer_activation_bytes(problem, g, k, tp, mbs, "full")
+            for k in kinds
+        )
+        room = gib_to_bytes(problem.gpu_of(g).memory_gib) - MEMORY_RESERVE_BYTES - full_recompute_working_bytes(
+            problem, g, tp, mbs)
+        nmax.append(max(0, math.floor(room / per_layer)) if room > 0 else 0)
+    return DegreeTerms(
+        m=num_micro_batches(problem.job, dp, mbs),
+        tp=tp,
+        w=w,
+        uses=uses,
+        slots=tuple(u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block for u in uses),
+        step_min_s=tuple(min(step[g]) for g in names),
+        price_per_gpu_hour=tuple(price[g] for g in names),
+        layer_work_min_s=sum(k.num_layers * min(step[g][i] for g in names) for i, k in enumerate(kinds)),
+        end_work_min_s=min(emb.values()) + min(head.values()),
+        cost_work_min=sum(k.num_layers * min(price[g] * step[g][i] for g in names) for i, k in enumerate(kinds))
+        + min(price[g] * emb[g] for g in names) + min(price[g] * head[g] for g in names),
+        send_min_s=min(sends),
+        alpha_min=min(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses),
+        beta_min=min(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
+        layer_params=float(sum(model.layer_parameters(k) * k.num_layers for k in kinds)),
+        max_layers_per_stage=tuple(nmax),
+        capacity_bytes_max=max(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
+        state_bytes_per_param=state,
+    )
+
+
+def _best_slots(values: tuple[float, ...], slots: tuple[int, ...], pp: int, *, largest: bool) -> float | None:
+    """Sum of `values` over pp slots chosen greedily (largest or smallest first), at most slots[g] of each g."""
+    order = sorted(range(len(values)), key=lambda g: values[g], reverse=largest)
+    left, total = pp, 0.0
+    for g in order:
+        take = min(left, slots[g])
+        total += take * values[g]
+        left -= take
+        if left == 0:
+            return total
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateBound:
+    feasible: bool
+    iteration_s: float = math.inf  # lower bound on one iteration
+    rate_usd_per_hour: float = math.inf  # lower bound on the rent
+    cost_per_iteration_usd: float = math.inf
+
+
+def candidate_bound(problem: Problem, d: DegreeTerms, pp: int) -> CandidateBound:
+    model = problem.model
+    L = model.num_layers
+    if sum(d.slots) < pp or (pp > 2 and L < pp - 2):
+        return CandidateBound(False)
+    all_params = d.layer_params + stage_parameters(model, {}, True, True, pp)
+    if all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES > d.capacity_bytes_max:
+        return CandidateBound(False)
+    hold = _best_slots(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pp, largest=True)
+    if hold is None or hold < L:
+        return CandidateBound(False)
+    throughput = _best_slots(tuple(1.0 / s for s in d.step_min_s), d.slots, pp, largest=True)
+    assert throughput is not None
+    total = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
+    fluid = L / throughput
+    comm = (d.alpha_min + d.beta_min) * all_params / pp
+    iteration = (d.m - 1) * max(fluid, total / pp) + total + comm
+    cheapest = _best_slots(d.price_per_gpu_hour, d.slots, pp, largest=False)
+    assert cheapest is not None
+    rate = d.w * cheapest
+    p_min = min(d.price_per_gpu_hour)
+    weighted = d.cost_work_min + 2 * (pp - 1) * p_min * d.send_min_s
+    cost_rate_s = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    return CandidateBound(True, iteration, rate, cost_rate_s / SECONDS_PER_HOUR)
+
