@@ -9,6 +9,8 @@ Sweeps re-use work between points with three exact rules (none of them changes a
      tighter limit L' is optimal there too (the feasible set shrank, the optimum stayed in it): no solve.
   3. Otherwise the point is solved with the best known plan that meets its budget as the first incumbent
      (solve(..., warm_start=...)), so the solver's bound prunes every candidate that cannot beat it.
+With a time limit per solve, a point left unproven finally takes the best plan found anywhere in the sweep that meets
+its budget, so a looser budget is never answered with a worse plan.
 
 The Pareto frontier (`pareto`) is exact by the epsilon-constraint method, alternating two solves:
       c_k = min cost  s.t. time <= T_k                         (T_0 = no limit)
@@ -240,6 +242,21 @@ def sweep(
         if result.status == "optimal":
             optima.append((value, result))
         settle(i, Point(budget=budget, result=result, problem=problem, reason=reason), result.status)
+    # A solve stopped by the time limit may have missed a plan that a later (tighter) point found: give every
+    # unproven point the best known plan that meets its budget, so that a looser budget is never answered worse.
+    for point in out:
+        if point.result.status in ("feasible", "timeout"):
+            better = run.warm(point.budget)
+            if better is not None and (point.result.objective_value is None or objective_value(
+                    run.known[better], point.budget.objective) < point.result.objective_value):
+                est = run.known[better]
+                value = objective_value(est, point.budget.objective)
+                bound = point.result.bound
+                point.result = replace(point.result, status="feasible", plan=better, estimate=est,
+                                       objective_value=value, solver_objective_value=None,
+                                       bound=None if bound is None else min(bound, value),
+                                       message="the best plan known from another point")
+                point.reason = ""
     return out  # type: ignore[return-value]
 
 
