@@ -11,6 +11,11 @@ from optsearch.spec.budget import Budget, Objective
 
 Status = Literal["optimal", "feasible", "infeasible", "timeout", "refused"]
 
+# A plan meets a time or money budget when it overshoots it by at most one part in 10^6: the solvers work in
+# floating point (CBC) or rounded integers (CP-SAT), so an exact tie with a budget needs a tolerance, and every method
+# (solvers, brute force, DP) uses this same one.
+BUDGET_REL = 1e-6
+
 
 def objective_value(est: Estimate, objective: Objective) -> float:
     """USD for the whole run, or training seconds."""
@@ -22,13 +27,13 @@ def budget_violations(plan: Plan, est: Estimate, budget: Budget) -> list[str]:
     out = []
     if not est.fits:
         out.append("memory")
-    if budget.max_time_s is not None and est.training_time_s > budget.max_time_s:
+    if budget.max_time_s is not None and est.training_time_s > budget.max_time_s * (1 + BUDGET_REL):
         out.append("max_time")
-    if budget.max_cost_usd is not None and est.cost_usd > budget.max_cost_usd:
+    if budget.max_cost_usd is not None and est.cost_usd > budget.max_cost_usd * (1 + BUDGET_REL):
         out.append("max_cost")
     if budget.max_gpus is not None and plan.num_gpus > budget.max_gpus:
         out.append("max_gpus")
-    if budget.max_usd_per_hour is not None and est.usd_per_hour > budget.max_usd_per_hour:
+    if budget.max_usd_per_hour is not None and est.usd_per_hour > budget.max_usd_per_hour * (1 + BUDGET_REL):
         out.append("max_usd_per_hour")
     return out
 

@@ -31,13 +31,13 @@ from optsearch.costmodel import (
     stage_parameters, state_bytes_per_param,
 )
 from optsearch.errors import OptsearchError
-from optsearch.formulation.cpsat import TICKS_PER_S, CpSat
+from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.linear import Backend
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import Candidate, build, decode, objective_to_user, solver_memory_bytes
 from optsearch.plan import Plan
 from optsearch.problem import Problem
-from optsearch.search import SearchResult, budget_violations, objective_value
+from optsearch.search import BUDGET_REL, SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
 
@@ -101,11 +101,12 @@ def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tupl
                         continue
                     time_lb = problem.iterations * bound.iteration_s
                     cost_lb = problem.iterations * bound.cost_per_iteration_usd
-                    if budget.max_time_s is not None and time_lb > budget.max_time_s:
+                    slack = 1 + BUDGET_REL
+                    if budget.max_time_s is not None and time_lb > budget.max_time_s * slack:
                         continue
-                    if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd:
+                    if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd * slack:
                         continue
-                    if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour:
+                    if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour * slack:
                         continue
                     cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
                     kept.append(Bounded(cand, cost_lb if budget.objective == "cost" else time_lb))
@@ -119,10 +120,13 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str) -> None:
     mine = objective_value(est, f.budget.objective)
     tol = CHECK_REL * abs(mine)
     if solver_name == "cpsat":  # each rounded time coefficient is off by <= half a tick per unit
-        tick_error_s = 0.5 / TICKS_PER_S * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
+        tick_error_s = 0.5 / ticks_per_s(f.lm) * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
         scale = f.c.iterations if f.budget.objective == "time" else est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR
         tol += tick_error_s * scale
-    if abs(solver_value - mine) > tol:
+    # An optimal solution has every time variable at its lower bound, so the two must agree. A solution stopped by the
+    # time limit may leave slack in t, M or T: its objective is then only an upper bound on the plan's true value.
+    off = abs(solver_value - mine) if sol.status == "optimal" else mine - solver_value
+    if off > tol:
         raise ConsistencyError(
             f"{solver_name}: solver objective {solver_value!r} but the cost model prices the decoded plan at {mine!r} "
             f"(candidate tp={f.cand.tp} dp={f.cand.dp} b={f.cand.micro_batch_size} pp={f.cand.pp})"
@@ -177,6 +181,10 @@ def solve(
         milps += 1
         explored = index + 1
         if sol.status in ("optimal", "feasible"):
+            broken = f.lm.violations(sol.values)
+            if broken:
+                raise ConsistencyError(f"{engine.name}: returned a point that breaks {broken[:3]} "
+                                       f"(candidate tp={item.cand.tp} dp={item.cand.dp} pp={item.cand.pp})")
             plan = decode(f, sol)
             est = estimate(problem, plan)
             _check(problem, f, sol, plan, est, engine.name)

@@ -1,7 +1,7 @@
 """OR-Tools CP-SAT backend: the neutral model with integer coefficients.
 
-CP-SAT takes integers only. Time variables become integer ticks (TICKS_PER_S per second); every time row is
-multiplied by TICKS_PER_S and its coefficients rounded once, here. Memory rows are rounded conservatively
+CP-SAT takes integers only. Time variables become integer ticks (`ticks_per_s` per second, chosen per model so the
+largest time spans about 10^10 ticks); every time row is multiplied by that and its coefficients rounded once, here. Memory rows are rounded conservatively
 (coefficients up, room down). Counts and scaled prices are integers already. The decoded plan is re-priced in
 floating point by the cost model, so rounding never reaches a reported number; the solver's own objective is checked
 against it within the rounding bound.
@@ -15,7 +15,13 @@ from ortools.sat.python import cp_model
 
 from optsearch.formulation.linear import LinearModel, Solution
 
-TICKS_PER_S = 10**9  # nanoseconds
+TIME_TICKS_MAX = 10**10  # the largest time variable's range in ticks; keeps price x ticks x terms below 2^63
+
+
+def ticks_per_s(model: LinearModel) -> int:
+    """A power of ten such that the largest time variable's upper bound spans about TIME_TICKS_MAX ticks."""
+    upper = max((v.ub for v in model.variables.values() if v.kind == "time"), default=1.0)
+    return int(10 ** max(3, min(13, math.floor(math.log10(TIME_TICKS_MAX / max(upper, 1e-12))))))
 
 
 def _int(x: float) -> int:
@@ -30,6 +36,7 @@ class CpSat:
         self.seed = seed
 
     def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+        ticks = ticks_per_s(model)
         m = cp_model.CpModel()
         xs = {}
         is_time = {}
@@ -39,17 +46,17 @@ class CpSat:
             elif v.kind == "int":
                 xs[v.name] = m.new_int_var(int(v.lb), int(v.ub), v.name)
             else:
-                xs[v.name] = m.new_int_var(0, int(math.ceil(v.ub * TICKS_PER_S)) + 1, v.name)
+                xs[v.name] = m.new_int_var(0, int(math.ceil(v.ub * ticks)) + 1, v.name)
             is_time[v.name] = v.kind == "time"
         for con in model.constraints:
             terms = []
             rhs = con.rhs
             if con.unit in ("time", "rate"):
-                # time vars are already in ticks; other coefficients (seconds per unit) scale by TICKS_PER_S
+                # time vars are already in ticks; other coefficients (seconds per unit) scale by ticks
                 for n, coef in con.lin.terms.items():
-                    c = coef if is_time[n] else coef * TICKS_PER_S
+                    c = coef if is_time[n] else coef * ticks
                     terms.append((_int(c), xs[n]))
-                rhs = rhs * TICKS_PER_S
+                rhs = rhs * ticks
                 rhs_i = math.floor(rhs + 1e-6) if con.sense == "<=" else math.ceil(rhs - 1e-6) if con.sense == ">=" else _int(rhs)
             elif con.unit == "bytes":
                 for n, coef in con.lin.terms.items():
@@ -70,7 +77,7 @@ class CpSat:
                 m.add(expr == rhs_i)
         obj_terms = []
         for n, coef in model.objective.terms.items():
-            obj_terms.append((_int(coef if is_time[n] else coef * TICKS_PER_S), xs[n]))
+            obj_terms.append((_int(coef if is_time[n] else coef * ticks), xs[n]))
         m.minimize(sum(c * x for c, x in obj_terms))
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = self.workers
@@ -79,9 +86,9 @@ class CpSat:
             solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
         code = solver.solve(m)
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            values = {n: float(solver.value(x)) / (TICKS_PER_S if is_time[n] else 1) for n, x in xs.items()}
-            objective = solver.objective_value / TICKS_PER_S
-            bound = solver.best_objective_bound / TICKS_PER_S
+            values = {n: float(solver.value(x)) / (ticks if is_time[n] else 1) for n, x in xs.items()}
+            objective = solver.objective_value / ticks
+            bound = solver.best_objective_bound / ticks
             return Solution("optimal" if code == cp_model.OPTIMAL else "feasible", values, objective, bound)
         if code == cp_model.INFEASIBLE:
             return Solution("infeasible", {}, None, None)

@@ -79,6 +79,22 @@ class LinearModel:
         self.variables[name] = VarDef(name, kind, lb, ub)
         return name
 
+    def violations(self, values: dict[str, float], rel: float = 1e-6) -> list[str]:
+        """Names of constraints (and integrality) the point breaks, beyond a relative tolerance (python-mip style)."""
+        out = []
+        for v in self.variables.values():
+            x = values.get(v.name, 0.0)
+            if v.kind in ("bool", "int") and abs(x - round(x)) > 1e-6:
+                out.append(f"{v.name} integral")
+        for con in self.constraints:
+            lhs = sum(coef * values.get(n, 0.0) for n, coef in con.lin.terms.items())
+            scale = max(1.0, abs(con.rhs), *(abs(coef * values.get(n, 0.0)) for n, coef in con.lin.terms.items()))
+            tol = rel * scale + (1e-9 if con.unit == "time" else 0.0)
+            if (con.sense == "<=" and lhs > con.rhs + tol) or (con.sense == ">=" and lhs < con.rhs - tol) or (
+                    con.sense == "==" and abs(lhs - con.rhs) > tol):
+                out.append(con.name)
+        return out
+
     def add(self, name: str, lin: Lin, sense: Sense, rhs: float, unit: Unit) -> None:
         unknown = [v for v in lin.terms if v not in self.variables]
         if unknown:

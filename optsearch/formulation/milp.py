@@ -15,8 +15,9 @@ import pulp
 
 from optsearch.formulation.linear import LinearModel, Solution
 
-# Bytes enter CBC in GiB so that coefficients stay within a few orders of magnitude of the time rows.
-UNIT_SCALE = {"count": 1.0, "time": 1.0, "bytes": 1.0 / 2**30, "rate": 1.0}
+# Rows are scaled so that CBC's absolute feasibility tolerance (1e-7) stays small: times in milliseconds (a budget row
+# can then be overshot by 1e-10 s at most), bytes in GiB (coefficients within a few orders of the time rows).
+UNIT_SCALE = {"count": 1.0, "time": 1e3, "bytes": 1.0 / 2**30, "rate": 1.0}
 
 
 class PulpCbc:
@@ -52,7 +53,10 @@ class PulpCbc:
         os.close(fd)
         try:
             solver = pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=time_limit_s, threads=self.threads, gapRel=self.rel_gap, logPath=log_path
+                msg=False, timeLimit=time_limit_s, threads=self.threads, gapRel=self.rel_gap, logPath=log_path,
+                # CBC's preprocessing can post-process a model into an infeasible point and still report "Optimal"
+                # ("Postprocessed model is infeasible - possible tolerance issue"), seen on 3-stage instances here.
+                options=["preprocess off"],
             )
             prob.solve(solver)
             log = open(log_path).read()

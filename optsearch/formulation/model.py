@@ -29,6 +29,7 @@ from optsearch.costmodel import (
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
+from optsearch.search import BUDGET_REL
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
 
@@ -359,15 +360,15 @@ def cost_rate_expr(f: Formulation) -> Lin:
 def add_budgets(f: Formulation) -> None:
     """T <= max_time / iterations;  cost_rate <= max_cost x 3600 x PRICE_SCALE / iterations;
     sum_{s,g} price[g] b[s,g] <= max USD per hour"""
-    budget, c = f.budget, f.c
+    budget, c, slack = f.budget, f.c, 1 + BUDGET_REL
     if budget.max_time_s is not None:
-        f.lm.add("bud_time", Lin.of((1, "T")), "<=", budget.max_time_s / c.iterations, "time")
+        f.lm.add("bud_time", Lin.of((1, "T")), "<=", budget.max_time_s * slack / c.iterations, "time")
     if budget.max_cost_usd is not None:
-        rhs = budget.max_cost_usd * SECONDS_PER_HOUR * PRICE_SCALE / c.iterations
+        rhs = budget.max_cost_usd * slack * SECONDS_PER_HOUR * PRICE_SCALE / c.iterations
         f.lm.add("bud_cost", cost_rate_expr(f), "<=", rhs, "rate")
     if budget.max_usd_per_hour is not None:
         lin = Lin.of(*((c.price_scaled[g], b) for (s, g), b in f.block_starts.items()))
-        f.lm.add("bud_rate", lin, "<=", budget.max_usd_per_hour * PRICE_SCALE, "count")
+        f.lm.add("bud_rate", lin, "<=", budget.max_usd_per_hour * slack * PRICE_SCALE, "count")
 
 
 def objective_expr(f: Formulation) -> Lin:
@@ -477,7 +478,7 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget) -> float
     params_hi = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + max(c.fixed_params) * 2
     upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
     if budget.max_time_s is not None:
-        upper = min(upper, budget.max_time_s / c.iterations)
+        upper = min(upper, budget.max_time_s * (1 + BUDGET_REL) / c.iterations)
     return upper * (1 + 1e-9) + 1e-9
 
 

@@ -1,0 +1,174 @@
+"""The exact optimizer against brute force, CBC against CP-SAT, and the honesty rules of issue 3."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+
+from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.candidates import SpaceOptions, in_search_space
+from optsearch.costmodel import estimate
+from optsearch.problem import Problem
+from optsearch.profile import AnalyticProfile
+from optsearch.search import budget_violations, objective_value
+from optsearch.solver import solve
+from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, ModelSpec, NodeTypeSpec
+from optsearch.spec.budget import Budget
+
+REL = 1e-6
+MAX_PLANS = 2500
+
+
+def make_problem(*, layers: int, hidden: int, heads: int, gbs: int, node_types: list[dict], gpus: list[GpuSpec],
+                 distributed_optimizer: bool = False, seq: int = 512) -> Problem:
+    model = ModelSpec(
+        name="tiny", num_layers=layers, hidden_size=hidden, num_attention_heads=heads, ffn_hidden_size=4 * hidden,
+        seq_length=seq, vocab_size=8000,
+        default_job=JobSpec(global_batch_size=gbs, train_iterations=1000, distributed_optimizer=distributed_optimizer),
+    )
+    cluster = ClusterSpec(name="random", node_types=[NodeTypeSpec(**n) for n in node_types], gpus=gpus)
+    by_name = {g.name: g for g in gpus}
+    return Problem(model=model, cluster=cluster, job=model.default_job, gpus=by_name,
+                   profile=AnalyticProfile(model=model, gpus=by_name))
+
+
+@st.composite
+def instances(draw):
+    n_types = draw(st.integers(1, 3))
+    layers = draw(st.integers(2, 16))
+    max_stages = draw(st.integers(1, 4 if n_types == 1 or layers <= 8 else 3))
+    gpus, node_types = [], []
+    for i in range(n_types):
+        gpus.append(GpuSpec(
+            name=f"G{i}",
+            memory_gib=draw(st.sampled_from([2.25, 2.5, 3.0, 4.0, 6.0, 12.0, 40.0])),
+            peak_fp16_tflop_per_s=draw(st.sampled_from([30.0, 65.0, 125.0, 312.0])),
+            hbm_gbyte_per_s=draw(st.sampled_from([300.0, 900.0, 2000.0])),
+        ))
+        node_types.append(dict(
+            name=f"t{i}", gpu=f"G{i}", gpus_per_node=draw(st.sampled_from([1, 2, 4])),
+            num_nodes_available=draw(st.integers(1, 8) | st.integers(1, 2)),
+            price_usd_per_node_hour=draw(st.floats(0.5, 40.0).map(lambda x: round(x, 4))),
+            intra_node_link="nvlink", intra_node_gbyte_per_s=draw(st.sampled_from([16.0, 150.0, 300.0])),
+            inter_node_gbit_per_s=draw(st.sampled_from([10.0, 100.0, 400.0])),
+        ))
+    problem = make_problem(
+        layers=layers, hidden=draw(st.sampled_from([256, 512, 1024])), heads=draw(st.sampled_from([1, 2, 4])),
+        gbs=draw(st.sampled_from([2, 4, 8])), node_types=node_types, gpus=gpus,
+        distributed_optimizer=draw(st.booleans()), seq=draw(st.sampled_from([512, 2048])),
+    )
+    options = SpaceOptions(micro_batch_sizes=(1, 2), max_stages=max_stages)
+    objective = draw(st.sampled_from(["cost", "time"]))
+    kind = draw(st.sampled_from(["none", "time", "cost", "gpus", "rate"]))
+    factor = draw(st.floats(0.2, 1.5))
+    return problem, options, objective, kind, factor
+
+
+def _budget(problem: Problem, options: SpaceOptions, objective: str, kind: str, factor: float) -> Budget:
+    """A budget that binds often: a fraction of the cheapest plan's time, or of the fastest plan's cost."""
+    if kind == "none":
+        return Budget(objective=objective)
+    if kind == "gpus":
+        return Budget(objective=objective, max_gpus=max(1, int(8 * factor)))
+    free = solve_exhaustive(problem, Budget(objective="cost" if kind == "time" else "time"), options=options,
+                            max_plans=MAX_PLANS)
+    if free.estimate is None:
+        return Budget(objective=objective)
+    if kind == "time":
+        return Budget(objective=objective, max_time_s=free.estimate.training_time_s * factor)
+    if kind == "cost":
+        return Budget(objective=objective, max_cost_usd=free.estimate.cost_usd * factor)
+    return Budget(objective=objective, max_usd_per_hour=free.estimate.usd_per_hour * factor)
+
+
+def _assert_honest(problem: Problem, budget: Budget, options: SpaceOptions, result) -> None:
+    """The returned plan is in the space, meets every limit, and re-prices to the reported objective."""
+    assert result.plan is not None and result.estimate is not None
+    assert in_search_space(problem, result.plan, options)
+    est = estimate(problem, result.plan)
+    assert not budget_violations(result.plan, est, budget)
+    assert math.isclose(objective_value(est, budget.objective), result.objective_value, rel_tol=1e-12)
+    assert math.isclose(result.solver_objective_value, result.objective_value, rel_tol=1e-5)
+    assert sum(s.num_layers for s in result.plan.stages) == problem.model.num_layers
+    assert result.plan.num_gpus == result.plan.tp * result.plan.dp * result.plan.pp
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(instances())
+def test_optimum_equals_brute_force_and_backends_agree(case):
+    problem, options, objective, kind, factor = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    budget = _budget(problem, options, objective, kind, factor)
+    truth = solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS)
+    event(f"brute force: {truth.status}")
+    if truth.plan is not None:
+        event(f"node types in the optimum: {len({s.node_type for s in truth.plan.stages})}")
+        event(f"recomputation used: {any(s.recompute != 'none' for s in truth.plan.stages)}")
+    for name in ("cbc", "cpsat"):
+        got = solve(problem, budget, solver=name, options=options)
+        if truth.status == "infeasible":
+            assert got.status == "infeasible", (name, got.plan)
+            continue
+        assert truth.status == "optimal"
+        assert got.status == "optimal", (name, got.status, got.message)
+        _assert_honest(problem, budget, options, got)
+        assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (
+            name, got.objective_value, truth.objective_value, got.plan, truth.plan)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(instances(), st.floats(1.05, 3.0))
+def test_looser_budget_never_gives_a_worse_optimum(case, looser):
+    problem, options, objective, _, factor = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    budget = _budget(problem, options, objective, "time" if objective == "cost" else "cost", factor)
+    tight = solve(problem, budget, solver="cpsat", options=options)
+    loose_budget = budget.model_copy(update={
+        "max_time_s": budget.max_time_s * looser if budget.max_time_s else None,
+        "max_cost_usd": budget.max_cost_usd * looser if budget.max_cost_usd else None,
+    })
+    loose = solve(problem, loose_budget, solver="cpsat", options=options)
+    if tight.status == "optimal":
+        assert loose.status == "optimal"
+        assert loose.objective_value <= tight.objective_value * (1 + REL)
+
+
+def _fasop_like() -> Problem:
+    gpus = [GpuSpec(name="A100", memory_gib=40, peak_fp16_tflop_per_s=312, hbm_gbyte_per_s=1555),
+            GpuSpec(name="A10", memory_gib=24, peak_fp16_tflop_per_s=70, hbm_gbyte_per_s=600)]
+    nodes = [
+        dict(name="a100", gpu="A100", gpus_per_node=4, num_nodes_available=1, price_usd_per_node_hour=32.7726,
+             intra_node_link="nvlink", intra_node_gbyte_per_s=300, inter_node_gbit_per_s=40),
+        dict(name="a10", gpu="A10", gpus_per_node=4, num_nodes_available=7, price_usd_per_node_hour=8.144,
+             intra_node_link="pcie", intra_node_gbyte_per_s=32, inter_node_gbit_per_s=40),
+    ]
+    return make_problem(layers=24, hidden=1024, heads=16, gbs=64, node_types=nodes, gpus=gpus)
+
+
+@pytest.mark.parametrize("solver", ["cbc", "cpsat"])
+def test_time_limit_reports_feasible_with_a_gap_never_optimal(solver):
+    problem = _fasop_like()
+    budget = Budget(objective="time")
+    result = solve(problem, budget, solver=solver, time_limit_s=0.5)
+    assert result.status in ("feasible", "timeout"), result.status
+    assert result.solve_time_s <= 0.5 * 1.1 + 0.5  # the limit is honoured (plus one model build)
+    if result.status == "feasible":
+        assert result.gap is not None and result.gap > 0
+        assert result.bound is not None and result.bound <= result.objective_value
+
+
+def test_infeasible_budget_is_reported_not_raised():
+    problem = _fasop_like()
+    result = solve(problem, Budget(objective="cost", max_time_s=1.0), solver="cpsat")
+    assert result.status == "infeasible" and result.plan is None
+
+
+def test_same_inputs_give_the_same_plan():
+    problem = _fasop_like()
+    options = SpaceOptions(max_stages=4)
+    first = solve(problem, Budget(objective="cost"), solver="cbc", options=options)
+    second = solve(problem, Budget(objective="cost"), solver="cbc", options=options)
+    assert first.plan == second.plan
