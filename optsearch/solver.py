@@ -44,6 +44,7 @@ from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
 SOLVERS = ("cbc", "cpsat")
 INCUMBENT_REL = 1e-9  # a later candidate must beat the incumbent by this much (ties keep the earlier plan)
 CHECK_REL = 1e-6
+CBC_INTEGER_TOLERANCE = 1e-6  # CBC's default integerTolerance
 
 
 class ConsistencyError(OptsearchError):
@@ -119,6 +120,9 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str) -> None:
     solver_value = objective_to_user(f, sol.objective)
     mine = objective_value(est, f.budget.objective)
     tol = CHECK_REL * abs(mine)
+    if solver_name == "cbc" and f.budget.objective == "cost":
+        # v >= T - U (1 - b) with b within CBC's integrality tolerance (1e-6) of 1 lets v sit U x 1e-6 below T.
+        tol += CBC_INTEGER_TOLERANCE * f.time_upper_s * est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR
     if solver_name == "cpsat":  # each rounded time coefficient is off by <= half a tick per unit
         tick_error_s = 0.5 / ticks_per_s(f.lm) * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
         scale = f.c.iterations if f.budget.objective == "time" else est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR

@@ -172,3 +172,66 @@ def test_same_inputs_give_the_same_plan():
     first = solve(problem, Budget(objective="cost"), solver="cbc", options=options)
     second = solve(problem, Budget(objective="cost"), solver="cbc", options=options)
     assert first.plan == second.plan
+
+
+@st.composite
+def mixed_instances(draw):
+    """Two node types where mixing pays: a fast, dear type with few nodes beside a slow, cheap one."""
+    layers = draw(st.integers(2, 10))
+    gpus = [GpuSpec(name="FAST", memory_gib=draw(st.sampled_from([3.0, 6.0, 40.0])), peak_fp16_tflop_per_s=312.0,
+                    hbm_gbyte_per_s=2000.0),
+            GpuSpec(name="SLOW", memory_gib=draw(st.sampled_from([2.5, 3.0, 6.0])),
+                    peak_fp16_tflop_per_s=draw(st.sampled_from([30.0, 65.0])), hbm_gbyte_per_s=600.0)]
+    gpn = draw(st.sampled_from([1, 2]))
+    nodes = [
+        dict(name="fast", gpu="FAST", gpus_per_node=gpn, num_nodes_available=1,
+             price_usd_per_node_hour=draw(st.floats(5.0, 40.0).map(lambda x: round(x, 4))), intra_node_link="nvlink",
+             intra_node_gbyte_per_s=300.0, inter_node_gbit_per_s=draw(st.sampled_from([100.0, 400.0]))),
+        dict(name="slow", gpu="SLOW", gpus_per_node=gpn, num_nodes_available=draw(st.integers(1, 4)),
+             price_usd_per_node_hour=draw(st.floats(0.5, 5.0).map(lambda x: round(x, 4))), intra_node_link="pcie",
+             intra_node_gbyte_per_s=16.0, inter_node_gbit_per_s=draw(st.sampled_from([50.0, 100.0]))),
+    ]
+    problem = make_problem(layers=layers, hidden=draw(st.sampled_from([512, 1024])), heads=2,
+                           gbs=draw(st.sampled_from([16, 32])),
+                           node_types=nodes, gpus=gpus, seq=draw(st.sampled_from([512, 2048])))
+    options = SpaceOptions(micro_batch_sizes=(1,), max_stages=draw(st.integers(2, 4)))
+    return problem, options, draw(st.sampled_from(["cost", "time"])), draw(st.floats(1.0, 1.5))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(mixed_instances())
+def test_heterogeneous_optimum_equals_brute_force(case):
+    problem, options, objective, factor = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    # The fastest plan, then the cheapest plan within a deadline a little above it: both tend to mix types.
+    fastest = solve_exhaustive(problem, Budget(objective="time"), options=options, max_plans=MAX_PLANS)
+    assume(fastest.estimate is not None)
+    budget = (Budget(objective="time") if objective == "time"
+              else Budget(objective="cost", max_time_s=fastest.estimate.training_time_s * factor))
+    truth = solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS)
+    if truth.plan is not None:
+        event(f"node types in the optimum: {len({s.node_type for s in truth.plan.stages})}")
+    for name in ("cbc", "cpsat"):
+        got = solve(problem, budget, solver=name, options=options)
+        assert got.status == truth.status, (name, got.status, truth.status)
+        if truth.plan is not None:
+            _assert_honest(problem, budget, options, got)
+            assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (
+                name, got.plan, truth.plan)
+
+
+def test_a_mixed_pipeline_is_found_when_it_is_optimal():
+    """One fast A100 node beside A10 nodes under a tight deadline: the optimum mixes both types (brute force agrees)."""
+    problem = _fasop_like()
+    problem = make_problem(layers=8, hidden=1024, heads=16, gbs=64, node_types=[n.model_dump() for n in
+                           problem.cluster.node_types], gpus=list(problem.gpus.values()))
+    options = SpaceOptions(micro_batch_sizes=(1,), max_stages=3)
+    fastest = solve_exhaustive(problem, Budget(objective="time"), options=options, max_plans=50_000)
+    budget = Budget(objective="cost", max_time_s=fastest.estimate.training_time_s * 1.001)
+    truth = solve_exhaustive(problem, budget, options=options, max_plans=50_000)
+    assert truth.status == "optimal"
+    assert {s.node_type for s in truth.plan.stages} == {"a100", "a10"}, truth.plan
+    for name in ("cbc", "cpsat"):
+        got = solve(problem, budget, solver=name, options=options)
+        _assert_honest(problem, budget, options, got)
+        assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL)

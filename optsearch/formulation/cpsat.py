@@ -36,6 +36,8 @@ class CpSat:
         self.seed = seed
 
     def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+        if model.infeasible_rows:
+            return Solution("infeasible", {}, None, None)
         ticks = ticks_per_s(model)
         m = cp_model.CpModel()
         xs = {}

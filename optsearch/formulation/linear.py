@@ -70,6 +70,7 @@ class LinearModel:
     constraints: list[Constraint] = field(default_factory=list)
     objective: Lin = field(default_factory=Lin)
     objective_unit: Unit = "time"
+    infeasible_rows: list[str] = field(default_factory=list)  # rows with no variables that cannot hold
 
     def var(self, name: str, kind: VarKind, lb: float = 0.0, ub: float = 1.0) -> str:
         if not _NAME.match(name):
@@ -99,6 +100,12 @@ class LinearModel:
         unknown = [v for v in lin.terms if v not in self.variables]
         if unknown:
             raise ValueError(f"constraint {name}: unknown variables {unknown}")
+        if not lin.terms:  # 0 (sense) rhs: decide it now; backends would drop or reject an empty row
+            value = rhs - lin.const
+            holds = (0 <= value) if sense == "<=" else (0 >= value) if sense == ">=" else (value == 0)
+            if not holds:
+                self.infeasible_rows.append(name)
+            return
         self.constraints.append(Constraint(name, lin, sense, rhs - lin.const, unit))
 
 

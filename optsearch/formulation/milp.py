@@ -28,6 +28,8 @@ class PulpCbc:
         self.rel_gap = rel_gap
 
     def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+        if model.infeasible_rows:
+            return Solution("infeasible", {}, None, None)
         prob = pulp.LpProblem("optsearch", pulp.LpMinimize)
         xs = {}
         for v in model.variables.values():

@@ -469,8 +469,12 @@ def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
 
 # ---- build and decode ---------------------------------------------------------------------------------------
 
-def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget) -> float:
-    """A valid upper bound on T for any feasible assignment (the big-M of the cost product)."""
+def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumbent: float | None) -> float:
+    """A valid upper bound on T for any assignment that can still matter (the big-M of the cost product).
+
+    Beyond the structural bound: with a deadline, T <= max_time / iterations; with a cost incumbent, a better plan
+    has rent x T < incumbent, and rent >= w x (the pp cheapest stage slots' USD per GPU-hour).
+    """
     layers = sum(c.kind_layers)
     step_hi = max(x for per_g in c.step_s for per_r in per_g for x in per_r)
     send_hi = max(max(max(row) for row in c.send_inter_s), max(c.send_intra_s))
@@ -479,6 +483,12 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget) -> float
     upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
     if budget.max_time_s is not None:
         upper = min(upper, budget.max_time_s * (1 + BUDGET_REL) / c.iterations)
+    if budget.objective == "cost" and incumbent is not None:
+        prices = sorted(p for u in cand.uses for p in [u.node.price_usd_per_node_hour / u.node.gpus_per_node]
+                        * (u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block))
+        if len(prices) >= cand.pp:
+            rent = cand.gpus_per_stage * sum(prices[: cand.pp])
+            upper = min(upper, incumbent * SECONDS_PER_HOUR / c.iterations / rent)
     return upper * (1 + 1e-9) + 1e-9
 
 
@@ -507,7 +517,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
             lm.var(x_(s, g, n), "bool")
     f = Formulation(problem=problem, budget=budget, cand=cand, c=c, lm=lm, block_starts=block_starts,
                     time_upper_s=0.0, patterns=patterns)
-    f.time_upper_s = _time_upper_bound(c, cand, budget)
+    f.time_upper_s = _time_upper_bound(c, cand, budget, incumbent)
     U = f.time_upper_s
     for j in range(pp - 1):
         lm.var(e_(j), "time", 0, U)
