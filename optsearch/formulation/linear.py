@@ -83,17 +83,21 @@ class LinearModel:
     def violations(self, values: dict[str, float], rel: float = 1e-6) -> list[str]:
         """Names of constraints (and integrality) the point breaks, beyond a relative tolerance (python-mip style)."""
         out = []
+        values = dict(values)
         for v in self.variables.values():
             x = values.get(v.name, 0.0)
-            if v.kind in ("bool", "int") and abs(x - round(x)) > 1e-6:
-                out.append(f"{v.name} integral")
+            if v.kind in ("bool", "int"):
+                if abs(x - round(x)) > 1e-6:
+                    out.append(f"{v.name} integral")
+                values[v.name] = float(round(x))  # decoding rounds them too
+        absolute = {"time": 1e-9, "bytes": 1.0, "count": 1e-9, "rate": 1e-6}
         for con in self.constraints:
             lhs = sum(coef * values.get(n, 0.0) for n, coef in con.lin.terms.items())
             scale = max(1.0, abs(con.rhs), *(abs(coef * values.get(n, 0.0)) for n, coef in con.lin.terms.items()))
-            tol = rel * scale + (1e-9 if con.unit == "time" else 0.0)
+            tol = rel * scale + absolute[con.unit]
             if (con.sense == "<=" and lhs > con.rhs + tol) or (con.sense == ">=" and lhs < con.rhs - tol) or (
                     con.sense == "==" and abs(lhs - con.rhs) > tol):
-                out.append(con.name)
+                out.append(f"{con.name} ({lhs:.6g} {con.sense} {con.rhs:.6g})")
         return out
 
     def add(self, name: str, lin: Lin, sense: Sense, rhs: float, unit: Unit) -> None:
