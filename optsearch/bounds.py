@@ -6,6 +6,8 @@ p_g = USD per GPU-hour of g, w = tp x dp, m micro-batches, L layers.
 
   sum_s t_s >= SUM = sum_k L_k min_g step[g,none,k] + min_g emb[g] + min_g head[g] + 2 (pp - 1) e_min
   max_s t_s >= FLUID = L / max{ sum_g s_g / step_min[g] : sum_g s_g = pp, s_g <= S_g }    (all stages busy at best)
+  With s_g fixed (a composition): stage s holds at most (max t - its sends) / step layers, so
+  max_s t_s >= (L + e_min (2 sum_g s_g / step_min[g] - 2 / min_g step_min[g])) / sum_g s_g / step_min[g]
   max_s t_s >= SUM / pp
   A >= min_g alpha[g] x P_total / pp,   O >= min_g beta[g] x P_total / pp   (some stage holds >= 1/pp of the params)
   T >= (m - 1) max(FLUID, SUM / pp) + SUM + A_lb + O_lb
@@ -53,6 +55,15 @@ class DegreeTerms:
     beta_min: float
     layer_params: float
     max_layers_per_stage: tuple[int, ...]  # [g] NMAX
+    stages_per_block: tuple[int, ...]  # [g] q_g
+    layer_work_s: tuple[float, ...]  # [g] sum_k L_k step[g,none,k]
+    end_work_s: tuple[float, ...]  # [g] emb[g] + head[g] (a lower bound on the ends if g holds them)
+    emb_s: tuple[float, ...]  # [g]
+    head_s: tuple[float, ...]  # [g]
+    alpha: tuple[float, ...]  # [g]
+    beta: tuple[float, ...]  # [g]
+    send_inter_s: tuple[tuple[float, ...], ...]  # [g][h]
+    send_intra_s: tuple[float | None, ...]  # [g], None when g's stages never share a node
     capacity_bytes_max: float
     state_bytes_per_param: float
 
@@ -95,6 +106,16 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         beta_min=min(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
         layer_params=float(sum(model.layer_parameters(k) * k.num_layers for k in kinds)),
         max_layers_per_stage=tuple(nmax),
+        stages_per_block=tuple(u.stages_per_block for u in uses),
+        layer_work_s=tuple(sum(k.num_layers * step[g][i] for i, k in enumerate(kinds)) for g in names),
+        end_work_s=tuple(emb[g] + head[g] for g in names),
+        emb_s=tuple(emb[g] for g in names),
+        head_s=tuple(head[g] for g in names),
+        alpha=tuple(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses),
+        beta=tuple(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
+        send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
+        send_intra_s=tuple(p2p_send_s(problem, u.name, u.name, True, w, mbs) if u.stages_per_block > 1 else None
+                           for u in uses),
         capacity_bytes_max=max(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
         state_bytes_per_param=state,
     )
@@ -121,7 +142,109 @@ class CandidateBound:
     cost_per_iteration_usd: float = math.inf
 
 
-def candidate_bound(problem: Problem, d: DegreeTerms, pp: int) -> CandidateBound:
+MAX_COMPOSITIONS = 4000
+
+
+def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] | None:
+    """Stage counts per type (multiples of q_g, within slots, summing to pp); None when there are over `limit`."""
+    out: list[tuple[int, ...]] = []
+    G = len(d.slots)
+
+    def rec(g: int, left: int, acc: tuple[int, ...]) -> bool:
+        if g == G - 1:
+            if left <= d.slots[g] and left % d.stages_per_block[g] == 0:
+                out.append(acc + (left,))
+            return len(out) <= limit
+        for n in range(0, min(left, d.slots[g]) + 1, d.stages_per_block[g]):
+            if not rec(g + 1, left - n, acc + (n,)):
+                return False
+        return True
+
+    return out if rec(0, pp, ()) else None
+
+
+def _fluid_pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: float, L: int) -> float:
+    """min over M of (m - 1) M + SIGMA(M): SIGMA(M) is the least sum of stage times when no stage exceeds M, with
+    layers poured fastest-first into stages that each hold at most min((M - sends) / step, NMAX) layers. Every
+    stage sends at least 2 e_min (the two ends e_min; they are given to the fastest stages, which only loosens the
+    bound). The function is convex piecewise linear in M (its slope changes only where a group of equal stages
+    saturates or stops being the slowest one used), so its minimum is at one of the breakpoints tried."""
+    # Groups of identical stages, fastest first: (step, cap, send, how many).
+    groups: list[list] = []
+    ends_left = 2 if pp > 1 else 0
+    for g in sorted((g for g, n in enumerate(counts) if n), key=lambda g: d.step_min_s[g]):
+        n = counts[g]
+        light = min(ends_left, n)
+        ends_left -= light
+        if light:
+            groups.append([d.step_min_s[g], d.max_layers_per_stage[g], send_min, light])
+        if n - light:
+            groups.append([d.step_min_s[g], d.max_layers_per_stage[g], 2 * send_min if pp > 1 else 0.0, n - light])
+    sends_total = sum(e * c for _, _, e, c in groups)
+
+    def held(M: float, k: int) -> float:
+        return sum(c * min(max(0.0, (M - e) / step), cap) for step, cap, e, c in groups[:k])
+
+    def sigma(M: float) -> float | None:
+        left, total = float(L), sends_total
+        for step, cap, e, c in groups:
+            take = min(left, c * min(max(0.0, (M - e) / step), cap))
+            total += take * step
+            left -= take
+        return None if left > 1e-9 else total
+
+    def least_m(k: int) -> float | None:
+        """The least M at which the k fastest groups alone hold every layer (bisection)."""
+        top = max(e + cap * step for step, cap, e, _ in groups[:k])
+        if held(top, k) < L:
+            return None
+        lo, hi = 0.0, top
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (lo, mid) if held(mid, k) >= L else (mid, hi)
+        return hi
+
+    start = least_m(len(groups))
+    if start is None:
+        return math.inf
+    points = {start} | {e + cap * step for step, cap, e, _ in groups}
+    points |= {x for k in range(1, len(groups)) if (x := least_m(k)) is not None}
+    best = math.inf
+    for M in points:
+        if M >= start and (got := sigma(M)) is not None:
+            best = min(best, (d.m - 1) * M + got)
+    return best * (1 - 1e-9)  # bisection and float sums: stay below the true minimum
+
+
+def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[int, ...], all_params: float
+                       ) -> tuple[float, float, float] | None:
+    """(iteration lower bound, rent, cost-per-iteration lower bound) when exactly counts[g] stages run on g."""
+    L = problem.model.num_layers
+    present = [g for g, n in enumerate(counts) if n]
+    if sum(counts[g] * d.max_layers_per_stage[g] for g in present) < L:
+        return None
+    sends = [d.send_inter_s[g][h] for g in present for h in present]
+    sends += [d.send_intra_s[g] for g in present if d.send_intra_s[g] is not None]
+    send_min = min(sends)
+    ends = min(d.emb_s[g] for g in present) + min(d.head_s[g] for g in present)
+    total = min(d.layer_work_s[g] for g in present) + ends + 2 * (pp - 1) * send_min
+    comm = (min(d.alpha[g] for g in present) + min(d.beta[g] for g in present)) * all_params / pp
+    pipeline = max((d.m - 1) * total / pp + total, _fluid_pipeline_s(d, pp, counts, send_min, L) + ends)
+    iteration = pipeline + comm
+    rate = d.w * sum(counts[g] * d.price_per_gpu_hour[g] for g in present)
+    p_min = min(d.price_per_gpu_hour[g] for g in present)
+    weighted = (min(d.price_per_gpu_hour[g] * d.layer_work_s[g] for g in present)
+                + min(d.price_per_gpu_hour[g] * d.emb_s[g] for g in present)
+                + min(d.price_per_gpu_hour[g] * d.head_s[g] for g in present) + 2 * (pp - 1) * p_min * send_min)
+    cost = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    return iteration, rate, cost / SECONDS_PER_HOUR
+
+
+def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None) -> CandidateBound:
+    """The bounds of the module docstring. With few node types they are taken per composition (how many stages of
+    each type), the minimum over compositions that can meet the deadline and rent limit; otherwise aggregated."""
+    from optsearch.search import BUDGET_REL
+
     model = problem.model
     L = model.num_layers
     if sum(d.slots) < pp or (pp > 2 and L < pp - 2):
@@ -129,6 +252,26 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int) -> CandidateBound
     all_params = d.layer_params + stage_parameters(model, {}, True, True, pp)
     if all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES > d.capacity_bytes_max:
         return CandidateBound(False)
+    comps = _compositions(d, pp, MAX_COMPOSITIONS)
+    if comps is not None:
+        best: tuple[float, float, float] | None = None
+        slack = 1 + BUDGET_REL
+        for counts in comps:
+            got = _composition_bound(problem, d, pp, counts, all_params)
+            if got is None:
+                continue
+            iteration, rate, cost = got
+            if budget is not None:
+                if budget.max_time_s is not None and iteration * problem.iterations > budget.max_time_s * slack:
+                    continue
+                if budget.max_usd_per_hour is not None and rate > budget.max_usd_per_hour * slack:
+                    continue
+                if budget.max_cost_usd is not None and cost * problem.iterations > budget.max_cost_usd * slack:
+                    continue
+            best = got if best is None else (min(best[0], iteration), min(best[1], rate), min(best[2], cost))
+        if best is None:
+            return CandidateBound(False)
+        return CandidateBound(True, *best)
     hold = _best_slots(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pp, largest=True)
     if hold is None or hold < L:
         return CandidateBound(False)
@@ -145,4 +288,3 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int) -> CandidateBound
     weighted = d.cost_work_min + 2 * (pp - 1) * p_min * d.send_min_s
     cost_rate_s = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
     return CandidateBound(True, iteration, rate, cost_rate_s / SECONDS_PER_HOUR)
-

@@ -44,7 +44,6 @@ from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
 SOLVERS = ("cbc", "cpsat")
 INCUMBENT_REL = 1e-9  # a later candidate must beat the incumbent by this much (ties keep the earlier plan)
 CHECK_REL = 1e-6
-CBC_INTEGER_TOLERANCE = 1e-6  # CBC's default integerTolerance
 
 
 class ConsistencyError(OptsearchError):
@@ -97,7 +96,7 @@ def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tupl
                     total += 1
                     if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
                         continue
-                    bound = candidate_bound(problem, terms, pp)
+                    bound = candidate_bound(problem, terms, pp, budget)
                     if not bound.feasible:
                         continue
                     time_lb = problem.iterations * bound.iteration_s
@@ -120,9 +119,12 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str) -> None:
     solver_value = objective_to_user(f, sol.objective)
     mine = objective_value(est, f.budget.objective)
     tol = CHECK_REL * abs(mine)
-    if solver_name == "cbc" and f.budget.objective == "cost":
-        # v >= T - U (1 - b) with b within CBC's integrality tolerance (1e-6) of 1 lets v sit U x 1e-6 below T.
-        tol += CBC_INTEGER_TOLERANCE * f.time_upper_s * est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR
+    if f.budget.objective == "cost":
+        # v >= T - U (1 - b): where the solver returns b a hair below 1 (within its integrality tolerance), v may sit
+        # U x (1 - b) below T. Account for exactly the deviation returned.
+        slack = sum(abs(sol.values[b] - round(sol.values[b])) for b in f.block_starts.values())
+        price_max = max(u.node.price_usd_per_node_hour * u.nodes_per_block for u in f.cand.uses)
+        tol += slack * f.time_upper_s * price_max * f.c.iterations / SECONDS_PER_HOUR
     if solver_name == "cpsat":  # each rounded time coefficient is off by <= half a tick per unit
         tick_error_s = 0.5 / ticks_per_s(f.lm) * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
         scale = f.c.iterations if f.budget.objective == "time" else est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR

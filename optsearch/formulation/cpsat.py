@@ -64,10 +64,10 @@ class CpSat:
                 for n, coef in con.lin.terms.items():
                     terms.append((math.ceil(coef) if coef > 0 else math.ceil(coef), xs[n]))
                 rhs_i = math.floor(rhs)
-            else:
+            else:  # counts: integer coefficients already; a fractional limit rounds inwards
                 for n, coef in con.lin.terms.items():
                     terms.append((_int(coef), xs[n]))
-                rhs_i = _int(rhs)
+                rhs_i = math.floor(rhs + 1e-9) if con.sense == "<=" else math.ceil(rhs - 1e-9) if con.sense == ">=" else _int(rhs)
             expr = sum(c * x for c, x in terms if c)
             if isinstance(expr, int):  # no terms left
                 continue

@@ -93,7 +93,7 @@ class LinearModel:
         absolute = {"time": 1e-9, "bytes": 1.0, "count": 1e-9, "rate": 1e-6}
         for con in self.constraints:
             lhs = sum(coef * values.get(n, 0.0) for n, coef in con.lin.terms.items())
-            scale = max(1.0, abs(con.rhs), *(abs(coef * values.get(n, 0.0)) for n, coef in con.lin.terms.items()))
+            scale = max(abs(con.rhs), *(abs(coef * values.get(n, 0.0)) for n, coef in con.lin.terms.items()))
             tol = rel * scale + absolute[con.unit]
             if (con.sense == "<=" and lhs > con.rhs + tol) or (con.sense == ">=" and lhs < con.rhs - tol) or (
                     con.sense == "==" and abs(lhs - con.rhs) > tol):

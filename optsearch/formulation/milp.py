@@ -58,7 +58,7 @@ class PulpCbc:
                 msg=False, timeLimit=time_limit_s, threads=self.threads, gapRel=self.rel_gap, logPath=log_path,
                 # CBC's preprocessing can post-process a model into an infeasible point and still report "Optimal"
                 # ("Postprocessed model is infeasible - possible tolerance issue"), seen on 3-stage instances here.
-                options=["preprocess off"],
+                options=["preprocess off", "primalTolerance 1e-9", "integerTolerance 1e-9"],
             )
             prob.solve(solver)
             log = open(log_path).read()
