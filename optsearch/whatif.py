@@ -186,7 +186,7 @@ def sweep(
     base: Budget,
     spec: Sweep,
     *,
-    solver: str = "cbc",
+    solver: str = "cpsat",
     time_limit_s: float | None = None,
     options: SpaceOptions = SpaceOptions(),
     tick: TickFn | None = None,
@@ -266,7 +266,7 @@ def pareto(
     problem: Problem,
     base: Budget = Budget(),
     *,
-    solver: str = "cbc",
+    solver: str = "cpsat",
     time_limit_s: float | None = None,
     options: SpaceOptions = SpaceOptions(),
     tick: TickFn | None = None,
@@ -324,7 +324,7 @@ def next_time_limit(time_s: float, iterations: int) -> float:
 
 # ---- compare clusters and marginal value -------------------------------------------------------------------
 
-def solve_point(problem: Problem, budget: Budget, *, solver: str = "cbc", time_limit_s: float | None = None,
+def solve_point(problem: Problem, budget: Budget, *, solver: str = "cpsat", time_limit_s: float | None = None,
                 options: SpaceOptions = SpaceOptions(), label: str = "", warm_start: Plan | None = None) -> Point:
     """One solve as a Point (with the reason when there is no plan)."""
     run = _Solver(problem, solver, time_limit_s, options)
@@ -359,7 +359,7 @@ def marginal(
     problem: Problem,
     budget: Budget,
     *,
-    solver: str = "cbc",
+    solver: str = "cpsat",
     time_limit_s: float | None = None,
     options: SpaceOptions = SpaceOptions(),
     tick: TickFn | None = None,

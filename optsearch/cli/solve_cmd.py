@@ -24,7 +24,9 @@ MaxTimeOpt = Annotated[
 MaxCostOpt = Annotated[Optional[str], typer.Option("--max-cost", help="Dollar budget for the whole training, e.g. 250000.")]
 MaxGpusOpt = Annotated[Optional[int], typer.Option("--max-gpus", min=1, help="Use at most this many GPUs.")]
 MaxRateOpt = Annotated[Optional[str], typer.Option("--max-usd-per-hour", help="Rent at most this many USD per hour.")]
-SolverOpt = Annotated[str, typer.Option("--solver", help="cbc (MILP via PuLP's bundled CBC) or cpsat (OR-Tools CP-SAT).")]
+SolverOpt = Annotated[
+    str, typer.Option("--solver", help="cpsat (OR-Tools CP-SAT, the default: fastest in bench/) or cbc (MILP via PuLP's bundled CBC).")
+]
 TimeLimitOpt = Annotated[
     Optional[float],
     typer.Option("--time-limit", min=0.01, help="Stop after this many seconds; the answer is then 'feasible' with its proven gap."),
@@ -67,7 +69,7 @@ def solve_command(
     max_cost: MaxCostOpt = None,
     max_gpus: MaxGpusOpt = None,
     max_usd_per_hour: MaxRateOpt = None,
-    solver: SolverOpt = "cbc",
+    solver: SolverOpt = "cpsat",
     time_limit: TimeLimitOpt = None,
     profile: ProfileOpt = "analytic",
     global_batch_size: GlobalBatchOpt = None,

@@ -35,7 +35,9 @@ class CpSat:
         self.workers = workers
         self.seed = seed
 
-    def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+    def solve(self, model: LinearModel, time_limit_s: float | None, objective_at_most: float | None = None) -> Solution:
+        """Minimize; or, with objective_at_most, find any point whose objective is at most that (no minimization).
+        With one worker CP-SAT is deterministic, which `canonical` relies on."""
         if model.infeasible_rows:
             return Solution("infeasible", {}, None, None)
         ticks = ticks_per_s(model)
@@ -80,7 +82,11 @@ class CpSat:
         obj_terms = []
         for n, coef in model.objective.terms.items():
             obj_terms.append((_int(coef if is_time[n] else coef * ticks), xs[n]))
-        m.minimize(sum(c * x for c, x in obj_terms))
+        obj_expr = sum(c * x for c, x in obj_terms)
+        if objective_at_most is None:
+            m.minimize(obj_expr)
+        else:
+            m.add(obj_expr <= math.floor(objective_at_most * ticks + 0.5))
         solver = cp_model.CpSolver()
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = self.seed
@@ -89,6 +95,9 @@ class CpSat:
         code = solver.solve(m)
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             values = {n: float(solver.value(x)) / (ticks if is_time[n] else 1) for n, x in xs.items()}
+            if objective_at_most is not None:
+                objective = sum(c * solver.value(x) for c, x in obj_terms) / ticks
+                return Solution("feasible", values, objective, None)
             objective = solver.objective_value / ticks
             bound = solver.best_objective_bound / ticks
             return Solution("optimal" if code == cp_model.OPTIMAL else "feasible", values, objective, bound)

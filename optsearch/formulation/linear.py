@@ -80,8 +80,11 @@ class LinearModel:
         self.variables[name] = VarDef(name, kind, lb, ub)
         return name
 
-    def violations(self, values: dict[str, float], rel: float = 1e-6) -> list[str]:
-        """Names of constraints (and integrality) the point breaks, beyond a relative tolerance (python-mip style)."""
+    def violations(self, values: dict[str, float], rel: float = 1e-6, time_resolution_s: float = 1e-12) -> list[str]:
+        """Names of constraints (and integrality) the point breaks, beyond a relative tolerance (python-mip style).
+
+        time_resolution_s: how finely the solver represents seconds (CP-SAT's tick); each term of a time row may be
+        off by that much."""
         out = []
         values = dict(values)
         for v in self.variables.values():
@@ -95,6 +98,8 @@ class LinearModel:
             lhs = sum(coef * values.get(n, 0.0) for n, coef in con.lin.terms.items())
             scale = max(abs(con.rhs), *(abs(coef * values.get(n, 0.0)) for n, coef in con.lin.terms.items()))
             tol = rel * scale + absolute[con.unit]
+            if con.unit in ("time", "rate"):
+                tol += time_resolution_s * (len(con.lin.terms) + 1) * max(1.0, *(abs(c) for c in con.lin.terms.values()))
             if (con.sense == "<=" and lhs > con.rhs + tol) or (con.sense == ">=" and lhs < con.rhs - tol) or (
                     con.sense == "==" and abs(lhs - con.rhs) > tol):
                 out.append(f"{con.name} ({lhs:.6g} {con.sense} {con.rhs:.6g})")
