@@ -76,7 +76,11 @@ def solve_command(
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
     edits: SetOpt = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Write the plan JSON here (atomically).")] = None,
+    out: Annotated[
+        Optional[Path],
+        typer.Option("--out", help="Write the result JSON here (atomically; no timing, so byte-identical across runs). "
+                                   "`estimate --plan` and `launch` read it."),
+    ] = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
 ) -> None:
@@ -98,7 +102,8 @@ def solve_command(
         raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, time_limit_s=time_limit))
     payload = solve_json(result, problem)
     if out is not None:
-        write_atomic(out, dumps(payload))
+        # The file carries no timing, so the same inputs write a byte-identical file.
+        write_atomic(out, dumps({k: v for k, v in payload.items() if k != "solve_time_s"}))
     if as_json:
         stdout.out(dumps(payload), end="", highlight=False)
         return
