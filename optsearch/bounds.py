@@ -142,11 +142,34 @@ class CandidateBound:
     cost_per_iteration_usd: float = math.inf
 
 
-MAX_COMPOSITIONS = 4000
+MAX_COMPOSITIONS = 300
+
+
+def _count_compositions_upto(d: DegreeTerms, most: int) -> list[int]:
+    """How many compositions `_compositions` would list, for every pp up to `most` (a DP over types; capped)."""
+    pp = min(most, 512)
+    ways = [1] + [0] * pp
+    for g in range(len(d.slots)):
+        nxt = [0] * (pp + 1)
+        for total, count in enumerate(ways):
+            if count:
+                for n in range(0, min(pp - total, d.slots[g]) + 1, d.stages_per_block[g]):
+                    nxt[total + n] = min(nxt[total + n] + count, 10**9)
+        ways = nxt
+    return ways
+
+
+_COUNTS: dict[tuple, list[int]] = {}
 
 
 def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] | None:
     """Stage counts per type (multiples of q_g, within slots, summing to pp); None when there are over `limit`."""
+    key = (d.slots, d.stages_per_block)
+    if key not in _COUNTS:
+        _COUNTS[key] = _count_compositions_upto(d, sum(d.slots))
+    counts = _COUNTS[key]
+    if pp >= len(counts) or counts[pp] > limit:
+        return None
     out: list[tuple[int, ...]] = []
     G = len(d.slots)
 
@@ -194,15 +217,21 @@ def _fluid_pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min
         return None if left > 1e-9 else total
 
     def least_m(k: int) -> float | None:
-        """The least M at which the k fastest groups alone hold every layer (bisection)."""
-        top = max(e + cap * step for step, cap, e, _ in groups[:k])
-        if held(top, k) < L:
+        """The least M at which the k fastest groups alone hold every layer. Their capacity is piecewise linear
+        in M (a group starts at its send time e and saturates at e + cap x step): walk the pieces."""
+        part = groups[:k]
+        if sum(c * cap for _, cap, _, c in part) < L:
             return None
-        lo, hi = 0.0, top
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (lo, mid) if held(mid, k) >= L else (mid, hi)
-        return hi
+        marks = sorted({e for _, _, e, _ in part} | {e + cap * step for step, cap, e, _ in part})
+        prev = 0.0
+        for mark in marks:
+            if held(mark, k) >= L:
+                lo = prev
+                slope = sum(c / step for step, cap, e, c in part if e <= lo < e + cap * step)
+                base = held(lo, k)
+                return lo + (L - base) / slope if slope > 0 else mark
+            prev = mark
+        return marks[-1]
 
     start = least_m(len(groups))
     if start is None:
@@ -240,9 +269,11 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     return iteration, rate, cost / SECONDS_PER_HOUR
 
 
-def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None) -> CandidateBound:
-    """The bounds of the module docstring. With few node types they are taken per composition (how many stages of
-    each type), the minimum over compositions that can meet the deadline and rent limit; otherwise aggregated."""
+def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, refined: bool = True) -> CandidateBound:
+    """The bounds of the module docstring. Refined: with few node types they are taken per composition (how many
+    stages of each type), the minimum over compositions that can meet the deadline and rent limit; otherwise
+    aggregated with the fluid pipeline bound. Not refined: the aggregate bound without the fluid term (cheap), which
+    the solver computes for every candidate and refines only for those that reach the front of its queue."""
     from optsearch.search import BUDGET_REL
 
     model = problem.model
@@ -252,7 +283,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None) -> C
     all_params = d.layer_params + stage_parameters(model, {}, True, True, pp)
     if all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES > d.capacity_bytes_max:
         return CandidateBound(False)
-    comps = _compositions(d, pp, MAX_COMPOSITIONS)
+    comps = _compositions(d, pp, MAX_COMPOSITIONS) if refined else None
     if comps is not None:
         best: tuple[float, float, float] | None = None
         slack = 1 + BUDGET_REL
@@ -275,12 +306,19 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None) -> C
     hold = _best_slots(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pp, largest=True)
     if hold is None or hold < L:
         return CandidateBound(False)
-    throughput = _best_slots(tuple(1.0 / s for s in d.step_min_s), d.slots, pp, largest=True)
-    assert throughput is not None
+    # Too many compositions to list: the fastest pp slots (blocks ignored, which only adds capacity) bound the
+    # pipeline of every composition from below.
+    fastest = [0] * len(d.slots)
+    left = pp
+    for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
+        fastest[g] = min(left, d.slots[g])
+        left -= fastest[g]
     total = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
-    fluid = L / throughput
     comm = (d.alpha_min + d.beta_min) * all_params / pp
-    iteration = (d.m - 1) * max(fluid, total / pp) + total + comm
+    pipeline = (d.m - 1) * total / pp + total
+    if refined:
+        pipeline = max(pipeline, _fluid_pipeline_s(d, pp, tuple(fastest), d.send_min_s, L) + d.end_work_min_s)
+    iteration = pipeline + comm
     cheapest = _best_slots(d.price_per_gpu_hour, d.slots, pp, largest=False)
     assert cheapest is not None
     rate = d.w * cheapest

@@ -16,13 +16,14 @@ Memory bound: some stage holds at least 1/pp of all parameters, so it needs at l
 
 from __future__ import annotations
 
+import heapq
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from optsearch.bounds import candidate_bound, degree_terms
+from optsearch.bounds import DegreeTerms, candidate_bound, degree_terms
 from optsearch.candidates import (
     SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
@@ -81,10 +82,29 @@ def backend(name: str) -> Backend:
 class Bounded:
     cand: Candidate
     lower_bound: float  # objective units (USD or training seconds)
+    terms: DegreeTerms | None = None
+    refined: bool = True
+
+
+def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candidate, refined: bool) -> Bounded | None:
+    """The candidate with its lower bound, or None when a bound proves it infeasible under the budget."""
+    bound = candidate_bound(problem, terms, cand.pp, budget, refined=refined)
+    if not bound.feasible:
+        return None
+    time_lb = problem.iterations * bound.iteration_s
+    cost_lb = problem.iterations * bound.cost_per_iteration_usd
+    slack = 1 + BUDGET_REL
+    if budget.max_time_s is not None and time_lb > budget.max_time_s * slack:
+        return None
+    if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd * slack:
+        return None
+    if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour * slack:
+        return None
+    return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, refined)
 
 
 def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tuple[list[Bounded], int]:
-    """All candidates with their lower bounds (bounds.py), minus those a bound proves infeasible. (kept, total)"""
+    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible."""
     kept: list[Bounded] = []
     total = 0
     for tp in tp_candidates(problem):
@@ -98,20 +118,10 @@ def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tupl
                     total += 1
                     if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
                         continue
-                    bound = candidate_bound(problem, terms, pp, budget)
-                    if not bound.feasible:
-                        continue
-                    time_lb = problem.iterations * bound.iteration_s
-                    cost_lb = problem.iterations * bound.cost_per_iteration_usd
-                    slack = 1 + BUDGET_REL
-                    if budget.max_time_s is not None and time_lb > budget.max_time_s * slack:
-                        continue
-                    if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd * slack:
-                        continue
-                    if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour * slack:
-                        continue
                     cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
-                    kept.append(Bounded(cand, cost_lb if budget.objective == "cost" else time_lb))
+                    item = _bounded(problem, budget, terms, cand, refined=False)
+                    if item is not None:
+                        kept.append(item)
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
     return kept, total
 
@@ -177,18 +187,28 @@ def solve(
     explored = 0
     stopped_early = False
     milps = 0
-    for index, item in enumerate(bounded):
-        if incumbent is not None and item.lower_bound >= incumbent[0] * (1 - INCUMBENT_REL):
+    # A queue ordered by lower bound. A candidate first carries its cheap bound; when it reaches the front, its
+    # refined bound is computed and it goes back in; when it reaches the front refined, its model is solved.
+    queue = [(b.lower_bound, b.cand.key, i, b) for i, b in enumerate(bounded)]
+    heapq.heapify(queue)
+    while queue:
+        lower, key, i, item = queue[0]
+        if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
             break  # every remaining candidate has a bound at least as large
         remaining = None if time_limit_s is None else time_limit_s - (time.perf_counter() - start)
         if remaining is not None and remaining <= 0:
             stopped_early = True
-            open_bound = item.lower_bound if open_bound is None else min(open_bound, item.lower_bound)
             break
+        heapq.heappop(queue)
+        if not item.refined:
+            sharper = _bounded(problem, budget, item.terms, item.cand, refined=True)
+            if sharper is not None:
+                heapq.heappush(queue, (max(lower, sharper.lower_bound), key, i, sharper))
+            continue
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL)
         sol = engine.solve(f.lm, remaining)
         milps += 1
-        explored = index + 1
+        explored += 1
         if sol.status in ("optimal", "feasible"):
             resolution = 1.0 / ticks_per_s(f.lm) if isinstance(engine, CpSat) else 1e-12
             broken = f.lm.violations(sol.values, time_resolution_s=resolution)
@@ -210,11 +230,9 @@ def solve(
                               incumbent=incumbent[0] if incumbent else None,
                               bound=item.lower_bound, candidate=item.cand))
     elapsed = time.perf_counter() - start
-    if stopped_early:
-        # Unvisited candidates are bounded by their lower bounds (the list is sorted, so the next one is the least).
-        rest = [b.lower_bound for b in bounded[explored:]]
-        if rest:
-            open_bound = min([open_bound, rest[0]] if open_bound is not None else [rest[0]])
+    if stopped_early and queue:
+        # Unvisited candidates are bounded by their lower bounds; the queue's front is the least.
+        open_bound = queue[0][0] if open_bound is None else min(open_bound, queue[0][0])
     stats = {"candidates_total": float(total), "candidates_after_bounds": float(len(bounded)),
              "candidates_explored": float(explored), "models_solved": float(milps)}
     if incumbent is None:
