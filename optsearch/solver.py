@@ -241,7 +241,9 @@ def solve(
                             message="stopped at the time limit before any plan was found" if stopped_early else "")
     value, plan, est, solver_value = incumbent
     if isinstance(engine, CpSat) and engine.workers > 1 and winner is not None and winner[1].status == "optimal":
-        plan, est = _canonical(problem, *winner)
+        left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - start)
+        if left is None or left > 0:
+            plan, est = _canonical(problem, *winner, time_limit_s=left) or (plan, est)
     if stopped_early:
         bound = min(value, open_bound) if open_bound is not None else None
         return SearchResult(method=solver, status="feasible", objective=budget.objective, solve_time_s=elapsed,
@@ -252,12 +254,14 @@ def solve(
                         stats=stats)
 
 
-def _canonical(problem: Problem, f, sol):
+def _canonical(problem: Problem, f, sol, time_limit_s: float | None = None):
     """The same optimum, chosen deterministically: several CP-SAT workers race, so which of several equally good
     plans they return can vary between runs. One worker, asked for any point at most as good as the optimum found,
-    answers the same way every time."""
-    again = CpSat(workers=1).solve(f.lm, None, objective_at_most=sol.objective)
+    answers the same way every time. None if the time limit runs out first (the raced plan stands)."""
+    again = CpSat(workers=1).solve(f.lm, time_limit_s, objective_at_most=sol.objective)
     if again.status != "feasible":
+        if time_limit_s is not None:
+            return None
         raise ConsistencyError("cpsat: the optimum could not be found again with one worker")
     plan = decode(f, again)
     est = estimate(problem, plan)
@@ -321,6 +325,10 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
     if best is None:
         return "no plan fits: no node type is usable (check tp, GPUs per node, the profile's coverage and availability)"
     need, cap, gpu = best
-    return (f"no plan fits in memory: even spread over every available GPU with full recomputation, a stage needs at "
-            f"least {bytes_to_gib(need):.1f} GiB per GPU on {gpu} ({bytes_to_gib(cap):.1f} GiB); "
-            f"add nodes with more memory or use --set to change the job")
+    if need > cap:
+        return (f"no plan fits in memory: spread over every available GPU, the weights, gradients and optimizer states "
+                f"alone need at least {bytes_to_gib(need):.1f} GiB per GPU on {gpu} ({bytes_to_gib(cap):.1f} GiB); "
+                f"add nodes with more memory, or change the job with --set")
+    return (f"no plan fits in memory: the weights and optimizer states fit ({bytes_to_gib(need):.1f} GiB per GPU on "
+            f"{gpu}, {bytes_to_gib(cap):.1f} GiB), but with activations no stage layout fits, even with full "
+            f"recomputation; add nodes, or lower the micro-batch or sequence length with --set")

@@ -86,7 +86,7 @@ def format_duration(seconds: float) -> str:
     days, rem = divmod(minutes_total, 24 * 60)
     hrs, mins = divmod(rem, 60)
     if days:
-        return f"{days}d {hrs}h"
+        return f"{days}d {hrs}h" if hrs else f"{days}d"
     if hrs:
         return f"{hrs}h {mins}m"
     return f"{mins}m {int(round(seconds - 60 * mins))}s"
