@@ -254,3 +254,12 @@ def test_cpu_profile_loads_and_prices_a_plan(tmp_path, capsys, monkeypatch):
     layer = table.get("cpu", "layer", 2, 2)
     assert result["stages"][0]["compute_s"] > first.forward_s + first.backward_s + layer.forward_s + layer.backward_s
     assert result["iteration_time_s"] > 0
+
+    # ... and the solver plans on it: only (tp, micro-batch) cells the table has are used, and the plan re-prices.
+    code, stdout, err = run_cli(["solve", "--model", str(model), "--cluster", str(cluster), "--profile", str(out),
+                                 "--minimize", "time", "--json", "--quiet"], capsys, monkeypatch)
+    assert code == 0, err
+    solved = json.loads(stdout)
+    assert solved["status"] == "optimal"
+    assert solved["plan"]["tp"] in (1, 2) and solved["plan"]["micro_batch_size"] in (1, 2)
+    assert solved["estimate"]["iteration_time_s"] > 0
