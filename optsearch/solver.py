@@ -7,30 +7,23 @@ because its lower bound (below) is no better than the incumbent, or proven infea
 node supply). Candidates are visited in order of their bounds, so the loop stops at the first bound that reaches the
 incumbent, however large the cluster is.
 
-Lower bound of a candidate, per iteration: W = sum_k L_k min_g step[g,none,k] + min_g emb[g] + min_g head[g] is a
-lower bound on sum_s t_s, and max_s t_s >= W / pp, so T >= (m - 1) W / pp + W. Cost >= iterations x T / 3600 x
-(pp x tp x dp GPUs) x min_g (price[g] / GPUs per node[g]).
-Memory bound: some stage holds at least 1/pp of all parameters, so it needs at least
-(P_total / pp / tp) x state bytes + reserve per GPU; if that exceeds every usable GPU's capacity, nothing fits.
+Lower bounds of a candidate: see bounds.py. Every candidate first gets a cheap aggregate bound; one that reaches the
+front of the queue gets the sharper one (fluid 1F1B bound, per composition of node types, memory, deadline) and goes
+back in; at the front again, its model is solved.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 
 from optsearch.bounds import DegreeTerms, candidate_bound, degree_terms
 from optsearch.candidates import (
     SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
-from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, embedding_step_s, estimate, head_step_s, layer_step_s, num_micro_batches,
-    stage_parameters, state_bytes_per_param,
-)
+from optsearch.costmodel import MEMORY_RESERVE_BYTES, estimate, stage_parameters, state_bytes_per_param
 from optsearch.errors import OptsearchError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.linear import Backend

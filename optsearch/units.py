@@ -96,17 +96,5 @@ def format_usd(usd: float) -> str:
     return f"${usd:,.0f}" if abs(usd) >= 100 else f"${usd:,.2f}"
 
 
-# ---- CP-SAT integer scaling -------------------------------------------------------------------------------
-# CP-SAT linear constraints take integers only. Times enter CP-SAT in integer TIME_TICKS_PER_S ticks and
-# money in integer MONEY_TICKS_PER_USD ticks; the formulation rounds coefficients once, here, and the
-# decoded plan is re-priced in floating point by the cost model, so rounding never reaches a reported number.
-
-TIME_TICKS_PER_S = 1_000_000  # microseconds
-
-
-def seconds_to_ticks(seconds: float) -> int:
-    return int(round(seconds * TIME_TICKS_PER_S))
-
-
-def ticks_to_seconds(ticks: float) -> float:
-    return ticks / TIME_TICKS_PER_S
+# CP-SAT integer scaling lives with the CP-SAT backend (formulation/cpsat.py, `ticks_per_s`): the tick is chosen per
+# model from its largest time, so it cannot be one constant here.
