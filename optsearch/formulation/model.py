@@ -267,6 +267,15 @@ def add_p2p(f: Formulation) -> None:
             f.lm.add(f"p2i_{j}_{g}", Lin.of((1, e_(j)), (-c, z_(j, g))).extend(starts, c), ">=", 0, "time")
 
 
+def _minus_sends(lin: Lin, s: int, pp: int) -> Lin:
+    """lin - e[s-1] - e[s]: stage s pays its sends (gradients back to s-1, activations on to s+1)."""
+    if s > 0:
+        lin.add(-1, e_(s - 1))
+    if s < pp - 1:
+        lin.add(-1, e_(s))
+    return lin
+
+
 def add_stage_time(f: Formulation) -> None:
     """t[s] >= sum_{g,r,k} step[g,r,k] n[s,g,r,k] + [s=0] sum_g emb[g] z[0,g] + [s=pp-1] sum_g head[g] z[s,g] + e[s-1] + e[s]"""
     pp = f.cand.pp
@@ -280,11 +289,7 @@ def add_stage_time(f: Formulation) -> None:
                 lin.add(-f.c.embedding_s[g], z_(s, g))
             if s == pp - 1:
                 lin.add(-f.c.head_s[g], z_(s, g))
-        if s > 0:
-            lin.add(-1, e_(s - 1))
-        if s < pp - 1:
-            lin.add(-1, e_(s))
-        f.lm.add(f"st_{s}", lin, ">=", 0, "time")
+        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
 
 
 def add_pipeline_max(f: Formulation) -> None:
@@ -446,11 +451,7 @@ def add_pattern_stage_time(f: Formulation) -> None:
         for (ss, g, n) in f.patterns:
             if ss == s:
                 lin.add(-_pattern_compute_s(f, s, g, n), x_(s, g, n))
-        if s > 0:
-            lin.add(-1, e_(s - 1))
-        if s < pp - 1:
-            lin.add(-1, e_(s))
-        f.lm.add(f"st_{s}", lin, ">=", 0, "time")
+        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
 
 
 def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
