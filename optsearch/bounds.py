@@ -186,63 +186,63 @@ def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] 
     return out if rec(0, pp, ()) else None
 
 
-def _fluid_pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: float, L: int) -> float:
-    """min over M of (m - 1) M + SIGMA(M): SIGMA(M) is the least sum of stage times when no stage exceeds M, with
-    layers poured fastest-first into stages that each hold at most min((M - sends) / step, NMAX) layers. Every
-    stage sends at least 2 e_min (the two ends e_min; they are given to the fastest stages, which only loosens the
-    bound). The function is convex piecewise linear in M (its slope changes only where a group of equal stages
-    saturates or stops being the slowest one used), so its minimum is at one of the breakpoints tried."""
+def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: float, L: int,
+                cap_of: tuple[int, ...] | None = None) -> float:
+    """min over M of (m - 1) M + SIGMA(M), where SIGMA(M) is the least sum of stage times when no stage exceeds M.
+
+    A stage of type g sends at least 2 e_min (the two end stages at least e_min; they are given to the fastest
+    stages, which only loosens the bound) and holds a whole number of layers, at most
+    k_g(M) = min(NMAX[g], floor((M - sends) / step_min[g])). SIGMA(M) pours the L layers fastest-first into those
+    stages; it is infinite while they cannot hold L. Between two breakpoints M = sends + n step_min[g], every k_g
+    and so SIGMA are constant and (m - 1) M grows: the minimum sits on a breakpoint. Breakpoints are walked upwards
+    from the first that holds L, and the walk stops once (m - 1) M plus the least SIGMA (every stage at NMAX)
+    reaches the best value. cap_of overrides NMAX (the aggregate bound gives every slot the largest NMAX)."""
+    caps = cap_of if cap_of is not None else d.max_layers_per_stage
     # Groups of identical stages, fastest first: (step, cap, send, how many).
-    groups: list[list] = []
+    groups: list[tuple[float, int, float, int]] = []
     ends_left = 2 if pp > 1 else 0
     for g in sorted((g for g, n in enumerate(counts) if n), key=lambda g: d.step_min_s[g]):
         n = counts[g]
         light = min(ends_left, n)
         ends_left -= light
         if light:
-            groups.append([d.step_min_s[g], d.max_layers_per_stage[g], send_min, light])
+            groups.append((d.step_min_s[g], caps[g], send_min, light))
         if n - light:
-            groups.append([d.step_min_s[g], d.max_layers_per_stage[g], 2 * send_min if pp > 1 else 0.0, n - light])
+            groups.append((d.step_min_s[g], caps[g], 2 * send_min if pp > 1 else 0.0, n - light))
+    if sum(c * cap for _, cap, _, c in groups) < L:
+        return math.inf
     sends_total = sum(e * c for _, _, e, c in groups)
 
-    def held(M: float, k: int) -> float:
-        return sum(c * min(max(0.0, (M - e) / step), cap) for step, cap, e, c in groups[:k])
+    def per_stage(M: float, step: float, cap: int, e: float) -> int:
+        # + 1e-9: at a breakpoint M = e + n step, rounding must not lose the n-th layer (that would overstate)
+        return cap if M == math.inf else max(0, min(cap, math.floor((M - e) / step + 1e-9)))
 
     def sigma(M: float) -> float | None:
-        left, total = float(L), sends_total
+        left, total = L, sends_total
         for step, cap, e, c in groups:
-            take = min(left, c * min(max(0.0, (M - e) / step), cap))
+            take = min(left, c * per_stage(M, step, cap, e))
             total += take * step
             left -= take
-        return None if left > 1e-9 else total
+        return None if left > 0 else total
 
-    def least_m(k: int) -> float | None:
-        """The least M at which the k fastest groups alone hold every layer. Their capacity is piecewise linear
-        in M (a group starts at its send time e and saturates at e + cap x step): walk the pieces."""
-        part = groups[:k]
-        if sum(c * cap for _, cap, _, c in part) < L:
-            return None
-        marks = sorted({e for _, _, e, _ in part} | {e + cap * step for step, cap, e, _ in part})
-        prev = 0.0
-        for mark in marks:
-            if held(mark, k) >= L:
-                lo = prev
-                slope = sum(c / step for step, cap, e, c in part if e <= lo < e + cap * step)
-                base = held(lo, k)
-                return lo + (L - base) / slope if slope > 0 else mark
-            prev = mark
-        return marks[-1]
-
-    start = least_m(len(groups))
-    if start is None:
-        return math.inf
-    points = {start} | {e + cap * step for step, cap, e, _ in groups}
-    points |= {x for k in range(1, len(groups)) if (x := least_m(k)) is not None}
+    least_sigma = sigma(math.inf)
+    assert least_sigma is not None
+    marks = sorted({e + n * step for step, cap, e, _ in groups for n in range(1, cap + 1)})
+    lo, hi = 0, len(marks) - 1  # the first mark that holds L (sigma is finite from there on)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sigma(marks[mid]) is None:
+            lo = mid + 1
+        else:
+            hi = mid
     best = math.inf
-    for M in points:
-        if M >= start and (got := sigma(M)) is not None:
+    for M in marks[lo:]:
+        if (d.m - 1) * M + least_sigma >= best:
+            break
+        got = sigma(M)
+        if got is not None:
             best = min(best, (d.m - 1) * M + got)
-    return best * (1 - 1e-9)  # bisection and float sums: stay below the true minimum
+    return best * (1 - 1e-9)  # float sums: stay below the true minimum
 
 
 def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[int, ...], all_params: float
@@ -258,7 +258,7 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     ends = min(d.emb_s[g] for g in present) + min(d.head_s[g] for g in present)
     total = min(d.layer_work_s[g] for g in present) + ends + 2 * (pp - 1) * send_min
     comm = (min(d.alpha[g] for g in present) + min(d.beta[g] for g in present)) * all_params / pp
-    pipeline = max((d.m - 1) * total / pp + total, _fluid_pipeline_s(d, pp, counts, send_min, L) + ends)
+    pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends)
     iteration = pipeline + comm
     rate = d.w * sum(counts[g] * d.price_per_gpu_hour[g] for g in present)
     p_min = min(d.price_per_gpu_hour[g] for g in present)
@@ -267,6 +267,60 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
                 + min(d.price_per_gpu_hour[g] * d.head_s[g] for g in present) + 2 * (pp - 1) * p_min * send_min)
     cost = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
     return iteration, rate, cost / SECONDS_PER_HOUR
+
+
+def _least_rate_per_gpu(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) -> float:
+    """A lower bound on sum_s p_s over pp stage slots (at most S_g of type g) that hold L layers when a stage of g
+    holds at most hold[g]: the LP relaxation min { sum p_g n_g : sum n_g = pp, sum hold_g n_g >= L, 0 <= n <= S },
+    by its Lagrangian dual max_{lam >= 0} lam L + min { sum (p_g - lam hold_g) n_g : sum n_g = pp, 0 <= n <= S }.
+    Every lam gives a valid bound (weak duality); the maximum sits at lam = 0 or where two types tie, all tried.
+    Infinite when no pp slots hold L."""
+    G = len(d.slots)
+    if _best_slots(tuple(float(h) for h in hold), d.slots, pp, largest=True) < L:
+        return math.inf
+    p = d.price_per_gpu_hour
+    lams = {0.0} | {(p[g] - p[h]) / (hold[g] - hold[h]) for g in range(G) for h in range(G)
+                    if hold[g] != hold[h] and (p[g] - p[h]) / (hold[g] - hold[h]) > 0}
+    best = 0.0
+    for lam in lams:
+        inner = _best_slots(tuple(p[g] - lam * hold[g] for g in range(G)), d.slots, pp, largest=False)
+        best = max(best, lam * L + inner)
+    return best * (1 - 1e-12)
+
+
+def _joint_cost_rate_s(d: DegreeTerms, pp: int, L: int, stages_s: float, comm_s: float, max_iteration_s: float | None,
+                       max_rate: float | None) -> float:
+    """A lower bound on rent x iteration time (USD/hour x s) when the node types are not listed per composition.
+
+    Rent and time cannot both be at their separate minimums: the cheapest types may hold too few layers to keep the
+    slowest stage short. Let M be the slowest stage's time: a stage of g then holds at most
+    k_g(M) = min(NMAX[g], floor((M - e_min) / step_min[g])) layers, so the rent is at least w x
+    `_least_rate_per_gpu`(k(M)), and the iteration takes at least (m - 1) max(M, stages_s / pp) + stages_s + comm_s
+    (stages_s: the least sum of stage times; comm_s: the all-reduce and optimizer bounds). Both pieces are constant or increasing
+    between breakpoints M = e_min + n step_min[g], so the least product over every M sits on a breakpoint; the walk
+    stops once the cheapest possible rent times (m - 1) M reaches the best. M beyond the deadline (or a rent above
+    the USD/hour limit) is skipped. Infinite when no M works."""
+    e = d.send_min_s if pp > 1 else 0.0
+    G = len(d.slots)
+
+    def hold(M: float) -> tuple[int, ...]:
+        return tuple(max(0, min(d.max_layers_per_stage[g], math.floor((M - e) / d.step_min_s[g] + 1e-9)))
+                     for g in range(G))
+
+    floor_rate = d.w * _least_rate_per_gpu(d, pp, 0, d.max_layers_per_stage)
+    marks = sorted({e + n * d.step_min_s[g] for g in range(G) for n in range(1, d.max_layers_per_stage[g] + 1)})
+    best = math.inf
+    for M in marks:
+        iteration = (d.m - 1) * max(M, stages_s / pp) + stages_s + comm_s
+        if floor_rate * iteration >= best:
+            break
+        if max_iteration_s is not None and iteration > max_iteration_s:
+            break
+        rate = d.w * _least_rate_per_gpu(d, pp, L, hold(M))
+        if rate == math.inf or (max_rate is not None and rate > max_rate):
+            continue
+        best = min(best, rate * iteration)
+    return best * (1 - 1e-9)
 
 
 def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, refined: bool = True) -> CandidateBound:
@@ -317,7 +371,8 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     comm = (d.alpha_min + d.beta_min) * all_params / pp
     pipeline = (d.m - 1) * total / pp + total
     if refined:
-        pipeline = max(pipeline, _fluid_pipeline_s(d, pp, tuple(fastest), d.send_min_s, L) + d.end_work_min_s)
+        largest = (max(d.max_layers_per_stage),) * len(d.slots)
+        pipeline = max(pipeline, _pipeline_s(d, pp, tuple(fastest), d.send_min_s, L, largest) + d.end_work_min_s)
     iteration = pipeline + comm
     cheapest = _best_slots(d.price_per_gpu_hour, d.slots, pp, largest=False)
     assert cheapest is not None
@@ -325,4 +380,13 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     p_min = min(d.price_per_gpu_hour)
     weighted = d.cost_work_min + 2 * (pp - 1) * p_min * d.send_min_s
     cost_rate_s = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    if refined:
+        slack = 1 + BUDGET_REL
+        joint = _joint_cost_rate_s(
+            d, pp, L, total, comm,
+            None if budget is None or budget.max_time_s is None else budget.max_time_s * slack / problem.iterations,
+            None if budget is None or budget.max_usd_per_hour is None else budget.max_usd_per_hour * slack)
+        if joint == math.inf:
+            return CandidateBound(False)
+        cost_rate_s = max(cost_rate_s, joint)
     return CandidateBound(True, iteration, rate, cost_rate_s / SECONDS_PER_HOUR)
