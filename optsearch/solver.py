@@ -26,9 +26,12 @@ from optsearch.candidates import (
 from optsearch.costmodel import MEMORY_RESERVE_BYTES, estimate, stage_parameters, state_bytes_per_param
 from optsearch.errors import OptsearchError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
+from optsearch.formulation.heuristic import hint, quick_plans
 from optsearch.formulation.linear import Backend
 from optsearch.formulation.milp import PulpCbc
-from optsearch.formulation.model import Candidate, build, decode, objective_to_user, solver_memory_bytes
+from optsearch.formulation.model import (
+    Candidate, add_incumbent_cut, build, decode, objective_to_user, solver_memory_bytes,
+)
 from optsearch.plan import Plan
 from optsearch.problem import Problem
 from optsearch.search import BUDGET_REL, SearchResult, budget_violations, objective_value
@@ -168,7 +171,6 @@ def solve(
     engine = backend(solver)
     bounded, total = _candidates(problem, budget, options)
     incumbent = None  # (value, plan, estimate, solver objective)
-    winner = None  # (formulation, solution) that gave the incumbent
     if warm_start is not None and in_search_space(problem, warm_start, options):
         try:
             warm_est = estimate(problem, warm_start)
@@ -199,7 +201,18 @@ def solve(
                 heapq.heappush(queue, (max(lower, sharper.lower_bound), key, i, sharper))
             continue
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL)
-        sol = engine.solve(f.lm, remaining)
+        # A quick plan of this candidate (formulation/heuristic.py): a possibly better incumbent, and a hint.
+        start_from = None
+        for quick in quick_plans(f):
+            got = _priced_if_valid(problem, quick, budget, options)
+            if got is not None and (start_from is None or got[0] < start_from[0]):
+                start_from = (got[0], quick, got[1])
+        if start_from is not None and (incumbent is None or start_from[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+            incumbent = (start_from[0], start_from[1], start_from[2], None)
+            add_incumbent_cut(f, incumbent[0], INCUMBENT_REL, name="cut_quick")
+        if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
+            continue  # the quick plan already reaches this candidate's bound
+        sol = engine.solve(f.lm, remaining, hint=hint(f, start_from[1]) if start_from else None)
         milps += 1
         explored += 1
         if sol.status in ("optimal", "feasible"):
@@ -212,7 +225,6 @@ def solve(
             est = estimate(problem, plan)
             _check(problem, f, sol, plan, est, engine.name)
             incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
-            winner = (f, sol)
         if sol.status in ("feasible", "unknown"):  # stopped by the time limit inside this candidate
             stopped_early = True
             cand_bound = objective_to_user(f, sol.bound) if sol.bound is not None else item.lower_bound
@@ -233,10 +245,6 @@ def solve(
                             objective=budget.objective, solve_time_s=elapsed, stats=stats,
                             message="stopped at the time limit before any plan was found" if stopped_early else "")
     value, plan, est, solver_value = incumbent
-    if isinstance(engine, CpSat) and engine.workers > 1 and winner is not None and winner[1].status == "optimal":
-        left = None if time_limit_s is None else time_limit_s - (time.perf_counter() - start)
-        if left is None or left > 0:
-            plan, est = _canonical(problem, *winner, time_limit_s=left) or (plan, est)
     if stopped_early:
         bound = min(value, open_bound) if open_bound is not None else None
         return SearchResult(method=solver, status="feasible", objective=budget.objective, solve_time_s=elapsed,
@@ -247,20 +255,18 @@ def solve(
                         stats=stats)
 
 
-def _canonical(problem: Problem, f, sol, time_limit_s: float | None = None):
-    """The same optimum, chosen deterministically: several CP-SAT workers race, so which of several equally good
-    plans they return can vary between runs. One worker, asked for any point at most as good as the optimum found,
-    answers the same way every time. None if the time limit runs out first (the raced plan stands)."""
-    again = CpSat(workers=1).solve(f.lm, time_limit_s, objective_at_most=sol.objective)
-    if again.status != "feasible":
-        if time_limit_s is not None:
-            return None
-        raise ConsistencyError("cpsat: the optimum could not be found again with one worker")
-    plan = decode(f, again)
-    est = estimate(problem, plan)
-    if objective_value(est, f.budget.objective) > objective_value(estimate(problem, decode(f, sol)), f.budget.objective) * (1 + 1e-6):
-        raise ConsistencyError("cpsat: the deterministic re-solve is worse than the optimum")
-    return plan, est
+def _priced_if_valid(problem: Problem, plan: Plan, budget: Budget, options: SpaceOptions):
+    """(objective value, estimate) of a plan found outside the solver, or None unless it is in the search space, fits
+    in memory and meets every budget."""
+    if not in_search_space(problem, plan, options):
+        return None
+    try:
+        est = estimate(problem, plan)
+    except OptsearchError:
+        return None
+    if not est.fits or budget_violations(plan, est, budget):
+        return None
+    return objective_value(est, budget.objective), est
 
 
 def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = DEFAULT_SOLVER, options: SpaceOptions = SpaceOptions(),

@@ -129,4 +129,5 @@ class Solution:
 class Backend(Protocol):
     name: str
 
-    def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution: ...
+    def solve(self, model: LinearModel, time_limit_s: float | None, hint: dict[str, float] | None = None
+              ) -> Solution: ...

@@ -1,8 +1,9 @@
 """PuLP backend: the neutral model as a MILP solved by PuLP's bundled CBC.
 
 CBC through PuLP reports status "Optimal" even when it stopped at its time limit with an incumbent, so the status
-comes from `prob.sol_status` (1 = proven optimal, 2 = integer feasible, not proven) and the proven bound from CBC's
-log ("Lower bound" / "Objective value" lines).
+comes from `prob.sol_status` (1 = proven optimal, 2 = integer feasible, not proven) and CBC's log ("Problem proven
+infeasible" overrides a sol_status of 1, see below), and the proven bound from the log ("Lower bound" / "Objective
+value" lines).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ class PulpCbc:
         self.threads = threads
         self.rel_gap = rel_gap
 
-    def solve(self, model: LinearModel, time_limit_s: float | None) -> Solution:
+    def solve(self, model: LinearModel, time_limit_s: float | None, hint: dict[str, float] | None = None) -> Solution:
+        """hint is not passed to CBC (PuLP's warm start writes files); the search is the same without it."""
         if model.infeasible_rows:
             return Solution("infeasible", {}, None, None)
         prob = pulp.LpProblem("optsearch", pulp.LpMinimize)
@@ -65,7 +67,12 @@ class PulpCbc:
         finally:
             os.unlink(log_path)
         sol_status = prob.sol_status
-        if sol_status == pulp.LpSolutionOptimal and "Stopped on time" not in log:
+        if "Problem proven infeasible" in log:
+            # PuLP 3.3 has reported sol_status 1 ("Optimal") with the LP relaxation's fractional point after CBC's
+            # log said "Result - Problem proven infeasible" (a tight incumbent cut on a one-stage model; the row
+            # check in the solver caught it). The log decides.
+            status = "infeasible"
+        elif sol_status == pulp.LpSolutionOptimal and "Stopped on time" not in log:
             status = "optimal"
         elif sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             status = "feasible"

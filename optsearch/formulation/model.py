@@ -137,6 +137,15 @@ class Formulation:
     block_starts: dict[tuple[int, int], str]  # (s, g) -> b var, only where a block fits
     time_upper_s: float  # U: a valid upper bound on T
     patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
+    stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
+
+    def patterns_of(self, s: int) -> list[tuple[int, int]]:
+        """(g, n) of every pattern of stage s."""
+        if self.stage_patterns is None:
+            self.stage_patterns = {}
+            for (ss, g, n) in self.patterns or {}:
+                self.stage_patterns.setdefault(ss, []).append((g, n))
+        return self.stage_patterns.get(s, [])
 
 
 def _layers_on(f: Formulation, s: int) -> Lin:
@@ -393,12 +402,12 @@ def user_to_objective(f: Formulation, value: float) -> float:
     return value / f.c.iterations
 
 
-def add_incumbent_cut(f: Formulation, incumbent_user: float | None, rel: float) -> None:
+def add_incumbent_cut(f: Formulation, incumbent_user: float | None, rel: float, name: str = "cut") -> None:
     """objective <= incumbent x (1 - rel)   (only strictly better plans than the best found so far)"""
     if incumbent_user is None:
         return
     unit = "rate" if f.budget.objective == "cost" else "time"
-    f.lm.add("cut", objective_expr(f), "<=", user_to_objective(f, incumbent_user) * (1 - rel), unit)
+    f.lm.add(name, objective_expr(f), "<=", user_to_objective(f, incumbent_user) * (1 - rel), unit)
 
 
 # ---- pattern mode (models with one layer kind) -------------------------------------------------------------
@@ -423,7 +432,7 @@ def stage_patterns(c: Coefficients, pp: int, num_uses: int) -> dict[tuple[int, i
     return out
 
 
-def _pattern_compute_s(f: Formulation, s: int, g: int, n: int) -> float:
+def pattern_compute_s(f: Formulation, s: int, g: int, n: int) -> float:
     c, pp = f.c, f.cand.pp
     r = f.patterns[(s, g, n)]
     return n * c.step_s[g][r][0] + (c.embedding_s[g] if s == 0 else 0.0) + (c.head_s[g] if s == pp - 1 else 0.0)
@@ -433,7 +442,7 @@ def add_pattern_choice(f: Formulation) -> None:
     """sum_n x[s,g,n] == z[s,g]   (a stage of type g takes exactly one layer count that fits in memory)"""
     for s in range(f.cand.pp):
         for g in range(len(f.cand.uses)):
-            lin = Lin.of(*((1, x_(s, g, n)) for (ss, gg, n) in f.patterns if ss == s and gg == g), (-1, z_(s, g)))
+            lin = Lin.of(*((1, x_(s, g, n)) for (gg, n) in f.patterns_of(s) if gg == g), (-1, z_(s, g)))
             f.lm.add(f"pat_{s}_{g}", lin, "==", 0, "count")
 
 
@@ -448,9 +457,8 @@ def add_pattern_stage_time(f: Formulation) -> None:
     pp = f.cand.pp
     for s in range(pp):
         lin = Lin.of((1, t_(s)))
-        for (ss, g, n) in f.patterns:
-            if ss == s:
-                lin.add(-_pattern_compute_s(f, s, g, n), x_(s, g, n))
+        for (g, n) in f.patterns_of(s):
+            lin.add(-pattern_compute_s(f, s, g, n), x_(s, g, n))
         f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
 
 
@@ -459,11 +467,10 @@ def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
     c = f.c
     for s in range(f.cand.pp):
         a, o = Lin.of((1, "A")), Lin.of((1, "O"))
-        for (ss, g, n) in f.patterns:
-            if ss == s:
-                params = n * c.layer_params[0] + c.fixed_params[s]
-                a.add(-c.allreduce_s_per_param[g] * params, x_(s, g, n))
-                o.add(-c.optimizer_s_per_param[g] * params, x_(s, g, n))
+        for (g, n) in f.patterns_of(s):
+            params = n * c.layer_params[0] + c.fixed_params[s]
+            a.add(-c.allreduce_s_per_param[g] * params, x_(s, g, n))
+            o.add(-c.optimizer_s_per_param[g] * params, x_(s, g, n))
         f.lm.add(f"ar_{s}", a, ">=", 0, "time")
         f.lm.add(f"op_{s}", o, ">=", 0, "time")
 
@@ -567,8 +574,8 @@ def decode(f: Formulation, sol: Solution) -> Plan:
     stages = []
     if f.patterns is not None:
         for s in range(f.cand.pp):
-            (g, n), r = max(((gn[1:], r) for gn, r in f.patterns.items() if gn[0] == s),
-                            key=lambda item: val[x_(s, item[0][0], item[0][1])])
+            g, n = max(f.patterns_of(s), key=lambda gn: val[x_(s, *gn)])
+            r = f.patterns[(s, g, n)]
             stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
         return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
     for s in range(f.cand.pp):
