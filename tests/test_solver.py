@@ -295,3 +295,28 @@ def test_candidate_bounds_lie_below_every_plan(case):
         budget = Budget(objective=objective)
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     event(f"plans compared: {'0' if not _check_bounds_below_every_plan(problem, options, budget) else '> 0'}")
+
+
+def test_quick_plans_are_plans_of_their_candidate_and_hints_decode_to_them():
+    """The heuristic's plans become incumbents: each must be in the space, fit in memory, and belong to the candidate;
+    its hint must set the model's binaries to exactly that plan."""
+    from optsearch.candidates import node_uses
+    from optsearch.formulation.heuristic import hint, quick_plans
+    from optsearch.formulation.linear import Solution
+    from optsearch.formulation.model import Candidate, build, decode
+
+    problem, options = _fasop_like(), SpaceOptions()
+    seen = 0
+    for tp, dp, pp in [(1, 1, 4), (1, 2, 6), (2, 2, 5), (1, 4, 3), (4, 1, 8)]:
+        cand = Candidate(tp=tp, dp=dp, micro_batch_size=1, pp=pp, uses=tuple(node_uses(problem, tp, dp, 1)))
+        f = build(problem, Budget(objective="cost"), cand, options)
+        for plan in quick_plans(f):
+            seen += 1
+            assert (plan.tp, plan.dp, plan.pp) == (tp, dp, pp)
+            assert in_search_space(problem, plan, options)
+            assert estimate(problem, plan).fits
+            values = {name: 0.0 for name in f.lm.variables} | hint(f, plan)
+            assert decode(f, Solution("feasible", values, None, None)) == plan
+            # the structural rows (blocks, one type per stage, node supply, patterns, layer cover) hold at the hint
+            assert not [v for v in f.lm.violations(values) if v.startswith(("blk_", "one_", "supply_", "pat_", "cover"))]
+    assert seen >= 5
