@@ -17,13 +17,13 @@ from __future__ import annotations
 import heapq
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from optsearch.bounds import DegreeTerms, candidate_bound, degree_terms
+from optsearch.bounds import CandidateBound, DegreeTerms, candidate_bound, degree_terms
 from optsearch.candidates import (
-    SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
-from optsearch.costmodel import MEMORY_RESERVE_BYTES, estimate, stage_parameters, state_bytes_per_param
+from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_parameters, state_bytes_per_param
 from optsearch.errors import OptsearchError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, quick_plans
@@ -82,9 +82,47 @@ class Bounded:
     refined: bool = True
 
 
-def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candidate, refined: bool) -> Bounded | None:
+@dataclass(slots=True)
+class Memo:
+    """Work that depends on the problem and the search options but not on the budget, kept between solves of one
+    problem (a what-if sweep solves the same problem under many budgets): the terms of each (tp, dp, b), each
+    candidate's cheap bound, and each candidate's quick plans with their estimates."""
+
+    problem: Problem
+    options: SpaceOptions
+    terms: dict[tuple[int, int, int], DegreeTerms] = field(default_factory=dict)
+    cheap: dict[tuple[int, int, int, int], CandidateBound] = field(default_factory=dict)
+    quick: dict[tuple[int, int, int, int], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
+
+    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
+        if (tp, dp, mbs) not in self.terms:
+            self.terms[(tp, dp, mbs)] = degree_terms(self.problem, tp, dp, mbs, uses)
+        return self.terms[(tp, dp, mbs)]
+
+    def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
+        """The unrefined bound, which does not depend on the budget (bounds.candidate_bound)."""
+        if cand.key not in self.cheap:
+            self.cheap[cand.key] = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
+        return self.cheap[cand.key]
+
+    def quick_plans(self, f) -> list[tuple[Plan, Estimate]]:
+        """The candidate's quick plans that are in the search space and fit in memory, priced."""
+        if f.cand.key not in self.quick:
+            kept = []
+            for plan in quick_plans(f):
+                if in_search_space(self.problem, plan, self.options):
+                    est = estimate(self.problem, plan)
+                    if est.fits:
+                        kept.append((plan, est))
+            self.quick[f.cand.key] = kept
+        return self.quick[f.cand.key]
+
+
+def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candidate, refined: bool,
+             bound: CandidateBound | None = None) -> Bounded | None:
     """The candidate with its lower bound, or None when a bound proves it infeasible under the budget."""
-    bound = candidate_bound(problem, terms, cand.pp, budget, refined=refined)
+    if bound is None:
+        bound = candidate_bound(problem, terms, cand.pp, budget, refined=refined)
     if not bound.feasible:
         return None
     time_lb = problem.iterations * bound.iteration_s
@@ -99,8 +137,9 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
     return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, refined)
 
 
-def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tuple[list[Bounded], int]:
+def _candidates(memo: Memo, budget: Budget) -> tuple[list[Bounded], int]:
     """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible."""
+    problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
     total = 0
     for tp in tp_candidates(problem):
@@ -109,13 +148,13 @@ def _candidates(problem: Problem, budget: Budget, options: SpaceOptions) -> tupl
                 uses = tuple(node_uses(problem, tp, dp, mbs))
                 if not uses:
                     continue
-                terms = degree_terms(problem, tp, dp, mbs, uses)
+                terms = memo.degree_terms(tp, dp, mbs, uses)
                 for pp in range(1, max_stages(problem, options) + 1):
                     total += 1
                     if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
                         continue
                     cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
-                    item = _bounded(problem, budget, terms, cand, refined=False)
+                    item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand))
                     if item is not None:
                         kept.append(item)
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
@@ -161,15 +200,21 @@ def solve(
     options: SpaceOptions = SpaceOptions(),
     progress: ProgressFn | None = None,
     warm_start: Plan | None = None,
+    memo: Memo | None = None,
 ) -> SearchResult:
     """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
 
     warm_start: a plan known from elsewhere (e.g. the previous point of a sweep). When it is in the search space and
     meets this budget it becomes the first incumbent, so that the bound prunes more candidates; the answer is the same.
+    memo: budget-free work from earlier solves of the same problem and options (see Memo); the answer is the same.
     """
     start = time.perf_counter()
     engine = backend(solver)
-    bounded, total = _candidates(problem, budget, options)
+    if memo is None:
+        memo = Memo(problem, options)
+    elif memo.problem is not problem or memo.options != options:
+        raise ValueError("solve: the memo belongs to another problem or other search options")
+    bounded, total = _candidates(memo, budget)
     incumbent = None  # (value, plan, estimate, solver objective)
     if warm_start is not None and in_search_space(problem, warm_start, options):
         try:
@@ -203,10 +248,11 @@ def solve(
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL)
         # A quick plan of this candidate (formulation/heuristic.py): a possibly better incumbent, and a hint.
         start_from = None
-        for quick in quick_plans(f):
-            got = _priced_if_valid(problem, quick, budget, options)
-            if got is not None and (start_from is None or got[0] < start_from[0]):
-                start_from = (got[0], quick, got[1])
+        for quick, quick_est in memo.quick_plans(f):
+            if not budget_violations(quick, quick_est, budget):
+                value = objective_value(quick_est, budget.objective)
+                if start_from is None or value < start_from[0]:
+                    start_from = (value, quick, quick_est)
         if start_from is not None and (incumbent is None or start_from[0] < incumbent[0] * (1 - INCUMBENT_REL)):
             incumbent = (start_from[0], start_from[1], start_from[2], None)
             add_incumbent_cut(f, incumbent[0], INCUMBENT_REL, name="cut_quick")
@@ -253,20 +299,6 @@ def solve(
     return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
                         estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,
                         stats=stats)
-
-
-def _priced_if_valid(problem: Problem, plan: Plan, budget: Budget, options: SpaceOptions):
-    """(objective value, estimate) of a plan found outside the solver, or None unless it is in the search space, fits
-    in memory and meets every budget."""
-    if not in_search_space(problem, plan, options):
-        return None
-    try:
-        est = estimate(problem, plan)
-    except OptsearchError:
-        return None
-    if not est.fits or budget_violations(plan, est, budget):
-        return None
-    return objective_value(est, budget.objective), est
 
 
 def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = DEFAULT_SOLVER, options: SpaceOptions = SpaceOptions(),

@@ -1,7 +1,8 @@
 """What-if analysis over the exact solver: budget sweeps, the exact Pareto frontier of (training time, USD), cluster
 comparisons and the marginal value of one node more or less.
 
-Sweeps re-use work between points with three exact rules (none of them changes an answer):
+Sweeps re-use work between points with three exact rules (none of them changes an answer), and every solve of a
+sweep shares the budget-free work (solver.Memo: candidate terms, cheap bounds, quick plans):
   1. The least value the swept quantity can take (the fastest plan for a time sweep, the cheapest for a cost sweep)
      is solved once: every point whose limit is below it is infeasible without a solve, and that plan is a feasible
      warm start for every other point.
@@ -155,6 +156,9 @@ class _Solver:
         self.problem, self.solver, self.time_limit_s, self.options = problem, solver, time_limit_s, options
         self.known: dict[Plan, Estimate] = {}
         self.solves = 0
+        from optsearch.solver import Memo
+
+        self.memo = Memo(problem, options)  # budget-free work shared by every solve of the sweep
 
     def warm(self, budget: Budget) -> Plan | None:
         """The best known plan that meets the budget."""
@@ -166,7 +170,8 @@ class _Solver:
         from optsearch.solver import solve
 
         result = solve(self.problem, budget, solver=self.solver, time_limit_s=self.time_limit_s,
-                       options=self.options, warm_start=warm_start if warm_start is not None else self.warm(budget))
+                       options=self.options, warm_start=warm_start if warm_start is not None else self.warm(budget),
+                       memo=self.memo)
         self.solves += 1
         if result.plan is not None and result.estimate is not None:
             self.known[result.plan] = result.estimate
