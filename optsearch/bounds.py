@@ -5,17 +5,19 @@ Notation: step_min[g] = min_k step[g,none,k] (a layer on g), S_g = stage slots o
 p_g = USD per GPU-hour of g, w = tp x dp, m micro-batches, L layers.
 
   sum_s t_s >= SUM = sum_k L_k min_g step[g,none,k] + min_g emb[g] + min_g head[g] + 2 (pp - 1) e_min
-  max_s t_s >= FLUID = L / max{ sum_g s_g / step_min[g] : sum_g s_g = pp, s_g <= S_g }    (all stages busy at best)
-  With s_g fixed (a composition): stage s holds at most (max t - its sends) / step layers, so
-  max_s t_s >= (L + e_min (2 sum_g s_g / step_min[g] - 2 / min_g step_min[g])) / sum_g s_g / step_min[g]
   max_s t_s >= SUM / pp
+  Pipeline, per composition (s_g stages of type g): (m - 1) max t + sum t >= min over M of (m - 1) M + SIGMA(M), where
+  a stage of g holds at most k_g(M) = min(NMAX[g], floor((M - its sends) / step_min[g])) whole layers and SIGMA(M)
+  pours the L layers into them fastest-first (`_pipeline_s`); PIPE denotes this bound below.
   A >= min_g alpha[g] x P_total / pp,   O >= min_g beta[g] x P_total / pp   (some stage holds >= 1/pp of the params)
-  T >= (m - 1) max(FLUID, SUM / pp) + SUM + A_lb + O_lb
+  T >= max((m - 1) SUM / pp + SUM, PIPE) + A_lb + O_lb
 Rent: rate >= w x (sum of the pp cheapest stage slots' p_g) = RATE.
 Cost per iteration >= max( RATE x T_lb,
                            w (m C + (pp - 1) p_min SUM) + RATE (A_lb + O_lb) ),
   where C = sum_k L_k min_g p_g step[g,none,k] + min_g p_g emb[g] + min_g p_g head[g] + 2 (pp - 1) p_min e_min,
   because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s).
+  With too many compositions to list, also >= min over M of w LP_rate(k(M)) x ((m - 1) max(M, SUM / pp) + SUM +
+  A_lb + O_lb)  (`_joint_cost_rate_s`): the rent of pp slots that hold L layers when none exceeds M.
 Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, full recomputation, nothing
 else on it); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
 the candidate is infeasible.
@@ -326,7 +328,8 @@ def _joint_cost_rate_s(d: DegreeTerms, pp: int, L: int, stages_s: float, comm_s:
 def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, refined: bool = True) -> CandidateBound:
     """The bounds of the module docstring. Refined: with few node types they are taken per composition (how many
     stages of each type), the minimum over compositions that can meet the deadline and rent limit; otherwise
-    aggregated with the fluid pipeline bound. Not refined: the aggregate bound without the fluid term (cheap), which
+    aggregated with the pipeline bound over the fastest slots and the joint rent x time bound. Not refined: the
+    aggregate bound without those two terms (cheap), which
     the solver computes for every candidate and refines only for those that reach the front of its queue."""
     from optsearch.search import BUDGET_REL
 

@@ -8,7 +8,7 @@ node supply). Candidates are visited in order of their bounds, so the loop stops
 incumbent, however large the cluster is.
 
 Lower bounds of a candidate: see bounds.py. Every candidate first gets a cheap aggregate bound; one that reaches the
-front of the queue gets the sharper one (fluid 1F1B bound, per composition of node types, memory, deadline) and goes
+front of the queue gets the sharper one (whole-layer 1F1B bound, per composition of node types, memory, deadline) and goes
 back in; at the front again, its model is solved.
 """
 
