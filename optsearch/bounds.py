@@ -329,8 +329,8 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     """The bounds of the module docstring. Refined: with few node types they are taken per composition (how many
     stages of each type), the minimum over compositions that can meet the deadline and rent limit; otherwise
     aggregated with the pipeline bound over the fastest slots and the joint rent x time bound. Not refined: the
-    aggregate bound without those two terms (cheap), which
-    the solver computes for every candidate and refines only for those that reach the front of its queue."""
+    aggregate bound without those two terms (cheap), which the solver computes for every candidate and refines only
+    for those that reach the front of its queue."""
     from optsearch.search import BUDGET_REL
 
     model = problem.model
