@@ -171,9 +171,12 @@ def test_infeasible_budget_is_reported_not_raised():
 def test_same_inputs_give_the_same_plan():
     problem = _fasop_like()
     options = SpaceOptions(max_stages=4)
-    first = solve(problem, Budget(objective="cost"), solver="cbc", options=options)
-    second = solve(problem, Budget(objective="cost"), solver="cbc", options=options)
-    assert first.plan == second.plan
+    for name in ("cbc", "cpsat"):
+        for objective in ("cost", "time"):
+            budget = Budget(objective=objective)
+            first = solve(problem, budget, solver=name, options=options)
+            second = solve(problem, budget, solver=name, options=options)
+            assert first.plan is not None and first.plan == second.plan, (name, objective)
 
 
 @st.composite
