@@ -43,9 +43,9 @@ def _type_sequences(f: Formulation) -> list[tuple[int, ...]]:
 
 
 def _blocks_fit(f: Formulation, seq: tuple[int, ...]) -> bool:
-    """Every run of one type splits into whole blocks that start where the model allows one to start."""
-    return all(s in _block_starts(f, seq) or seq[s] == seq[s - 1] for s in range(len(seq))) and all(
-        (s, seq[s]) in f.block_starts for s in _block_starts(f, seq))
+    """Each block (q_g stages of one type g from a block start) holds one type and may start where it starts."""
+    return all((s, seq[s]) in f.block_starts and len(set(seq[s:s + f.cand.uses[seq[s]].stages_per_block])) == 1
+               for s in _block_starts(f, seq))
 
 
 def _block_starts(f: Formulation, seq: tuple[int, ...]) -> set[int]:
