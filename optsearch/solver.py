@@ -15,6 +15,7 @@ back in; at the front again, its model is solved.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,12 +27,13 @@ from optsearch.candidates import (
 from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_parameters, state_bytes_per_param
 from optsearch.errors import OptsearchError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
-from optsearch.formulation.heuristic import hint, quick_plans
+from optsearch.formulation.heuristic import hint, plan_of, quick_plans
 from optsearch.formulation.linear import Backend
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
-    Candidate, add_incumbent_cut, build, decode, objective_to_user, solver_memory_bytes,
+    Candidate, Skeleton, build, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
+from optsearch.formulation.positional import positional_bound
 from optsearch.plan import Plan
 from optsearch.problem import Problem
 from optsearch.search import BUDGET_REL, SearchResult, budget_violations, objective_value
@@ -74,24 +76,33 @@ def backend(name: str) -> Backend:
     raise SpecError(f"--solver = {name!r}: must be one of {', '.join(SOLVERS)}")
 
 
+# How far a queued candidate's bound has been sharpened (see solve).
+CHEAP, REFINED, POSITIONAL = 0, 1, 2
+
+
 @dataclass(frozen=True, slots=True)
 class Bounded:
     cand: Candidate
     lower_bound: float  # objective units (USD or training seconds)
     terms: DegreeTerms | None = None
-    refined: bool = True
+    level: int = REFINED
+    own_best: tuple[float, Plan, Estimate] | None = None  # the best plan of this candidate found without a solver
+
+
+Priced = tuple[float, Plan, Estimate]
 
 
 @dataclass(slots=True)
 class Memo:
     """Work that depends on the problem and the search options but not on the budget, kept between solves of one
     problem (a what-if sweep solves the same problem under many budgets): the terms of each (tp, dp, b), each
-    candidate's cheap bound, and each candidate's quick plans with their estimates."""
+    candidate's cheap bound, its skeleton, and its quick plans with their estimates."""
 
     problem: Problem
     options: SpaceOptions
     terms: dict[tuple[int, int, int], DegreeTerms] = field(default_factory=dict)
     cheap: dict[tuple[int, int, int, int], CandidateBound] = field(default_factory=dict)
+    skeletons: dict[tuple[int, int, int, int], Skeleton] = field(default_factory=dict)
     quick: dict[tuple[int, int, int, int], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
@@ -105,17 +116,37 @@ class Memo:
             self.cheap[cand.key] = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
         return self.cheap[cand.key]
 
-    def quick_plans(self, f) -> list[tuple[Plan, Estimate]]:
+    def skeleton(self, cand: Candidate) -> Skeleton:
+        if cand.key not in self.skeletons:
+            self.skeletons[cand.key] = skeleton(self.problem, cand, self.options)
+        return self.skeletons[cand.key]
+
+    def priced(self, plan: Plan) -> Estimate | None:
+        """The plan's estimate when it is in the search space, within node supply and fits in memory."""
+        if not in_search_space(self.problem, plan, self.options):
+            return None
+        try:
+            est = estimate(self.problem, plan)
+        except OptsearchError:  # e.g. more nodes of a type than the cluster has
+            return None
+        return est if est.fits else None
+
+    def quick_plans(self, sk: Skeleton) -> list[tuple[Plan, Estimate]]:
         """The candidate's quick plans that are in the search space and fit in memory, priced."""
-        if f.cand.key not in self.quick:
-            kept = []
-            for plan in quick_plans(f):
-                if in_search_space(self.problem, plan, self.options):
-                    est = estimate(self.problem, plan)
-                    if est.fits:
-                        kept.append((plan, est))
-            self.quick[f.cand.key] = kept
-        return self.quick[f.cand.key]
+        if sk.cand.key not in self.quick:
+            self.quick[sk.cand.key] = [(plan, est) for plan in quick_plans(sk) if (est := self.priced(plan))]
+        return self.quick[sk.cand.key]
+
+
+def _best_meeting(budget: Budget, plans: list[tuple[Plan, Estimate]]) -> Priced | None:
+    """The best of these priced plans that meets the budget (the first on ties)."""
+    best = None
+    for plan, est in plans:
+        if not budget_violations(plan, est, budget):
+            value = objective_value(est, budget.objective)
+            if best is None or value < best[0]:
+                best = (value, plan, est)
+    return best
 
 
 def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candidate, refined: bool,
@@ -134,7 +165,7 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
         return None
     if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour * slack:
         return None
-    return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, refined)
+    return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, REFINED if refined else CHEAP)
 
 
 def _candidates(memo: Memo, budget: Budget) -> tuple[list[Bounded], int]:
@@ -227,8 +258,9 @@ def solve(
     explored = 0
     stopped_early = False
     milps = 0
-    # A queue ordered by lower bound. A candidate first carries its cheap bound; when it reaches the front, its
-    # refined bound is computed and it goes back in; when it reaches the front refined, its model is solved.
+    # A queue ordered by lower bound. A candidate first carries its cheap bound; each time it reaches the front its
+    # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
+    # in; when it reaches the front with its positional bound, its model is solved.
     queue = [(b.lower_bound, b.cand.key, i, b) for i, b in enumerate(bounded)]
     heapq.heapify(queue)
     while queue:
@@ -240,24 +272,34 @@ def solve(
             stopped_early = True
             break
         heapq.heappop(queue)
-        if not item.refined:
+        if item.level == CHEAP:
             sharper = _bounded(problem, budget, item.terms, item.cand, refined=True)
             if sharper is not None:
                 heapq.heappush(queue, (max(lower, sharper.lower_bound), key, i, sharper))
             continue
-        f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL)
-        # A quick plan of this candidate (formulation/heuristic.py): a possibly better incumbent, and a hint.
-        start_from = None
-        for quick, quick_est in memo.quick_plans(f):
-            if not budget_violations(quick, quick_est, budget):
-                value = objective_value(quick_est, budget.objective)
-                if start_from is None or value < start_from[0]:
-                    start_from = (value, quick, quick_est)
-        if start_from is not None and (incumbent is None or start_from[0] < incumbent[0] * (1 - INCUMBENT_REL)):
-            incumbent = (start_from[0], start_from[1], start_from[2], None)
-            add_incumbent_cut(f, incumbent[0], INCUMBENT_REL, name="cut_quick")
-        if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
-            continue  # the quick plan already reaches this candidate's bound
+        if item.level == REFINED:
+            # The positional bound (formulation/positional.py), and plans found without a solver: the quick plans
+            # and those of the positional programme. The best that meets the budget may become the incumbent.
+            sk = memo.skeleton(item.cand)
+            found = list(memo.quick_plans(sk))
+            sharper = lower
+            if sk.patterns is not None:
+                pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf)
+                sharper = max(lower, pos.bound)
+                for seq in pos.sequences:
+                    plan = plan_of(sk, seq)
+                    if plan is not None and (est := memo.priced(plan)) is not None:
+                        found.append((plan, est))
+            own = _best_meeting(budget, found)
+            if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                incumbent = (own[0], own[1], own[2], None)
+            if sharper == math.inf or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
+                continue  # no plan of this candidate beats the incumbent (or meets the budget)
+            heapq.heappush(queue, (sharper, key, i, Bounded(item.cand, sharper, item.terms, POSITIONAL, own)))
+            continue
+        f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL,
+                  skel=memo.skeleton(item.cand))
+        start_from = item.own_best
         sol = engine.solve(f.lm, remaining, hint=hint(f, start_from[1]) if start_from else None)
         milps += 1
         explored += 1

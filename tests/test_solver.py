@@ -243,17 +243,21 @@ def test_a_mixed_pipeline_is_found_when_it_is_optimal():
 
 
 def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budget: Budget) -> int:
-    """Every candidate's bounds (cheap and refined) lie below every plan of that candidate that meets the budget, and a
-    candidate the bounds call infeasible has no such plan. Returns how many plans were compared.
+    """Every candidate's bounds (cheap, refined and positional) lie below every plan of that candidate that meets the
+    budget, and a candidate the bounds call infeasible has no such plan. Returns how many plans were compared.
 
     Both forms of the refined bound are checked: per composition of node types, and the aggregate one the solver
-    uses when there are too many compositions to list (forced here with a composition limit of 0)."""
+    uses when there are too many compositions to list (forced here with a composition limit of 0). The positional
+    bound is checked without a cutoff and with the cutoff at the candidate's median plan (the solver passes its
+    incumbent; the result must stay a bound)."""
     from unittest import mock
 
     from optsearch import bounds as bounds_module
     from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
     from optsearch.bounds import candidate_bound, degree_terms
     from optsearch.candidates import dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates
+    from optsearch.formulation.model import Candidate, skeleton
+    from optsearch.formulation.positional import positional_bound
     from optsearch.plan import Plan, Stage
 
     compared = 0
@@ -268,6 +272,7 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                     bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
                     with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
                         bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
+                    values = []
                     for types in type_sequences(list(uses), pp, None, tp * dp):
                         for parts in partitions(problem.model.num_layers, pp):
                             stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
@@ -276,6 +281,7 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                             if found is None or budget_violations(*found, budget):
                                 continue
                             est = found[1]
+                            values.append(objective_value(est, budget.objective))
                             compared += 1
                             for bound in bounds:
                                 assert bound.feasible, (found[0], bound)
@@ -283,6 +289,14 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                                 assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (found[0], bound)
                                 per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
                                 assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
+                    sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
+                    if sk.patterns is None:
+                        continue
+                    cutoffs = [math.inf] + ([sorted(values)[len(values) // 2]] if values else [])
+                    for cutoff in cutoffs:
+                        pos = positional_bound(sk, budget, cutoff=cutoff)
+                        if values:
+                            assert pos.bound <= min(values) * (1 + 1e-9), (tp, dp, mbs, pp, cutoff, pos, min(values))
     return compared
 
 
@@ -323,3 +337,42 @@ def test_quick_plans_are_plans_of_their_candidate_and_hints_decode_to_them():
             # the structural rows (blocks, one type per stage, node supply, patterns, layer cover) hold at the hint
             assert not [v for v in f.lm.violations(values) if v.startswith(("blk_", "one_", "supply_", "pat_", "cover"))]
     assert seen >= 5
+
+
+def test_stage_patterns_match_the_memory_row_for_every_layer_count():
+    """stage_patterns computes each (stage, type, mode)'s largest layer count in closed form; it must give exactly the
+    patterns (and least modes) that checking the memory row for every count gives."""
+    roomy = _fasop_like()
+    tight = make_problem(layers=24, hidden=1024, heads=16, gbs=64, node_types=[
+        n.model_dump() for n in roomy.cluster.node_types], gpus=[g.model_copy(update={"memory_gib": m}) for g, m in
+                                                                zip(roomy.gpus.values(), (3.0, 2.5))])
+    options = SpaceOptions()
+    checked = capped = 0
+    for problem in (roomy, tight):
+        checked, capped = _check_patterns(problem, options, checked, capped)
+    assert checked > 100 and capped > 10  # some stages hold fewer than all layers: the closed form is exercised
+
+
+def _check_patterns(problem: Problem, options: SpaceOptions, checked: int, capped: int) -> tuple[int, int]:
+    from optsearch.candidates import dp_candidates, micro_batch_candidates, node_uses, tp_candidates
+    from optsearch.formulation.model import Candidate, memory_fixed_bytes, memory_per_layer_bytes, skeleton
+
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs):
+                uses = tuple(node_uses(problem, tp, dp, mbs))
+                for pp in (1, 2, 3, 7):
+                    sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
+                    c, L, expected = sk.c, problem.model.num_layers, {}
+                    for s in range(pp):
+                        for g in range(len(uses)):
+                            for n in range(1 if 0 < s < pp - 1 else 0, L + 1):
+                                for r in range(len(c.modes)) if n else range(1):
+                                    need = memory_fixed_bytes(c, s, g, r, pp) + n * memory_per_layer_bytes(c, s, g, r, 0)
+                                    if need <= c.capacity_bytes[g]:
+                                        expected[(s, g, n)] = r
+                                        break
+                    assert sk.patterns == expected, (tp, dp, mbs, pp)
+                    checked += len(expected)
+                    capped += sum(1 for s in range(pp) for g in range(len(uses)) if (s, g, L) not in expected)
+    return checked, capped

@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import math
 
-from optsearch.formulation.model import Formulation, b_, pattern_compute_s, x_, z_
+from optsearch.formulation.model import Formulation, Skeleton, b_, pattern_compute_s, x_, z_
 from optsearch.plan import Plan, Stage
 
 
-def _type_sequences(f: Formulation) -> list[tuple[int, ...]]:
+def _type_sequences(f: Formulation | Skeleton) -> list[tuple[int, ...]]:
     """Node type index of every stage: whole-node blocks of one type after another, in a few orders."""
     c, uses, pp = f.c, f.cand.uses, f.cand.pp
     speed = [min(c.step_s[g][0]) for g in range(len(uses))]
@@ -42,13 +42,13 @@ def _type_sequences(f: Formulation) -> list[tuple[int, ...]]:
     return out
 
 
-def _blocks_fit(f: Formulation, seq: tuple[int, ...]) -> bool:
+def _blocks_fit(f: Formulation | Skeleton, seq: tuple[int, ...]) -> bool:
     """Each block (q_g stages of one type g from a block start) holds one type and may start where it starts."""
     return all((s, seq[s]) in f.block_starts and len(set(seq[s:s + f.cand.uses[seq[s]].stages_per_block])) == 1
                for s in _block_starts(f, seq))
 
 
-def _block_starts(f: Formulation, seq: tuple[int, ...]) -> set[int]:
+def _block_starts(f: Formulation | Skeleton, seq: tuple[int, ...]) -> set[int]:
     starts, s = set(), 0
     while s < len(seq):
         starts.add(s)
@@ -56,14 +56,14 @@ def _block_starts(f: Formulation, seq: tuple[int, ...]) -> set[int]:
     return starts
 
 
-def _sends(f: Formulation, seq: tuple[int, ...]) -> list[float]:
+def _sends(f: Formulation | Skeleton, seq: tuple[int, ...]) -> list[float]:
     """e[j] for every boundary: inter-node where stage j+1 starts a block, intra-node otherwise."""
     starts = _block_starts(f, seq)
     return [f.c.send_inter_s[seq[j]][seq[j + 1]] if j + 1 in starts else f.c.send_intra_s[seq[j]]
             for j in range(len(seq) - 1)]
 
 
-def _partition(f: Formulation, seq: tuple[int, ...]) -> tuple[int, ...] | None:
+def split_layers(f: Formulation | Skeleton, seq: tuple[int, ...]) -> tuple[int, ...] | None:
     """Layer counts that minimize the slowest stage for this type sequence (None if no split fits in memory)."""
     pp, L = f.cand.pp, f.c.kind_layers[0]
     e = _sends(f, seq)
@@ -95,22 +95,24 @@ def _partition(f: Formulation, seq: tuple[int, ...]) -> tuple[int, ...] | None:
     return tuple(reversed(parts))
 
 
-def quick_plans(f: Formulation) -> list[Plan]:
+def plan_of(f: Formulation | Skeleton, seq: tuple[int, ...]) -> Plan | None:
+    """The plan with these node types per stage and the layer split of `split_layers` (None if none fits)."""
+    parts = split_layers(f, seq)
+    if parts is None:
+        return None
+    stages = tuple(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[f.patterns[(s, g, n)]])
+                   for s, (g, n) in enumerate(zip(seq, parts)))
+    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages)
+
+
+def quick_plans(f: Formulation | Skeleton) -> list[Plan]:
     """Plans of this candidate found by the fill-and-split heuristic (possibly none); the caller prices them."""
     if f.patterns is None:
         return []
-    out = []
-    for seq in _type_sequences(f):
-        parts = _partition(f, seq)
-        if parts is None:
-            continue
-        stages = tuple(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[f.patterns[(s, g, n)]])
-                       for s, (g, n) in enumerate(zip(seq, parts)))
-        out.append(Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages))
-    return out
+    return [plan for seq in _type_sequences(f) if (plan := plan_of(f, seq)) is not None]
 
 
-def hint(f: Formulation, plan: Plan) -> dict[str, float]:
+def hint(f: Formulation | Skeleton, plan: Plan) -> dict[str, float]:
     """The model's binaries (b, z, x) for a plan of this candidate: a partial solution hint."""
     names = [u.name for u in f.cand.uses]
     seq = tuple(names.index(s.node_type) for s in plan.stages)

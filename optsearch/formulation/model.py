@@ -128,6 +128,35 @@ def x_(s: int, g: int, n: int) -> str: return f"x_{s}_{g}_{n}"
 
 
 @dataclass(slots=True)
+class Skeleton:
+    """The budget-free part of a candidate's model: its coefficients, where whole-node blocks may start, and (one
+    layer kind) its stage patterns. The heuristic and the positional bound work on it without building the model."""
+
+    problem: Problem
+    cand: Candidate
+    c: Coefficients
+    block_starts: dict[tuple[int, int], str]  # (s, g) -> b var name, only where a block fits
+    patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
+    stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
+
+    def patterns_of(self, s: int) -> list[tuple[int, int]]:
+        """(g, n) of every pattern of stage s."""
+        if self.stage_patterns is None:
+            self.stage_patterns = {}
+            for (ss, g, n) in self.patterns or {}:
+                self.stage_patterns.setdefault(ss, []).append((g, n))
+        return self.stage_patterns.get(s, [])
+
+
+def skeleton(problem: Problem, cand: Candidate, options: SpaceOptions) -> Skeleton:
+    c = coefficients(problem, cand, options)
+    block_starts = {(s, g): b_(s, g) for s in range(cand.pp) for g, use in enumerate(cand.uses)
+                    if s + use.stages_per_block <= cand.pp}
+    patterns = stage_patterns(c, cand.pp, len(cand.uses)) if len(c.kind_layers) == 1 else None
+    return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts, patterns=patterns)
+
+
+@dataclass(slots=True)
 class Formulation:
     problem: Problem
     budget: Budget
@@ -422,14 +451,32 @@ def stage_patterns(c: Coefficients, pp: int, num_uses: int) -> dict[tuple[int, i
     for s in range(pp):
         low = 1 if 0 < s < pp - 1 else 0
         for g in range(num_uses):
-            for n in range(low, L + 1):
-                modes = range(len(c.modes)) if n > 0 else range(1)  # an empty stage recomputes nothing
-                for r in modes:
-                    need = memory_fixed_bytes(c, s, g, r, pp) + n * memory_per_layer_bytes(c, s, g, r, 0)
-                    if need <= c.capacity_bytes[g]:
-                        out[(s, g, n)] = r
-                        break
+            most = [_most_layers(c, s, g, r, pp, L) for r in range(len(c.modes))]
+            for n in range(low, max(most) + 1):
+                if n == 0:  # an empty stage recomputes nothing
+                    if most[0] >= 0:
+                        out[(s, g, 0)] = 0
+                    continue
+                out[(s, g, n)] = next(r for r, k in enumerate(most) if k >= n)
     return out
+
+
+def _most_layers(c: Coefficients, s: int, g: int, r: int, pp: int, L: int) -> int:
+    """The largest n <= L with fixed + n x per_layer <= capacity on (s, g, r), -1 if not even n = 0 fits. The
+    estimate from the division is corrected by the same comparison the row makes, so rounding cannot differ."""
+    fixed, per, cap = memory_fixed_bytes(c, s, g, r, pp), memory_per_layer_bytes(c, s, g, r, 0), c.capacity_bytes[g]
+
+    def fits(n: int) -> bool:
+        return fixed + n * per <= cap
+
+    if not fits(0):
+        return -1
+    n = L if per <= 0 else min(L, int((cap - fixed) // per))
+    while n < L and fits(n + 1):
+        n += 1
+    while n > 0 and not fits(n):
+        n -= 1
+    return n
 
 
 def pattern_compute_s(f: Formulation, s: int, g: int, n: int) -> float:
@@ -501,16 +548,17 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
 
 
 def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptions,
-          incumbent: float | None = None, incumbent_rel: float = 1e-9) -> Formulation:
-    c = coefficients(problem, cand, options)
+          incumbent: float | None = None, incumbent_rel: float = 1e-9, skel: Skeleton | None = None) -> Formulation:
+    if skel is None:
+        skel = skeleton(problem, cand, options)
+    c, patterns = skel.c, skel.patterns
     lm = LinearModel(objective_unit="rate" if budget.objective == "cost" else "time")
     pp, G, R, K = cand.pp, len(cand.uses), len(c.modes), len(c.kind_layers)
-    patterns = stage_patterns(c, pp, G) if K == 1 else None
     block_starts = {}
     for s in range(pp):
-        for g, use in enumerate(cand.uses):
-            if s + use.stages_per_block <= pp:
-                block_starts[(s, g)] = lm.var(b_(s, g), "bool")
+        for g in range(G):
+            if (s, g) in skel.block_starts:
+                block_starts[(s, g)] = lm.var(skel.block_starts[(s, g)], "bool")
             lm.var(z_(s, g), "bool")
             if patterns is not None:
                 continue
@@ -524,7 +572,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         for (s, g, n) in patterns:
             lm.var(x_(s, g, n), "bool")
     f = Formulation(problem=problem, budget=budget, cand=cand, c=c, lm=lm, block_starts=block_starts,
-                    time_upper_s=0.0, patterns=patterns)
+                    time_upper_s=0.0, patterns=patterns, stage_patterns=skel.stage_patterns)
     f.time_upper_s = _time_upper_bound(c, cand, budget, incumbent)
     U = f.time_upper_s
     for j in range(pp - 1):

@@ -1,0 +1,278 @@
+"""A position-aware lower bound on one candidate's objective, and the node-type sequences that come close to it: a
+dynamic programme over whole-node blocks in pipeline order (pattern mode: models with one layer kind).
+
+Why: the bounds of bounds.py give every stage of a type the same layer capacity. In a deep pipeline the early stages
+hold up to pp micro-batches of activations, so a GPU that holds three layers at the end of the pipeline holds two at
+its start. Deciding which type goes where is what the model's optimum trades off, and what those bounds cannot see.
+
+The bound. Let M be an upper limit on every stage's time. A stage s of type g that is the j-th of its block holds
+n layers only if the pattern (s, g, n) exists (its memory fits) and
+
+    t_lb(s, g, j, n) = compute[s,g,n] + in_lb + out_lb <= M,
+
+where a send inside a block is the intra-node send of g, and one across a block boundary is at least the cheapest
+inter-node send into (out of) g. Since compute grows with n, the counts allowed at M are lo..cap(s, g, j, M), with
+lo = 1 in the middle of the pipeline and 0 at its ends. Over blocks in pipeline order (types free, node supply
+relaxed), two dynamic programmes give, for every M:
+
+    R(M) = min rent (USD/hour) of blocks whose caps hold L layers,
+    S(M) = min sum_s t_s >= sum over blocks of (step_g x layers + ends + 2 x their sends),
+
+with step_g the fastest mode's time per layer (no stage is faster). Every plan of the candidate has
+M' = max_s t_lb(s, ...) equal to one of the finitely many values t_lb takes, it is a plan the programmes allow at
+M', and its slowest stage takes at least M'. So its iteration takes T >= (m - 1) M' + S(M') + comm (comm: the
+all-reduce and optimizer bound of bounds.py), its rent is at least R(M'), and
+
+    cost >= iterations / 3600 x R(M') x T_lb(M'),     time >= iterations x T_lb(M'),
+
+and the minimum over the values M of these bounds every plan. Values of M are walked upwards and the walk stops once
+(m - 1) M with the floors R(inf), S(inf) reaches the best bound. An M whose bounds break the deadline, the rent limit
+or the cost budget is skipped (no plan with that M' meets them).
+
+The sequences: the node types of the programmes' best blocks at the best few values of M. The caller splits the
+layers over them (heuristic._partition) and prices the plans with the cost model; they are incumbents, never proofs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from optsearch.formulation.model import Skeleton, pattern_compute_s
+from optsearch.search import BUDGET_REL
+from optsearch.spec.budget import Budget
+from optsearch.units import SECONDS_PER_HOUR
+
+CHUNK = 64  # values of M per vectorized pass
+
+
+@dataclass(frozen=True, slots=True)
+class PositionalBound:
+    bound: float  # objective units (USD or training seconds); inf when no plan can meet the budget
+    sequences: tuple[tuple[int, ...], ...]  # node type index per stage, best first
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    g: int
+    start: int
+    stages: int
+    low: int  # least layers (sum of lo)
+    rent_usd_per_hour: float
+    fixed_s: float  # ends and sends counted in S
+    step_s: float
+    times: tuple[np.ndarray, ...]  # per stage of the block: t_lb for n = lo, lo+1, ... (increasing)
+    lows: tuple[int, ...]
+
+
+def _blocks(f: Skeleton) -> list[_Block]:
+    c, pp, uses = f.c, f.cand.pp, f.cand.uses
+    G = len(uses)
+    inter_in = [min(c.send_inter_s[h][g] for h in range(G)) for g in range(G)]
+    inter_out = [min(c.send_inter_s[g][h] for h in range(G)) for g in range(G)]
+    out = []
+    for (s0, g) in sorted(f.block_starts):
+        q = uses[g].stages_per_block
+        times, lows = [], []
+        for j in range(q):
+            s = s0 + j
+            lo = 1 if 0 < s < pp - 1 else 0
+            counts = sorted(n for (gg, n) in f.patterns_of(s) if gg == g)
+            if not counts or counts[0] != lo:
+                break
+            send_in = 0.0 if s == 0 else (c.send_intra_s[g] if j > 0 else inter_in[g])
+            send_out = 0.0 if s == pp - 1 else (c.send_intra_s[g] if j < q - 1 else inter_out[g])
+            t = np.array([pattern_compute_s(f, s, g, n) for n in counts]) + (send_in + send_out)
+            times.append(np.maximum.accumulate(t))  # compute grows with n; guard float noise
+            lows.append(lo)
+        else:
+            sends = 2 * (q - 1) * c.send_intra_s[g] + (2 * inter_out[g] if s0 + q < pp else 0.0)
+            ends = (c.embedding_s[g] if s0 == 0 else 0.0) + (c.head_s[g] if s0 + q == pp else 0.0)
+            out.append(_Block(
+                g=g, start=s0, stages=q, low=sum(lows),
+                rent_usd_per_hour=uses[g].node.price_usd_per_node_hour * uses[g].nodes_per_block,
+                fixed_s=sends + ends, step_s=min(c.step_s[g][r][0] for r in range(len(c.modes))),
+                times=tuple(times), lows=tuple(lows)))
+    return out
+
+
+class _Caps:
+    """Most layers each block holds with no stage above M, for many M at once (-1 where some stage cannot stay
+    under M): every stage's t_lb row is compared with every M in one array operation."""
+
+    def __init__(self, blocks: list[_Block]):
+        rows = [t for b in blocks for t in b.times]
+        width = max((len(t) for t in rows), default=1)
+        self.times = np.full((len(rows), width), np.nan)  # NaN <= M is False: padding never fits
+        for i, t in enumerate(rows):
+            self.times[i, : len(t)] = t
+        self.lows = np.array([lo for b in blocks for lo in b.lows], dtype=np.int64)
+        self.offsets = np.cumsum([0] + [len(b.times) for b in blocks])[:-1]
+
+    def at(self, Ms: np.ndarray) -> np.ndarray:
+        """[block, M] -> cap"""
+        if len(self.lows) == 0:
+            return np.zeros((0, len(Ms)), dtype=np.int64)
+        k = (self.times[:, :, None] <= Ms[None, None, :] * (1 + 1e-12)).sum(axis=1)  # counts from lo that fit
+        cap = np.add.reduceat(self.lows[:, None] + k - 1, self.offsets, axis=0)
+        ok = np.minimum.reduceat(k, self.offsets, axis=0) > 0
+        return np.where(ok, cap, -1)
+
+
+def _least_rent(blocks_at: list[list[tuple[int, _Block]]], caps: np.ndarray, pp: int, L: int, nM: int) -> np.ndarray:
+    """R(M): F[s][M, l] = least rent of blocks from stage s on whose caps hold l more layers."""
+    cols = np.arange(L + 1)
+    F: list[np.ndarray | None] = [None] * (pp + 1)
+    F[pp] = np.full((nM, L + 1), np.inf)
+    F[pp][:, 0] = 0.0
+    for s in range(pp - 1, -1, -1):
+        best = np.full((nM, L + 1), np.inf)
+        for i, blk in blocks_at[s]:
+            nxt = F[s + blk.stages]
+            if nxt is None:
+                continue
+            cap = caps[i]
+            idx = np.clip(cols[None, :] - np.maximum(cap, 0)[:, None], 0, L)
+            got = np.take_along_axis(nxt, idx, axis=1) + blk.rent_usd_per_hour
+            got[cap < 0] = np.inf
+            np.minimum(best, got, out=best)
+        F[s] = best
+    return F[0][:, L]
+
+
+def _least_sum(blocks_at: list[list[tuple[int, _Block]]], caps: np.ndarray, pp: int, L: int, nM: int,
+               rent_weight: np.ndarray | None = None, choices: bool = False):
+    """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps.
+    rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices records the best
+    (block, layers) per (s, l) for one M."""
+    F: list[np.ndarray | None] = [None] * (pp + 1)
+    F[pp] = np.full((nM, L + 1), np.inf)
+    F[pp][:, 0] = 0.0
+    pick: dict[int, list] = {}
+    for s in range(pp - 1, -1, -1):
+        best = np.full((nM, L + 1), np.inf)
+        arg = [[None] * (L + 1) for _ in range(nM)] if choices else None
+        for i, blk in blocks_at[s]:
+            nxt = F[s + blk.stages]
+            cap = caps[i]
+            base = np.full(nM, blk.fixed_s) if rent_weight is None else blk.fixed_s + rent_weight * blk.rent_usd_per_hour
+            base[cap < 0] = np.inf
+            for n in range(blk.low, min(L, int(cap.max(initial=-1))) + 1):
+                got = nxt[:, : L + 1 - n] + (base + blk.step_s * n)[:, None]
+                got[cap < n] = np.inf
+                if choices:
+                    for row, l in zip(*np.nonzero(got < best[:, n:])):
+                        arg[row][l + n] = (blk, n)
+                np.minimum(best[:, n:], got, out=best[:, n:])
+        F[s] = best
+        if choices:
+            pick[s] = arg
+    return F[0][:, L], pick
+
+
+def _sequence(pick: dict[int, list], pp: int, L: int) -> tuple[int, ...] | None:
+    s, left, seq = 0, L, []
+    while s < pp:
+        got = pick[s][0][left]
+        if got is None:
+            return None
+        blk, n = got
+        seq += [blk.g] * blk.stages
+        s, left = s + blk.stages, left - n
+    return tuple(seq)
+
+
+def comm_lower_s(f: Skeleton) -> float:
+    """A + O >= (min_g alpha_g + min_g beta_g) x P_total / pp: some stage holds at least 1/pp of the parameters."""
+    c = f.c
+    total = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + sum(c.fixed_params)
+    return (min(c.allreduce_s_per_param) + min(c.optimizer_s_per_param)) * total / f.cand.pp
+
+
+def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2) -> PositionalBound:
+    """The bound of the module docstring for f's candidate under the budget, with up to `keep` type sequences.
+
+    cutoff: the incumbent's value. A value of M whose cheaper bound (S(M) replaced by its floor S(inf)) already
+    reaches it is not refined; the result is then still a valid bound, and no sequences are returned when it
+    reaches the cutoff (no plan of this candidate can beat the incumbent)."""
+    assert f.patterns is not None, "positional bounds need pattern mode (one layer kind)"
+    c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
+    comm_s = comm_lower_s(f)
+    blocks = _blocks(f)
+    blocks_at: list[list[tuple[int, _Block]]] = [[] for _ in range(pp)]
+    for i, blk in enumerate(blocks):
+        blocks_at[blk.start].append((i, blk))
+    caps_of = _Caps(blocks)
+    slack = 1 + BUDGET_REL
+    per_hour = c.iterations / SECONDS_PER_HOUR
+    is_cost = budget.objective == "cost"
+
+    def value_of(rent: np.ndarray, iteration: np.ndarray) -> np.ndarray:
+        return per_hour * rent * iteration if is_cost else c.iterations * iteration
+
+    def meets(rent: np.ndarray, iteration: np.ndarray) -> np.ndarray:
+        ok = np.isfinite(rent) & np.isfinite(iteration)
+        if budget.max_time_s is not None:
+            ok &= iteration * c.iterations <= budget.max_time_s * slack
+        if budget.max_usd_per_hour is not None:
+            ok &= rent <= budget.max_usd_per_hour * slack
+        if budget.max_cost_usd is not None:
+            ok &= per_hour * rent * iteration <= budget.max_cost_usd * slack
+        return ok
+
+    at_inf = caps_of.at(np.array([np.inf]))
+    rent_floor = float(_least_rent(blocks_at, at_inf, pp, L, 1)[0])
+    sum_floor = float(_least_sum(blocks_at, at_inf, pp, L, 1)[0][0])
+    if not math.isfinite(rent_floor) or not math.isfinite(sum_floor):
+        return PositionalBound(math.inf, ())
+    marks = np.unique(np.concatenate([t for b in blocks for t in b.times]))
+    best = math.inf  # least bound over the values of M seen so far
+    found: list[tuple[float, float, float]] = []  # (bound, M, weight of the rent in the combined objective)
+    for i in range(0, len(marks), CHUNK):
+        Ms = marks[i:i + CHUNK]
+        floor_iteration = (c.m - 1) * Ms[0] + sum_floor + comm_s
+        floor = value_of(np.array(rent_floor), np.array(floor_iteration))
+        if not meets(np.array(rent_floor), np.array(floor_iteration)):
+            break  # no later M meets the budget
+        if floor >= min(best, cutoff):
+            best = min(best, float(floor))  # every later M has a bound at least this
+            break
+        caps = caps_of.at(Ms)
+        rent = _least_rent(blocks_at, caps, pp, L, len(Ms))
+        rough_iteration = (c.m - 1) * Ms + sum_floor + comm_s  # S(M) >= S(inf)
+        rough = np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
+        best = min(best, float(rough[rough >= cutoff].min(initial=math.inf)))
+        rows = np.nonzero(rough < min(best, cutoff))[0]
+        if len(rows) == 0:
+            continue
+        caps, rent, Ms = caps[:, rows], rent[rows], Ms[rows]
+        total, _ = _least_sum(blocks_at, caps, pp, L, len(rows))
+        iteration = (c.m - 1) * Ms + total + comm_s
+        value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
+        weight = np.zeros(len(rows))
+        if is_cost:
+            # McCormick: rent >= R and T >= T0 at this M, so (rent - R)(T - T0) >= 0 and
+            # rent x T >= R x T + T0 x rent - R x T0 = R (K + sum + (T0 / R) rent) - R T0, minimized by the programme.
+            sharpen = value < min(best, cutoff)
+            if sharpen.any():
+                weight[sharpen] = iteration[sharpen] / rent[sharpen]
+                combined, _ = _least_sum(blocks_at, caps[:, sharpen], pp, L, int(sharpen.sum()), weight[sharpen])
+                K = (c.m - 1) * Ms[sharpen] + comm_s
+                mccormick = per_hour * (rent[sharpen] * (K + combined) - rent[sharpen] * iteration[sharpen])
+                value[sharpen] = np.maximum(value[sharpen], mccormick)
+        if np.isfinite(value).any():
+            best = min(best, float(value.min()))
+        found += [(float(v), float(M), float(wt)) for v, M, wt in zip(value, Ms, weight) if v < cutoff]
+    if best >= cutoff or not found:
+        return PositionalBound(best * (1 - 1e-9), ())
+    found.sort()
+    sequences: list[tuple[int, ...]] = []
+    for _, M, wt in found[:keep]:
+        caps = caps_of.at(np.array([M]))
+        _, pick = _least_sum(blocks_at, caps, pp, L, 1, np.array([wt]) if is_cost else None, choices=True)
+        seq = _sequence(pick, pp, L)
+        if seq is not None and seq not in sequences:
+            sequences.append(seq)
+    return PositionalBound(best * (1 - 1e-9), tuple(sequences))
