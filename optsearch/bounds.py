@@ -162,6 +162,7 @@ def _count_compositions_upto(d: DegreeTerms, most: int) -> list[int]:
 
 
 _COUNTS: dict[tuple, list[int]] = {}
+_LISTED: dict[tuple, list[tuple[int, ...]]] = {}  # (slots, q, pp) -> compositions; many (tp, dp, b) share them
 
 
 def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] | None:
@@ -172,20 +173,25 @@ def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] 
     counts = _COUNTS[key]
     if pp >= len(counts) or counts[pp] > limit:
         return None
+    if (*key, pp) not in _LISTED:
+        _LISTED[(*key, pp)] = _list_compositions(d, pp)
+    return _LISTED[(*key, pp)]
+
+
+def _list_compositions(d: DegreeTerms, pp: int) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     G = len(d.slots)
 
-    def rec(g: int, left: int, acc: tuple[int, ...]) -> bool:
+    def rec(g: int, left: int, acc: tuple[int, ...]) -> None:
         if g == G - 1:
             if left <= d.slots[g] and left % d.stages_per_block[g] == 0:
                 out.append(acc + (left,))
-            return len(out) <= limit
+            return
         for n in range(0, min(left, d.slots[g]) + 1, d.stages_per_block[g]):
-            if not rec(g + 1, left - n, acc + (n,)):
-                return False
-        return True
+            rec(g + 1, left - n, acc + (n,))
 
-    return out if rec(0, pp, ()) else None
+    rec(0, pp, ())
+    return out
 
 
 def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: float, L: int,

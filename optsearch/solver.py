@@ -281,7 +281,7 @@ def solve(
             # The positional bound (formulation/positional.py), and plans found without a solver: the quick plans
             # and those of the positional programme. The best that meets the budget may become the incumbent.
             sk = memo.skeleton(item.cand)
-            found = list(memo.quick_plans(sk))
+            found: list[tuple[Plan, Estimate]] = []
             sharper = lower
             if sk.patterns is not None:
                 pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf)
@@ -290,6 +290,8 @@ def solve(
                     plan = plan_of(sk, seq)
                     if plan is not None and (est := memo.priced(plan)) is not None:
                         found.append((plan, est))
+            if sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
+                found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
             if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                 incumbent = (own[0], own[1], own[2], None)

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from optsearch.candidates import NodeUse, SpaceOptions
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
@@ -137,6 +139,7 @@ class Skeleton:
     c: Coefficients
     block_starts: dict[tuple[int, int], str]  # (s, g) -> b var name, only where a block fits
     patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
+    most: np.ndarray | None = None  # pattern mode: [s, g, r] -> most layers that fit (most_layers)
     stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
 
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
@@ -152,8 +155,11 @@ def skeleton(problem: Problem, cand: Candidate, options: SpaceOptions) -> Skelet
     c = coefficients(problem, cand, options)
     block_starts = {(s, g): b_(s, g) for s in range(cand.pp) for g, use in enumerate(cand.uses)
                     if s + use.stages_per_block <= cand.pp}
-    patterns = stage_patterns(c, cand.pp, len(cand.uses)) if len(c.kind_layers) == 1 else None
-    return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts, patterns=patterns)
+    if len(c.kind_layers) > 1:
+        return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts)
+    most = most_layers(c, cand.pp, len(cand.uses))
+    return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts,
+                    patterns=stage_patterns(c, cand.pp, len(cand.uses), most), most=most)
 
 
 @dataclass(slots=True)
@@ -444,39 +450,50 @@ def add_incumbent_cut(f: Formulation, incumbent_user: float | None, rel: float, 
 # memory fits: stage s's memory depends only on its own mode and less recomputation is never slower, so that mode
 # dominates every other (exact). Patterns that fit in no mode are not created, which is the memory constraint.
 
-def stage_patterns(c: Coefficients, pp: int, num_uses: int) -> dict[tuple[int, int, int], int]:
+def stage_patterns(c: Coefficients, pp: int, num_uses: int, most: np.ndarray | None = None
+                   ) -> dict[tuple[int, int, int], int]:
     """(s, g, n) -> r: fixed[s,g,r] + n x per_layer[s,g,r] <= capacity[g] for the least such r; middle stages n >= 1"""
-    L = c.kind_layers[0]
+    most = (most_layers(c, pp, num_uses) if most is None else most).tolist()
     out = {}
     for s in range(pp):
         low = 1 if 0 < s < pp - 1 else 0
         for g in range(num_uses):
-            most = [_most_layers(c, s, g, r, pp, L) for r in range(len(c.modes))]
-            for n in range(low, max(most) + 1):
-                if n == 0:  # an empty stage recomputes nothing
-                    if most[0] >= 0:
-                        out[(s, g, 0)] = 0
-                    continue
-                out[(s, g, n)] = next(r for r, k in enumerate(most) if k >= n)
+            by_mode = most[s][g]
+            if low == 0 and by_mode[0] >= 0:
+                out[(s, g, 0)] = 0  # an empty stage recomputes nothing
+            for n in range(max(low, 1), max(by_mode) + 1):
+                out[(s, g, n)] = next(r for r, k in enumerate(by_mode) if k >= n)
     return out
 
 
-def _most_layers(c: Coefficients, s: int, g: int, r: int, pp: int, L: int) -> int:
-    """The largest n <= L with fixed + n x per_layer <= capacity on (s, g, r), -1 if not even n = 0 fits. The
-    estimate from the division is corrected by the same comparison the row makes, so rounding cannot differ."""
-    fixed, per, cap = memory_fixed_bytes(c, s, g, r, pp), memory_per_layer_bytes(c, s, g, r, 0), c.capacity_bytes[g]
+def most_layers(c: Coefficients, pp: int, num_uses: int) -> np.ndarray:
+    """[s, g, r] -> the largest n <= L with fixed[s,g,r] + n x per_layer[s,g,r] <= capacity[g] (-1 if not even n = 0
+    fits), for every stage, type and mode at once. The same sums as memory_fixed_bytes and memory_per_layer_bytes,
+    in the same order; the estimate from the division is corrected by the row's own comparison, so rounding cannot
+    make the two differ."""
+    L, R = c.kind_layers[0], len(c.modes)
+    fixed = np.full((pp, num_uses, R), float(MEMORY_RESERVE_BYTES))
+    fixed += (c.state_bytes_per_param * np.array(c.fixed_params))[:, None, None]
+    fixed[pp - 1] += c.logits_bytes
+    for r, mode in enumerate(c.modes):
+        if mode == "full":
+            fixed[:, :, r] += np.array(c.full_working_bytes)[None, :]
+    act = np.array([[c.activation_bytes[g][r][0] for r in range(R)] for g in range(num_uses)])
+    per = c.state_bytes_per_param * c.layer_params[0] + np.array(c.in_flight, dtype=float)[:, None, None] * act[None]
+    cap = np.array(c.capacity_bytes)[None, :, None]
 
-    def fits(n: int) -> bool:
+    def fits(n: np.ndarray) -> np.ndarray:
         return fixed + n * per <= cap
 
-    if not fits(0):
-        return -1
-    n = L if per <= 0 else min(L, int((cap - fixed) // per))
-    while n < L and fits(n + 1):
-        n += 1
-    while n > 0 and not fits(n):
-        n -= 1
-    return n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        n = np.where(per > 0, np.floor((cap - fixed) / per), L)
+    n = np.clip(np.nan_to_num(n, nan=L, posinf=L, neginf=0), 0, L).astype(np.int64)
+    for _ in range(3):
+        n = np.where((n < L) & fits(n + 1), n + 1, n)
+        n = np.where((n > 0) & ~fits(n), n - 1, n)
+    some = fits(np.zeros_like(n))
+    assert np.all(~some | (fits(n) & ((n == L) | ~fits(n + 1)))), "most_layers: the correction did not converge"
+    return np.where(some, n, -1)
 
 
 def pattern_compute_s(f: Formulation, s: int, g: int, n: int) -> float:
