@@ -283,7 +283,7 @@ def solve(
             sk = memo.skeleton(item.cand)
             found: list[tuple[Plan, Estimate]] = []
             sharper = lower
-            if sk.patterns is not None:
+            if sk.most is not None:  # pattern mode (one layer kind)
                 pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf)
                 sharper = max(lower, pos.bound)
                 for seq in pos.sequences:

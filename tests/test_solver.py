@@ -152,14 +152,15 @@ def _fasop_like() -> Problem:
 
 @pytest.mark.parametrize("solver", ["cbc", "cpsat"])
 def test_time_limit_reports_feasible_with_a_gap_never_optimal(solver):
-    problem = _fasop_like()
-    budget = Budget(objective="time")
-    result = solve(problem, budget, solver=solver, time_limit_s=0.5)
-    assert result.status in ("feasible", "timeout"), result.status
-    assert result.solve_time_s <= 0.5 * 1.1 + 0.5  # the limit is honoured (plus one model build)
-    if result.status == "feasible":
-        assert result.gap is not None and result.gap > 0
-        assert result.bound is not None and result.bound <= result.objective_value
+    """GPT-3 175B on 4 x 256 nodes takes about 10 s to close on two cores (docs/solver.md); 2 s stop it with a plan."""
+    from optsearch.edits import edited_problem
+
+    problem = edited_problem("gpt3-175b", "mixed-pool-8k", [])
+    result = solve(problem, Budget(objective="cost"), solver=solver, time_limit_s=2.0)
+    assert result.status == "feasible", result.status
+    assert result.solve_time_s <= 2.0 * 1.1 + 0.5  # the limit is honoured (plus one model build)
+    assert result.gap is not None and result.gap > 0
+    assert result.bound is not None and result.bound <= result.objective_value
 
 
 def test_infeasible_budget_is_reported_not_raised():

@@ -138,9 +138,16 @@ class Skeleton:
     cand: Candidate
     c: Coefficients
     block_starts: dict[tuple[int, int], str]  # (s, g) -> b var name, only where a block fits
-    patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
     most: np.ndarray | None = None  # pattern mode: [s, g, r] -> most layers that fit (most_layers)
     stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
+    pattern_map: dict[tuple[int, int, int], int] | None = None  # built from `most` when first asked for
+
+    @property
+    def patterns(self) -> dict[tuple[int, int, int], int] | None:
+        """Pattern mode: (s, g, n) -> recompute index (stage_patterns); None with several layer kinds."""
+        if self.pattern_map is None and self.most is not None:
+            self.pattern_map = stage_patterns(self.c, self.cand.pp, len(self.cand.uses), self.most)
+        return self.pattern_map
 
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
         """(g, n) of every pattern of stage s."""
@@ -157,9 +164,8 @@ def skeleton(problem: Problem, cand: Candidate, options: SpaceOptions) -> Skelet
                     if s + use.stages_per_block <= cand.pp}
     if len(c.kind_layers) > 1:
         return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts)
-    most = most_layers(c, cand.pp, len(cand.uses))
     return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts,
-                    patterns=stage_patterns(c, cand.pp, len(cand.uses), most), most=most)
+                    most=most_layers(c, cand.pp, len(cand.uses)))
 
 
 @dataclass(slots=True)

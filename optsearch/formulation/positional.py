@@ -128,15 +128,21 @@ class _Caps:
         self.lows = np.array([1 if 0 < b.start + j < pp - 1 else 0 for b in blocks for j in range(b.stages)],
                              dtype=np.int64)
         self.offsets = np.cumsum([0] + [b.stages for b in blocks])[:-1]
+        self.position = np.array([b.start + j for b in blocks for j in range(b.stages)], dtype=np.int64)
+        self.pp = pp
 
     def at(self, Ms: np.ndarray) -> np.ndarray:
         """[block, M] -> cap"""
-        if len(self.lows) == 0:
-            return np.zeros((0, len(Ms)), dtype=np.int64)
+        return self.both(Ms)[0]
+
+    def both(self, Ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """[block, M] -> cap, and [stage, M] -> the most layers stage s holds on any type (-1: on none)."""
         k = (self.times[:, :, None] <= Ms[None, None, :]).sum(axis=1)  # allowed counts from lo that fit
         cap = np.add.reduceat(self.lows[:, None] + k - 1, self.offsets, axis=0)
         ok = np.minimum.reduceat(k, self.offsets, axis=0) > 0
-        return np.where(ok, cap, -1)
+        per_stage = np.full((self.pp, len(Ms)), -1, dtype=np.int64)
+        np.maximum.at(per_stage, self.position, np.where(k > 0, self.lows[:, None] + k - 1, -1))
+        return np.where(ok, cap, -1), per_stage
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +151,7 @@ class _Group:
 
     stages: int
     index: np.ndarray  # block numbers (rows of the caps)
+    g: np.ndarray  # node type of each block
     blocks: tuple[_Block, ...]
     rent_usd_per_hour: np.ndarray
     fixed_s: np.ndarray
@@ -156,75 +163,110 @@ def _groups(blocks: list[_Block], pp: int) -> list[list[_Group]]:
     at: list[dict[int, list[int]]] = [{} for _ in range(pp)]
     for i, b in enumerate(blocks):
         at[b.start].setdefault(b.stages, []).append(i)
-    return [[_Group(stages=q, index=np.array(ix), blocks=tuple(blocks[i] for i in ix),
+    return [[_Group(stages=q, index=np.array(ix), g=np.array([blocks[i].g for i in ix]), blocks=tuple(blocks[i] for i in ix),
                     rent_usd_per_hour=np.array([blocks[i].rent_usd_per_hour for i in ix]),
                     fixed_s=np.array([blocks[i].fixed_s for i in ix]), step_s=np.array([blocks[i].step_s for i in ix]),
                     low=np.array([blocks[i].low for i in ix])) for q, ix in sorted(by_q.items())] for by_q in at]
 
 
-def _least_rent(groups: list[list[_Group]], caps: np.ndarray, pp: int, L: int) -> np.ndarray:
-    """R(M): F[s][M, l] = least rent of blocks from stage s on whose caps hold l more layers."""
-    nM = caps.shape[1]
-    cols = np.arange(L + 1)[None, None, :]
-    rows = (np.arange(nM) * (L + 1))[None, :, None]  # flat offset of each row
+@dataclass(frozen=True, slots=True)
+class _Supply:
+    """How many blocks of each type whose node supply can bind the pipeline has used so far, as one mixed-radix
+    index u in [0, U). Slot U is a sentinel that stays infinite: src[g, u] is u less one block of g, or U where u
+    holds no block of g. Types whose supply cannot bind (alone they could fill every stage) are not counted."""
+
+    size: int
+    src: np.ndarray  # [g, u]
+
+
+def _supply(f: Skeleton, limit: int = 256) -> _Supply:
+    """The supply index. Types are counted from the scarcest while U stays within `limit`; leaving a type out only
+    relaxes its supply, so the bound stays valid."""
+    pp = f.cand.pp
+    most = [u.node.num_nodes_available // u.nodes_per_block for u in f.cand.uses]
+    binding = sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp)
+    size, strides = 1, {}
+    for blocks, g in binding:
+        if size * (blocks + 1) > limit:
+            break
+        strides[g] = (size, blocks)
+        size *= blocks + 1
+    us = np.arange(size)
+    src = np.tile(us, (len(most), 1))
+    for g, (stride, blocks) in strides.items():
+        src[g] = np.where((us // stride) % (blocks + 1) >= 1, us - stride, size)
+    return _Supply(size=size, src=src)
+
+
+def _start(sup: _Supply, nM: int, L: int) -> np.ndarray:
+    F = np.full((nM, sup.size + 1, L + 1), np.inf)
+    F[:, 0, 0] = 0.0  # past the last stage: no block used, no layer left
+    return F
+
+
+def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int) -> np.ndarray:
+    """R(M): F[s][M, u, l] = least rent of blocks from stage s on, using the blocks u, whose caps hold l layers."""
+    nM, U = caps.shape[1], sup.size
+    cols = np.arange(L + 1)[None, None, None, :]
     F: list[np.ndarray | None] = [None] * (pp + 1)
-    F[pp] = np.full((nM, L + 1), np.inf)
-    F[pp][:, 0] = 0.0
+    F[pp] = _start(sup, nM, L)
     for s in range(pp - 1, -1, -1):
-        best = np.full((nM, L + 1), np.inf)
+        best = np.full((nM, U + 1, L + 1), np.inf)
         for grp in groups[s]:
-            cap = caps[grp.index][:, :, None]  # [block, M, 1]
-            got = F[s + grp.stages].ravel().take(rows + np.maximum(cols - np.maximum(cap, 0), 0))
-            got += grp.rent_usd_per_hour[:, None, None]
-            got[np.broadcast_to(cap < 0, got.shape)] = np.inf
-            np.minimum(best, got.min(axis=0), out=best)
+            cap = caps[grp.index].T  # [M, block]
+            nxt = F[s + grp.stages][:, sup.src[grp.g], :]  # [M, block, u, l]: a fresh array
+            lines = (np.arange(nxt.size // (L + 1)) * (L + 1)).reshape(nxt.shape[:3] + (1,))
+            got = nxt.ravel().take(lines + np.maximum(cols - np.maximum(cap, 0)[:, :, None, None], 0))
+            rent = np.where(cap >= 0, grp.rent_usd_per_hour[None, :], np.inf)
+            np.minimum(best[:, :U], (got + rent[:, :, None, None]).min(axis=1), out=best[:, :U])
         F[s] = best
-    return F[0][:, L]
+    return F[0][:, :U, L].min(axis=1)
 
 
-def _least_sum(groups: list[list[_Group]], caps: np.ndarray, pp: int, L: int,
+def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                rent_weight: np.ndarray | None = None, choices: bool = False):
-    """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps.
-    rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices records the best
-    (block, layers) per (s, l) for the first M."""
-    nM = caps.shape[1]
+    """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
+    node supply. rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices
+    records the best (block, layers) per (s, u, l) for the first M, and the u it ends with."""
+    nM, U = caps.shape[1], sup.size
     F: list[np.ndarray | None] = [None] * (pp + 1)
-    F[pp] = np.full((nM, L + 1), np.inf)
-    F[pp][:, 0] = 0.0
+    F[pp] = _start(sup, nM, L)
     pick: dict[int, list] = {}
     for s in range(pp - 1, -1, -1):
-        best = np.full((nM, L + 1), np.inf)
-        arg: list = [None] * (L + 1)
+        best = np.full((nM, U + 1, L + 1), np.inf)
+        arg = [[None] * (L + 1) for _ in range(U)] if choices else None
         for grp in groups[s]:
             cap = caps[grp.index]  # [block, M]
-            nxt = F[s + grp.stages]
+            nxt = F[s + grp.stages][:, sup.src[grp.g], :]  # [M, block, u, l]
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             base = np.where(cap >= 0, base, np.inf)
             for n in range(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1):
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
-                got = per[:, :, None] + nxt[None, :, : L + 1 - n]  # [block, M, l - n]
-                low = got.min(axis=0)
+                got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
+                low = got.min(axis=1)
                 if choices:
-                    which = got[:, 0].argmin(axis=0)
-                    for l in np.nonzero(low[0] < best[0, n:])[0]:
-                        arg[l + n] = (grp.blocks[which[l]], n)
-                np.minimum(best[:, n:], low, out=best[:, n:])
+                    which = got[0].argmin(axis=0)  # [u, l - n]
+                    for u, l in zip(*np.nonzero(low[0] < best[0, :U, n:])):
+                        arg[u][l + n] = (grp.blocks[which[u, l]], n)
+                np.minimum(best[:, :U, n:], low, out=best[:, :U, n:])
         F[s] = best
         if choices:
-            pick[s] = [arg]
-    return F[0][:, L], pick
+            pick[s] = arg
+    ends = F[0][:, :U, L]
+    return ends.min(axis=1), (pick, int(ends[0].argmin()) if choices else 0)
 
 
-def _sequence(pick: dict[int, list], pp: int, L: int) -> tuple[int, ...] | None:
+def _sequence(picked: tuple[dict[int, list], int], sup: _Supply, pp: int, L: int) -> tuple[int, ...] | None:
+    pick, u = picked
     s, left, seq = 0, L, []
     while s < pp:
-        got = pick[s][0][left]
+        got = pick[s][u][left]
         if got is None:
             return None
         blk, n = got
         seq += [blk.g] * blk.stages
-        s, left = s + blk.stages, left - n
+        s, left, u = s + blk.stages, left - n, int(sup.src[blk.g, u])
     return tuple(seq)
 
 
@@ -241,12 +283,13 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     cutoff: the incumbent's value. A value of M whose cheaper bound (S(M) replaced by its floor S(inf)) already
     reaches it is not refined; the result is then still a valid bound, and no sequences are returned when it
     reaches the cutoff (no plan of this candidate can beat the incumbent)."""
-    assert f.patterns is not None, "positional bounds need pattern mode (one layer kind)"
+    assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
     comm_s = comm_lower_s(f)
     blocks, rows = _blocks(f)
     groups = _groups(blocks, pp)
     caps_of = _Caps(blocks, rows, pp)
+    sup = _supply(f)
     slack = 1 + BUDGET_REL
     per_hour = c.iterations / SECONDS_PER_HOUR
     is_cost = budget.objective == "cost"
@@ -267,21 +310,30 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     if not blocks:
         return PositionalBound(math.inf, ())
     marks = np.unique(rows[~np.isnan(rows)])
-    # Floors for every M: the least rent with no limit on stage time (the DP at the largest M), and a sum of stage
-    # times no plan goes below (every layer at the fastest step, the cheapest ends, every boundary's cheapest send).
-    first = np.concatenate([marks[:CHUNK], marks[-1:]])  # the first chunk's DP also gives the floor (last row)
-    first_caps = caps_of.at(first)
-    first_rent = _least_rent(groups, first_caps, pp, L)
-    rent_floor = float(first_rent[-1])
-    if not math.isfinite(rent_floor):
-        return PositionalBound(math.inf, ())
+    # Floors for every M: the rent of pp stages at the cheapest price per stage, and a sum of stage times no plan
+    # goes below (every layer at the fastest step, the cheapest ends, every boundary's cheapest send).
     G = len(f.cand.uses)
+    rent_floor = pp * min(b.rent_usd_per_hour / b.stages for b in blocks)
     sum_floor = (L * min(_step_min(c, g) for g in range(G)) + min(c.embedding_s) + min(c.head_s)
                  + 2 * (pp - 1) * min(min(min(row) for row in c.send_inter_s), min(c.send_intra_s)))
+    # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
+    # on their best types, or whose floors already break the budget (no plan there), and stop at the first M whose
+    # floors reach the cutoff (every later M has a larger floor).
+    all_caps, per_stage = caps_of.both(marks)
+    floor_iteration = (c.m - 1) * marks + sum_floor + comm_s
+    floor = value_of(np.full(len(marks), rent_floor), floor_iteration)
+    useful = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= L)
+              & meets(np.full(len(marks), rent_floor), floor_iteration))
+    best = math.inf  # least bound over the values of M seen so far
+    beyond = np.nonzero(useful & (floor >= cutoff))[0]
+    if len(beyond):
+        best = float(floor[beyond[0]])
+        useful[beyond[0]:] = False
+    marks, all_caps = marks[useful], all_caps[:, useful]
 
     def refine(caps: np.ndarray, rent: np.ndarray, Ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bound at each M with S(M) itself, and for cost the McCormick bound; the rent weight it used."""
-        total, _ = _least_sum(groups, caps, pp, L)
+        total, _ = _least_sum(groups, sup, caps, pp, L)
         iteration = (c.m - 1) * Ms + total + comm_s
         value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
         weight = np.zeros(len(Ms))
@@ -291,29 +343,20 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             sharpen = np.isfinite(value) & (value < cutoff)
             if sharpen.any():
                 weight[sharpen] = iteration[sharpen] / rent[sharpen]
-                combined, _ = _least_sum(groups, caps[:, sharpen], pp, L, weight[sharpen])
+                combined, _ = _least_sum(groups, sup, caps[:, sharpen], pp, L, weight[sharpen])
                 K = (c.m - 1) * Ms[sharpen] + comm_s
                 mccormick = per_hour * (rent[sharpen] * (K + combined) - rent[sharpen] * iteration[sharpen])
                 value[sharpen] = np.maximum(value[sharpen], mccormick)
         return value, weight
 
-    best = math.inf  # least bound over the values of M seen so far
     found: list[tuple[float, float, float]] = []  # (bound, M, weight of the rent in the combined objective)
     for i in range(0, len(marks), CHUNK):
         Ms = marks[i:i + CHUNK]
-        floor_iteration = (c.m - 1) * Ms[0] + sum_floor + comm_s
-        floor = value_of(np.array(rent_floor), np.array(floor_iteration))
-        if not meets(np.array(rent_floor), np.array(floor_iteration)):
-            break  # no later M meets the budget
-        if floor >= min(best, cutoff):
-            best = min(best, float(floor))  # every later M has a bound at least this
-            break
-        if i == 0:
-            caps, rent = first_caps[:, :-1], first_rent[:-1]
-        else:
-            caps = caps_of.at(Ms)
-            rent = _least_rent(groups, caps, pp, L)
-        rough_iteration = (c.m - 1) * Ms + sum_floor + comm_s  # S(M) >= S(inf)
+        if value_of(np.array(rent_floor), np.array((c.m - 1) * Ms[0] + sum_floor + comm_s)) >= best:
+            break  # every later M has a bound at least this
+        caps = all_caps[:, i:i + CHUNK]
+        rent = _least_rent(groups, sup, caps, pp, L)
+        rough_iteration = (c.m - 1) * Ms + sum_floor + comm_s  # S(M) >= its floor
         rough = np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
         best = min(best, float(rough[rough >= cutoff].min(initial=math.inf)))
         # Refine the most promising value of M alone first: the bound it gives spares the others most of the time.
@@ -332,8 +375,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     sequences: list[tuple[int, ...]] = []
     for _, M, wt in found[:keep]:
         caps = caps_of.at(np.array([M]))
-        _, pick = _least_sum(groups, caps, pp, L, np.array([wt]) if is_cost else None, choices=True)
-        seq = _sequence(pick, pp, L)
+        _, pick = _least_sum(groups, sup, caps, pp, L, np.array([wt]) if is_cost else None, choices=True)
+        seq = _sequence(pick, sup, pp, L)
         if seq is not None and seq not in sequences:
             sequences.append(seq)
     return PositionalBound(best * (1 - 1e-9), tuple(sequences))
