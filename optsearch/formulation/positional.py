@@ -55,14 +55,23 @@ class PositionalBound:
 
 
 @dataclass(frozen=True, slots=True)
-class _Block:
-    g: int
-    start: int
-    stages: int
-    low: int  # least layers (sum of lo)
-    rent_usd_per_hour: float
-    fixed_s: float  # ends and sends counted in S
-    step_s: float
+class _Blocks:
+    """Every whole-node block that may start somewhere (each of its stages holds at least its least layer count),
+    as arrays over blocks in order of (start, type)."""
+
+    g: np.ndarray
+    start: np.ndarray
+    stages: np.ndarray
+    low: np.ndarray  # least layers (sum of lo)
+    rent_usd_per_hour: np.ndarray
+    fixed_s: np.ndarray  # ends and sends counted in S
+    step_s: np.ndarray
+    rows: np.ndarray  # [block stage, n] t_lb, block after block (NaN where n is not allowed)
+    row_position: np.ndarray  # [block stage] its stage index s
+    row_low: np.ndarray  # [block stage] lo
+
+    def __len__(self) -> int:
+        return len(self.g)
 
 
 def _stage_times(f: Skeleton) -> np.ndarray:
@@ -84,34 +93,33 @@ def _stage_times(f: Skeleton) -> np.ndarray:
     return np.where(valid, t, np.nan)
 
 
-def _blocks(f: Skeleton) -> tuple[list[_Block], np.ndarray]:
-    """The blocks whose every stage holds at least its least layer count, and each block stage's t_lb row (n from
-    0, NaN where not allowed), block after block."""
+def _blocks(f: Skeleton) -> _Blocks:
     c, pp, uses = f.c, f.cand.pp, f.cand.uses
     G = len(uses)
-    inter_in = [min(c.send_inter_s[h][g] for h in range(G)) for g in range(G)]
-    inter_out = [min(c.send_inter_s[g][h] for h in range(G)) for g in range(G)]
+    inter_in = np.array([min(c.send_inter_s[h][g] for h in range(G)) for g in range(G)])
+    inter_out = np.array([min(c.send_inter_s[g][h] for h in range(G)) for g in range(G)])
+    intra = np.array(c.send_intra_s)
+    q_of = np.array([u.stages_per_block for u in uses])
     compute = _stage_times(f)
-    usable = ~np.isnan(compute).all(axis=2)  # [s, g]
-    out, at_s, at_g, sends = [], [], [], []
-    for (s0, g) in sorted(f.block_starts):
-        q = uses[g].stages_per_block
-        if not usable[s0:s0 + q, g].all():
-            continue
-        for j, s in enumerate(range(s0, s0 + q)):
-            send_in = 0.0 if s == 0 else (c.send_intra_s[g] if j > 0 else inter_in[g])
-            send_out = 0.0 if s == pp - 1 else (c.send_intra_s[g] if j < q - 1 else inter_out[g])
-            at_s.append(s)
-            at_g.append(g)
-            sends.append(send_in + send_out)
-        between = 2 * (q - 1) * c.send_intra_s[g] + (2 * inter_out[g] if s0 + q < pp else 0.0)
-        ends = (c.embedding_s[g] if s0 == 0 else 0.0) + (c.head_s[g] if s0 + q == pp else 0.0)
-        out.append(_Block(
-            g=g, start=s0, stages=q, low=sum(1 if 0 < s < pp - 1 else 0 for s in range(s0, s0 + q)),
-            rent_usd_per_hour=uses[g].node.price_usd_per_node_hour * uses[g].nodes_per_block,
-            fixed_s=between + ends, step_s=_step_min(c, g)))
-    rows = compute[np.array(at_s, dtype=np.int64), np.array(at_g, dtype=np.int64)] + np.array(sends)[:, None]
-    return out, rows.reshape(len(at_s), compute.shape[2])
+    usable = np.vstack([np.zeros((1, G), dtype=np.int64), np.cumsum(~np.isnan(compute).all(axis=2), axis=0)])
+    keys = np.array(sorted(f.block_starts), dtype=np.int64).reshape(-1, 2)
+    s0, g = keys[:, 0], keys[:, 1]
+    q = q_of[g]
+    keep = usable[s0 + q, g] - usable[s0, g] == q  # every stage of the block holds its least layer count
+    s0, g, q = s0[keep], g[keep], q[keep]
+    j = np.arange(int(q.sum())) - np.repeat(np.cumsum(q) - q, q)  # position inside the block
+    rg, rs = np.repeat(g, q), np.repeat(s0, q) + j
+    send_in = np.where(rs == 0, 0.0, np.where(j > 0, intra[rg], inter_in[rg]))
+    send_out = np.where(rs == pp - 1, 0.0, np.where(j < np.repeat(q, q) - 1, intra[rg], inter_out[rg]))
+    lows = ((rs > 0) & (rs < pp - 1)).astype(np.int64)
+    between = 2 * (q - 1) * intra[g] + np.where(s0 + q < pp, 2 * inter_out[g], 0.0)
+    ends = np.where(s0 == 0, np.array(c.embedding_s)[g], 0.0) + np.where(s0 + q == pp, np.array(c.head_s)[g], 0.0)
+    rent = np.array([u.node.price_usd_per_node_hour * u.nodes_per_block for u in uses])
+    return _Blocks(
+        g=g, start=s0, stages=q, low=np.add.reduceat(lows, np.cumsum(q) - q) if len(q) else q,
+        rent_usd_per_hour=rent[g], fixed_s=between + ends,
+        step_s=np.array([_step_min(c, gg) for gg in range(G)])[g],
+        rows=compute[rs, rg] + (send_in + send_out)[:, None], row_position=rs, row_low=lows)
 
 
 def _step_min(c: Coefficients, g: int) -> float:
@@ -123,12 +131,11 @@ class _Caps:
     """Most layers each block holds with no stage above M, for many M at once (-1 where some stage cannot stay
     under M): every block stage's t_lb row is compared with every M in one array operation."""
 
-    def __init__(self, blocks: list[_Block], rows: np.ndarray, pp: int):
-        self.times = rows  # NaN <= M is False: counts that are not allowed never fit
-        self.lows = np.array([1 if 0 < b.start + j < pp - 1 else 0 for b in blocks for j in range(b.stages)],
-                             dtype=np.int64)
-        self.offsets = np.cumsum([0] + [b.stages for b in blocks])[:-1]
-        self.position = np.array([b.start + j for b in blocks for j in range(b.stages)], dtype=np.int64)
+    def __init__(self, blocks: _Blocks, pp: int):
+        self.times = blocks.rows  # NaN <= M is False: counts that are not allowed never fit
+        self.lows = blocks.row_low
+        self.offsets = np.cumsum(blocks.stages) - blocks.stages
+        self.position = blocks.row_position
         self.pp = pp
 
     def at(self, Ms: np.ndarray) -> np.ndarray:
@@ -147,26 +154,24 @@ class _Caps:
 
 @dataclass(frozen=True, slots=True)
 class _Group:
-    """The blocks that start at one stage and span the same number of stages, as arrays (one row per block)."""
+    """The blocks that start at one stage and span the same number of stages (one row per block)."""
 
     stages: int
     index: np.ndarray  # block numbers (rows of the caps)
     g: np.ndarray  # node type of each block
-    blocks: tuple[_Block, ...]
     rent_usd_per_hour: np.ndarray
     fixed_s: np.ndarray
     step_s: np.ndarray
     low: np.ndarray
 
 
-def _groups(blocks: list[_Block], pp: int) -> list[list[_Group]]:
-    at: list[dict[int, list[int]]] = [{} for _ in range(pp)]
-    for i, b in enumerate(blocks):
-        at[b.start].setdefault(b.stages, []).append(i)
-    return [[_Group(stages=q, index=np.array(ix), g=np.array([blocks[i].g for i in ix]), blocks=tuple(blocks[i] for i in ix),
-                    rent_usd_per_hour=np.array([blocks[i].rent_usd_per_hour for i in ix]),
-                    fixed_s=np.array([blocks[i].fixed_s for i in ix]), step_s=np.array([blocks[i].step_s for i in ix]),
-                    low=np.array([blocks[i].low for i in ix])) for q, ix in sorted(by_q.items())] for by_q in at]
+def _groups(blocks: _Blocks, pp: int) -> list[list[_Group]]:
+    out: list[list[_Group]] = [[] for _ in range(pp)]
+    for s0, q in sorted(set(zip(blocks.start.tolist(), blocks.stages.tolist()))):
+        ix = np.nonzero((blocks.start == s0) & (blocks.stages == q))[0]
+        out[s0].append(_Group(stages=q, index=ix, g=blocks.g[ix], rent_usd_per_hour=blocks.rent_usd_per_hour[ix],
+                              fixed_s=blocks.fixed_s[ix], step_s=blocks.step_s[ix], low=blocks.low[ix]))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,15 +213,15 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     """R(M): F[s][M, u, l] = least rent of blocks from stage s on, using the blocks u, whose caps hold l layers."""
     nM, U = caps.shape[1], sup.size
     cols = np.arange(L + 1)[None, None, None, :]
+    rows = (np.arange(nM) * ((U + 1) * (L + 1)))[:, None, None, None]  # flat offset of F[s][M]
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
     for s in range(pp - 1, -1, -1):
         best = np.full((nM, U + 1, L + 1), np.inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
-            nxt = F[s + grp.stages][:, sup.src[grp.g], :]  # [M, block, u, l]: a fresh array
-            lines = (np.arange(nxt.size // (L + 1)) * (L + 1)).reshape(nxt.shape[:3] + (1,))
-            got = nxt.ravel().take(lines + np.maximum(cols - np.maximum(cap, 0)[:, :, None, None], 0))
+            lines = rows + (sup.src[grp.g] * (L + 1))[None, :, :, None]  # [M, block, u, 1]: F[s + q][M, src]
+            got = F[s + grp.stages].ravel().take(lines + np.maximum(cols - np.maximum(cap, 0)[:, :, None, None], 0))
             rent = np.where(cap >= 0, grp.rent_usd_per_hour[None, :], np.inf)
             np.minimum(best[:, :U], (got + rent[:, :, None, None]).min(axis=1), out=best[:, :U])
         F[s] = best
@@ -248,7 +253,7 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                 if choices:
                     which = got[0].argmin(axis=0)  # [u, l - n]
                     for u, l in zip(*np.nonzero(low[0] < best[0, :U, n:])):
-                        arg[u][l + n] = (grp.blocks[which[u, l]], n)
+                        arg[u][l + n] = (int(grp.g[which[u, l]]), grp.stages, n)
                 np.minimum(best[:, :U, n:], low, out=best[:, :U, n:])
         F[s] = best
         if choices:
@@ -264,9 +269,9 @@ def _sequence(picked: tuple[dict[int, list], int], sup: _Supply, pp: int, L: int
         got = pick[s][u][left]
         if got is None:
             return None
-        blk, n = got
-        seq += [blk.g] * blk.stages
-        s, left, u = s + blk.stages, left - n, int(sup.src[blk.g, u])
+        g, q, n = got
+        seq += [g] * q
+        s, left, u = s + q, left - n, int(sup.src[g, u])
     return tuple(seq)
 
 
@@ -286,9 +291,9 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
     comm_s = comm_lower_s(f)
-    blocks, rows = _blocks(f)
+    blocks = _blocks(f)
     groups = _groups(blocks, pp)
-    caps_of = _Caps(blocks, rows, pp)
+    caps_of = _Caps(blocks, pp)
     sup = _supply(f)
     slack = 1 + BUDGET_REL
     per_hour = c.iterations / SECONDS_PER_HOUR
@@ -307,13 +312,13 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             ok &= per_hour * rent * iteration <= budget.max_cost_usd * slack
         return ok
 
-    if not blocks:
+    if len(blocks) == 0:
         return PositionalBound(math.inf, ())
-    marks = np.unique(rows[~np.isnan(rows)])
+    marks = np.unique(blocks.rows[~np.isnan(blocks.rows)])
     # Floors for every M: the rent of pp stages at the cheapest price per stage, and a sum of stage times no plan
     # goes below (every layer at the fastest step, the cheapest ends, every boundary's cheapest send).
     G = len(f.cand.uses)
-    rent_floor = pp * min(b.rent_usd_per_hour / b.stages for b in blocks)
+    rent_floor = pp * float((blocks.rent_usd_per_hour / blocks.stages).min())
     sum_floor = (L * min(_step_min(c, g) for g in range(G)) + min(c.embedding_s) + min(c.head_s)
                  + 2 * (pp - 1) * min(min(min(row) for row in c.send_inter_s), min(c.send_intra_s)))
     # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
