@@ -55,12 +55,16 @@ class ConsistencyError(OptsearchError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Progress:
-    explored: int
-    total: int
-    pruned: int
+    """Reported after each candidate's positional bound and after each model solve. `bound` is the bound of the
+    candidate just examined: candidates are examined in bound order, so it is a lower bound on the optimum."""
+
+    explored: int  # models solved
+    total: int  # candidates left after the cheap bounds
+    pruned: int  # candidates the cheap bounds removed
     incumbent: float | None
     bound: float | None
     candidate: Candidate | None
+    bounded: int = 0  # candidates whose positional bound was computed
 
 
 ProgressFn = Callable[[Progress], None]
@@ -261,6 +265,14 @@ def solve(
     # A queue ordered by lower bound. A candidate first carries its cheap bound; each time it reaches the front its
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
     # in; when it reaches the front with its positional bound, its model is solved.
+    bounded_here = 0  # candidates whose positional bound was computed
+
+    def report(item: Bounded) -> None:
+        if progress is not None:
+            progress(Progress(explored=explored, total=len(bounded), pruned=total - len(bounded),
+                              bounded=bounded_here, incumbent=incumbent[0] if incumbent else None,
+                              bound=item.lower_bound, candidate=item.cand))
+
     queue = [(b.lower_bound, b.cand.key, i, b) for i, b in enumerate(bounded)]
     heapq.heapify(queue)
     while queue:
@@ -295,6 +307,8 @@ def solve(
             own = _best_meeting(budget, found)
             if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                 incumbent = (own[0], own[1], own[2], None)
+            bounded_here += 1
+            report(item)
             if sharper == math.inf or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate beats the incumbent (or meets the budget)
             heapq.heappush(queue, (sharper, key, i, Bounded(item.cand, sharper, item.terms, POSITIONAL, own)))
@@ -320,10 +334,7 @@ def solve(
             cand_bound = objective_to_user(f, sol.bound) if sol.bound is not None else item.lower_bound
             cand_bound = max(cand_bound, item.lower_bound)
             open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
-        if progress is not None:
-            progress(Progress(explored=explored, total=len(bounded), pruned=total - len(bounded),
-                              incumbent=incumbent[0] if incumbent else None,
-                              bound=item.lower_bound, candidate=item.cand))
+        report(item)
     elapsed = time.perf_counter() - start
     if stopped_early and queue:
         # Unvisited candidates are bounded by their lower bounds; the queue's front is the least.

@@ -46,16 +46,27 @@ def budget_from_options(minimize: str, max_time: str | None, max_cost: str | Non
     )
 
 
-def progress_printer(quiet: bool):
-    """Progress to stderr: candidates explored, incumbent and the bound being examined."""
+def progress_printer(quiet: bool, every_s: float = 1.0):
+    """Progress to stderr: models solved, candidates bounded, incumbent and the proven bound. A line is printed when
+    the incumbent improves, after a model solve, or at most once every `every_s` seconds."""
     if quiet:
         return None
+    import time
+
     from optsearch.solver import Progress
 
+    last = {"at": 0.0, "incumbent": None, "explored": 0}
+
     def show(p: Progress) -> None:
+        now = time.monotonic()
+        if (p.incumbent == last["incumbent"] and p.explored == last["explored"]
+                and now - last["at"] < every_s):
+            return
+        last.update(at=now, incumbent=p.incumbent, explored=p.explored)
         inc = "none" if p.incumbent is None else f"{p.incumbent:,.6g}"
-        stderr.print(f"[dim]candidate {p.explored}/{p.total} ({p.pruned} pruned by bounds): "
-                     f"bound {p.bound:,.6g}, incumbent {inc}[/dim]", highlight=False)
+        stderr.print(f"[dim]{p.bounded} candidates bounded, {p.explored} models solved of {p.total} "
+                     f"({p.pruned} pruned by cheap bounds): bound {p.bound:,.6g}, incumbent {inc}[/dim]",
+                     highlight=False)
 
     return show
 
