@@ -276,7 +276,10 @@ def test_python_m_optsearch_bad_option_value(toy):
 
 # ---- property: randomly corrupted specs never crash ------------------------------------------------------------
 
-BAD_VALUES = st.sampled_from([-1, -7, -2.5, 0, "abc", "", None, [], {"x": 1}, [1, "a"], float("inf"), float("nan")])
+# .map(copy.deepcopy): the lists and dicts are inserted into specs that later edits mutate; each draw gets its own copy,
+# or the strategy's shared objects would change between examples (hypothesis then reports flaky generation).
+BAD_VALUES = st.sampled_from([-1, -7, -2.5, 0, "abc", "", None, [], {"x": 1}, [1, "a"], float("inf"),
+                              float("nan")]).map(copy.deepcopy)
 ANY_VALUES = st.one_of(BAD_VALUES, st.integers(-10, 10), st.text(max_size=5), st.booleans())
 
 # Required fields whose value, replaced by any of BAD_VALUES, is always invalid (all need a positive number or a
