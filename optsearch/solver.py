@@ -236,8 +236,12 @@ def solve(
     progress: ProgressFn | None = None,
     warm_start: Plan | None = None,
     memo: Memo | None = None,
+    gap: float = 0.0,
 ) -> SearchResult:
     """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
+
+    gap: stop as soon as every candidate left has a bound within this fraction of the incumbent (0.01: proven within
+    1 %). The answer is then "feasible" with its proven gap (at most `gap`), unless the bounds prove it optimal.
 
     warm_start: a plan known from elsewhere (e.g. the previous point of a sweep). When it is in the search space and
     meets this budget it becomes the first incumbent, so that the bound prunes more candidates; the answer is the same.
@@ -245,6 +249,10 @@ def solve(
     """
     start = time.perf_counter()
     engine = backend(solver)
+    if not 0.0 <= gap < 1.0:
+        from optsearch.errors import SpecError
+
+        raise SpecError(f"--gap = {gap!r}: must be at least 0 and below 1 (a fraction: 0.01 is 1 %)")
     if memo is None:
         memo = Memo(problem, options)
     elif memo.problem is not problem or memo.options != options:
@@ -261,6 +269,7 @@ def solve(
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = False
+    within_gap = False
     milps = 0
     # A queue ordered by lower bound. A candidate first carries its cheap bound; each time it reaches the front its
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
@@ -279,6 +288,10 @@ def solve(
         lower, key, i, item = queue[0]
         if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
             break  # every remaining candidate has a bound at least as large
+        if incumbent is not None and lower >= incumbent[0] * (1 - gap):
+            within_gap = True  # every remaining candidate is within the requested gap; the front bounds them all
+            open_bound = lower if open_bound is None else min(open_bound, lower)
+            break
         remaining = None if time_limit_s is None else time_limit_s - (time.perf_counter() - start)
         if remaining is not None and remaining <= 0:
             stopped_early = True
@@ -346,11 +359,12 @@ def solve(
                             objective=budget.objective, solve_time_s=elapsed, stats=stats,
                             message="stopped at the time limit before any plan was found" if stopped_early else "")
     value, plan, est, solver_value = incumbent
-    if stopped_early:
+    if stopped_early or within_gap:
         bound = min(value, open_bound) if open_bound is not None else None
         return SearchResult(method=solver, status="feasible", objective=budget.objective, solve_time_s=elapsed,
                             plan=plan, estimate=est, objective_value=value, solver_objective_value=solver_value,
-                            bound=bound, stats=stats, message="stopped at the time limit")
+                            bound=bound, stats=stats,
+                            message="stopped at the time limit" if stopped_early else f"stopped within the gap {gap:g}")
     return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
                         estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,
                         stats=stats)

@@ -31,6 +31,12 @@ TimeLimitOpt = Annotated[
     Optional[float],
     typer.Option("--time-limit", min=0.01, help="Stop after this many seconds; the answer is then 'feasible' with its proven gap."),
 ]
+GapOpt = Annotated[
+    float,
+    typer.Option("--gap", min=0.0, max=0.99,
+                 help="Stop once the plan is proven within this fraction of the optimum (0.01 = 1 %); the answer is "
+                      "then 'feasible' with its proven gap. Default 0: prove optimality."),
+]
 
 
 def budget_from_options(minimize: str, max_time: str | None, max_cost: str | None, max_gpus: int | None,
@@ -82,6 +88,7 @@ def solve_command(
     max_usd_per_hour: MaxRateOpt = None,
     solver: SolverOpt = "cpsat",
     time_limit: TimeLimitOpt = None,
+    gap: GapOpt = 0.0,
     profile: ProfileOpt = "analytic",
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
@@ -106,7 +113,8 @@ def solve_command(
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise SpecError(f"--out {out}: folder {out.parent} does not exist")
-    result = solve(problem, budget, solver=solver, time_limit_s=time_limit, progress=progress_printer(quiet or as_json))
+    result = solve(problem, budget, solver=solver, time_limit_s=time_limit, gap=gap,
+                   progress=progress_printer(quiet or as_json))
     if result.plan is None:
         if result.status == "timeout":
             raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
