@@ -3,34 +3,42 @@ dynamic programme over whole-node blocks in pipeline order (pattern mode: models
 
 Why: the bounds of bounds.py give every stage of a type the same layer capacity. In a deep pipeline the early stages
 hold up to pp micro-batches of activations, so a GPU that holds three layers at the end of the pipeline holds two at
-its start. Deciding which type goes where is what the model's optimum trades off, and what those bounds cannot see.
+its start, or needs full recomputation to hold three. Deciding which type goes where is what the model's optimum
+trades off, and what those bounds cannot see.
 
 The bound. Let M be an upper limit on every stage's time. A stage s of type g that is the j-th of its block holds
-n layers only if the pattern (s, g, n) exists (its memory fits) and
+n layers only if the pattern (s, g, n) exists (its memory fits; the least mode that fits, as in the model) and
 
     t_lb(s, g, j, n) = compute[s,g,n] + in_lb + out_lb <= M,
 
 where a send inside a block is the intra-node send of g, and one across a block boundary is at least the cheapest
 inter-node send into (out of) g. Since compute grows with n, the counts allowed at M are lo..cap(s, g, j, M), with
-lo = 1 in the middle of the pipeline and 0 at its ends. Over blocks in pipeline order (types free, node supply
-relaxed), two dynamic programmes give, for every M:
+lo = 1 in the middle of the pipeline and 0 at its ends. Over blocks in pipeline order (types free; the node supply of
+the types that could bind counted in the state, see _Supply, the rest relaxed), dynamic programmes give for many M:
 
     R(M) = min rent (USD/hour) of blocks whose caps hold L layers,
     S(M) = min sum_s t_s >= sum over blocks of (step_g x layers + ends + 2 x their sends),
 
 with step_g the fastest mode's time per layer (no stage is faster). Every plan of the candidate has
-M' = max_s t_lb(s, ...) equal to one of the finitely many values t_lb takes, it is a plan the programmes allow at
-M', and its slowest stage takes at least M'. So its iteration takes T >= (m - 1) M' + S(M') + comm (comm: the
-all-reduce and optimizer bound of bounds.py), its rent is at least R(M'), and
+M' = max_s t_lb(s, ...) equal to one of the finitely many values t_lb takes (the marks), it is a plan the programmes
+allow at M', and its slowest stage takes at least M'. So its iteration takes T >= T0(M') = (m - 1) M' + S(M') + comm
+(comm: the all-reduce and optimizer bound of bounds.py), its rent is at least R(M'), and
 
-    cost >= iterations / 3600 x R(M') x T_lb(M'),     time >= iterations x T_lb(M'),
+    cost >= iterations / 3600 x R(M') x T0(M'),     time >= iterations x T0(M');
 
-and the minimum over the values M of these bounds every plan. Values of M are walked upwards and the walk stops once
-(m - 1) M with the floors R(inf), S(inf) reaches the best bound. An M whose bounds break the deadline, the rent limit
-or the cost budget is skipped (no plan with that M' meets them).
+for cost also the McCormick bound rent x T >= R x T + T0 x rent - R x T0 (both factors are at least R and T0 at
+M'), whose right side is additive over blocks and minimized by the same programme. The minimum over the marks of
+these bounds every plan.
 
-The sequences: the node types of the programmes' best blocks at the best few values of M. The caller splits the
-layers over them (heuristic._partition) and prices the plans with the cost model; they are incumbents, never proofs.
+Work is skipped only where a cheaper bound already decides: a mark where some stage holds nothing on any type, or
+the stages cannot hold L layers, has no plan; floors (pp stages at the cheapest rent per stage, a floor on the sum of
+stage times) drop marks that break the budget and end the walk at the first mark whose floor reaches the cutoff (the
+incumbent; floors grow with M); S is computed only for marks whose bound with the floor in place of S(M) is below
+the best so far and the cutoff. A skipped mark contributes its cheaper bound, so the result stays a bound.
+
+The sequences: the node types of the programmes' best blocks at the best marks (when the bound is below the
+cutoff). The caller splits the layers over them (heuristic.split_layers) and prices the plans with the cost model;
+they are incumbents, never proofs.
 """
 
 from __future__ import annotations
@@ -285,9 +293,9 @@ def comm_lower_s(f: Skeleton) -> float:
 def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2) -> PositionalBound:
     """The bound of the module docstring for f's candidate under the budget, with up to `keep` type sequences.
 
-    cutoff: the incumbent's value. A value of M whose cheaper bound (S(M) replaced by its floor S(inf)) already
-    reaches it is not refined; the result is then still a valid bound, and no sequences are returned when it
-    reaches the cutoff (no plan of this candidate can beat the incumbent)."""
+    cutoff: the incumbent's value. A mark whose cheaper bound (with floors in place of the rent or the sum of stage
+    times) already reaches it is not refined; the result is still a valid bound, and when it reaches the cutoff no
+    sequences are returned (no plan of this candidate can beat the incumbent)."""
     assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
     comm_s = comm_lower_s(f)
