@@ -25,7 +25,7 @@ from optsearch.candidates import (
     NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
 from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_parameters, state_bytes_per_param
-from optsearch.errors import OptsearchError
+from optsearch.errors import OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
 from optsearch.formulation.linear import Backend
@@ -75,13 +75,12 @@ def backend(name: str) -> Backend:
         return PulpCbc()
     if name == "cpsat":
         return CpSat()
-    from optsearch.errors import SpecError
-
     raise SpecError(f"--solver = {name!r}: must be one of {', '.join(SOLVERS)}")
 
 
 # How far a queued candidate's bound has been sharpened (see solve).
 CHEAP, REFINED, POSITIONAL = 0, 1, 2
+Priced = tuple[float, Plan, Estimate]  # a plan with its objective value and estimate
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +89,7 @@ class Bounded:
     lower_bound: float  # objective units (USD or training seconds)
     terms: DegreeTerms | None = None
     level: int = REFINED
-    own_best: tuple[float, Plan, Estimate] | None = None  # the best plan of this candidate found without a solver
-
-
-Priced = tuple[float, Plan, Estimate]
+    own_best: Priced | None = None  # the best plan of this candidate found without a solver
 
 
 @dataclass(slots=True)
@@ -250,8 +246,6 @@ def solve(
     start = time.perf_counter()
     engine = backend(solver)
     if not 0.0 <= gap < 1.0:
-        from optsearch.errors import SpecError
-
         raise SpecError(f"--gap = {gap!r}: must be at least 0 and below 1 (a fraction: 0.01 is 1 %)")
     if memo is None:
         memo = Memo(problem, options)
