@@ -337,7 +337,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     aggregated with the pipeline bound over the fastest slots and the joint rent x time bound. Not refined: the
     aggregate bound without those two terms (cheap), which the solver computes for every candidate and refines only
     for those that reach the front of its queue."""
-    from optsearch.search import BUDGET_REL
+    from optsearch.search import BOUND_SLACK
 
     model = problem.model
     L = model.num_layers
@@ -349,7 +349,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     comps = _compositions(d, pp, MAX_COMPOSITIONS) if refined else None
     if comps is not None:
         best: tuple[float, float, float] | None = None
-        slack = 1 + BUDGET_REL
+        slack = BOUND_SLACK
         for counts in comps:
             got = _composition_bound(problem, d, pp, counts, all_params)
             if got is None:
@@ -390,7 +390,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     weighted = d.cost_work_min + 2 * (pp - 1) * p_min * d.send_min_s
     cost_rate_s = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
     if refined:
-        slack = 1 + BUDGET_REL
+        slack = BOUND_SLACK
         joint = _joint_cost_rate_s(
             d, pp, L, total, comm,
             None if budget is None or budget.max_time_s is None else budget.max_time_s * slack / problem.iterations,

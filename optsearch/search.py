@@ -15,6 +15,9 @@ Status = Literal["optimal", "feasible", "infeasible", "timeout", "refused"]
 # floating point (CBC) or rounded integers (CP-SAT), so an exact tie with a budget needs a tolerance, and every method
 # (solvers, brute force, DP) uses this same one.
 BUDGET_REL = 1e-6
+# A lower bound is compared with a budget this loosely: it is summed in another order than the cost model sums the
+# plan, so where a plan sits exactly at limit x (1 + BUDGET_REL) its bound may lie one rounding step above the limit.
+BOUND_SLACK = (1 + BUDGET_REL) * (1 + 1e-12)
 
 
 def objective_value(est: Estimate, objective: Objective) -> float:

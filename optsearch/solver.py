@@ -36,7 +36,7 @@ from optsearch.formulation.model import (
 from optsearch.formulation.positional import positional_bound
 from optsearch.plan import Plan
 from optsearch.problem import Problem
-from optsearch.search import BUDGET_REL, SearchResult, budget_violations, objective_value
+from optsearch.search import BOUND_SLACK, SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
 
@@ -158,7 +158,7 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
         return None
     time_lb = problem.iterations * bound.iteration_s
     cost_lb = problem.iterations * bound.cost_per_iteration_usd
-    slack = 1 + BUDGET_REL
+    slack = BOUND_SLACK
     if budget.max_time_s is not None and time_lb > budget.max_time_s * slack:
         return None
     if budget.max_cost_usd is not None and cost_lb > budget.max_cost_usd * slack:

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsearch.formulation.model import Coefficients, Skeleton
-from optsearch.search import BUDGET_REL
+from optsearch.search import BOUND_SLACK
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
 
@@ -303,7 +303,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     groups = _groups(blocks, pp)
     caps_of = _Caps(blocks, pp)
     sup = _supply(f)
-    slack = 1 + BUDGET_REL
+    slack = BOUND_SLACK
     per_hour = c.iterations / SECONDS_PER_HOUR
     is_cost = budget.objective == "cost"
 
@@ -326,7 +326,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # Floors for every M: the rent of pp stages at the cheapest price per stage, and a sum of stage times no plan
     # goes below (every layer at the fastest step, the cheapest ends, every boundary's cheapest send).
     G = len(f.cand.uses)
-    rent_floor = pp * float((blocks.rent_usd_per_hour / blocks.stages).min())
+    rent_floor = pp * float((blocks.rent_usd_per_hour / blocks.stages).min()) * (1 - 1e-12)  # pp x (r / q) may round up
     sum_floor = (L * min(_step_min(c, g) for g in range(G)) + min(c.embedding_s) + min(c.head_s)
                  + 2 * (pp - 1) * min(min(min(row) for row in c.send_inter_s), min(c.send_intra_s)))
     # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
