@@ -129,6 +129,14 @@ def v_(s: int, g: int) -> str: return f"v_{s}_{g}"
 def x_(s: int, g: int, n: int) -> str: return f"x_{s}_{g}_{n}"
 
 
+def by_stage(patterns: dict[tuple[int, int, int], int] | None) -> dict[int, list[tuple[int, int]]]:
+    """s -> [(g, n)] of every pattern (s, g, n)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for (s, g, n) in patterns or {}:
+        out.setdefault(s, []).append((g, n))
+    return out
+
+
 @dataclass(slots=True)
 class Skeleton:
     """The budget-free part of a candidate's model: its coefficients, where whole-node blocks may start, and (one
@@ -152,9 +160,7 @@ class Skeleton:
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
         """(g, n) of every pattern of stage s."""
         if self.stage_patterns is None:
-            self.stage_patterns = {}
-            for (ss, g, n) in self.patterns or {}:
-                self.stage_patterns.setdefault(ss, []).append((g, n))
+            self.stage_patterns = by_stage(self.patterns)
         return self.stage_patterns.get(s, [])
 
 
@@ -183,9 +189,7 @@ class Formulation:
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
         """(g, n) of every pattern of stage s."""
         if self.stage_patterns is None:
-            self.stage_patterns = {}
-            for (ss, g, n) in self.patterns or {}:
-                self.stage_patterns.setdefault(ss, []).append((g, n))
+            self.stage_patterns = by_stage(self.patterns)
         return self.stage_patterns.get(s, [])
 
 
