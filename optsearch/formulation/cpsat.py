@@ -30,8 +30,9 @@ def _int(x: float) -> int:
 
 # One worker with the LP relaxation at every node (linearization level 2). On FASOP's cluster this proved the same
 # optima 2-3x faster than two workers at the default level, on 2 cores (docs/solver.md), and one worker is
-# deterministic: the same inputs give the same plan, byte for byte.
-DEFAULT_PARAMS = {"num_workers": 1, "linearization_level": 2}
+# deterministic: the same inputs give the same plan, byte for byte. No presolve probing: most models the outer loop
+# leaves are infeasibility proofs under the incumbent cut, and those ran about 30 % faster without it.
+DEFAULT_PARAMS = {"num_workers": 1, "linearization_level": 2, "cp_model_probing_level": 0}
 
 
 class CpSat:
