@@ -506,7 +506,7 @@ def most_layers(c: Coefficients, pp: int, num_uses: int) -> np.ndarray:
     return np.where(some, n, -1)
 
 
-def pattern_compute_s(f: Formulation, s: int, g: int, n: int) -> float:
+def pattern_compute_s(f: Formulation | Skeleton, s: int, g: int, n: int) -> float:
     c, pp = f.c, f.cand.pp
     r = f.patterns[(s, g, n)]
     return n * c.step_s[g][r][0] + (c.embedding_s[g] if s == 0 else 0.0) + (c.head_s[g] if s == pp - 1 else 0.0)
