@@ -150,14 +150,16 @@ def _best_meeting(budget: Budget, plans: list[tuple[Plan, Estimate]]) -> Priced 
 
 
 def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candidate, refined: bool,
-             bound: CandidateBound | None = None) -> Bounded | None:
-    """The candidate with its lower bound, or None when a bound proves it infeasible under the budget."""
+             bound: CandidateBound | None = None, slower_than_s: float = 0.0) -> Bounded | None:
+    """The candidate with its lower bound, or None when a bound proves it infeasible under the budget.
+    slower_than_s: only plans slower than this are searched (see solve), so time and rent x time are bounded by it."""
     if bound is None:
         bound = candidate_bound(problem, terms, cand.pp, budget, refined=refined)
     if not bound.feasible:
         return None
-    time_lb = problem.iterations * bound.iteration_s
-    cost_lb = problem.iterations * bound.cost_per_iteration_usd
+    time_lb = max(problem.iterations * bound.iteration_s, slower_than_s)
+    cost_lb = max(problem.iterations * bound.cost_per_iteration_usd,
+                  bound.rate_usd_per_hour * slower_than_s / SECONDS_PER_HOUR)
     slack = BOUND_SLACK
     if budget.max_time_s is not None and time_lb > budget.max_time_s * slack:
         return None
@@ -168,7 +170,7 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
     return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, REFINED if refined else CHEAP)
 
 
-def _candidates(memo: Memo, budget: Budget) -> tuple[list[Bounded], int]:
+def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
     """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
@@ -185,7 +187,7 @@ def _candidates(memo: Memo, budget: Budget) -> tuple[list[Bounded], int]:
                     if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
                         continue
                     cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
-                    item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand))
+                    item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand), slower_than_s)
                     if item is not None:
                         kept.append(item)
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
@@ -196,6 +198,8 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str) -> None:
     """The decoded plan re-priced by the cost model must equal the solver's values (time, cost, memory)."""
     solver_value = objective_to_user(f, sol.objective)
     mine = objective_value(est, f.budget.objective)
+    if est.training_time_s < f.slower_than_s:  # the slower-than row holds T above the plan's own time
+        mine = est.usd_per_hour * f.slower_than_s / SECONDS_PER_HOUR if f.budget.objective == "cost" else f.slower_than_s
     tol = CHECK_REL * abs(mine)
     if f.budget.objective == "cost":
         # v >= T - U (1 - b): where the solver returns b a hair below 1 (within its integrality tolerance), v may sit
@@ -233,6 +237,7 @@ def solve(
     warm_start: Plan | None = None,
     memo: Memo | None = None,
     gap: float = 0.0,
+    slower_than_s: float = 0.0,
 ) -> SearchResult:
     """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
 
@@ -242,6 +247,10 @@ def solve(
     warm_start: a plan known from elsewhere (e.g. the previous point of a sweep). When it is in the search space and
     meets this budget it becomes the first incumbent, so that the bound prunes more candidates; the answer is the same.
     memo: budget-free work from earlier solves of the same problem and options (see Memo); the answer is the same.
+    slower_than_s: search only plans whose training time exceeds this. The caller must know that no plan this fast
+    beats warm_start: warm_start is the proven optimum under a deadline of slower_than_s (a cost sweep's previous,
+    tighter point), or no plan is this fast (below the least time). Every bound then uses T >= slower_than_s and
+    rent x T >= rent x slower_than_s, and every model the rows of model.add_slower_than.
     """
     start = time.perf_counter()
     engine = backend(solver)
@@ -251,7 +260,7 @@ def solve(
         memo = Memo(problem, options)
     elif memo.problem is not problem or memo.options != options:
         raise ValueError("solve: the memo belongs to another problem or other search options")
-    bounded, total = _candidates(memo, budget)
+    bounded, total = _candidates(memo, budget, slower_than_s)
     incumbent = None  # (value, plan, estimate, solver objective)
     if warm_start is not None and in_search_space(problem, warm_start, options):
         try:
@@ -292,7 +301,7 @@ def solve(
             break
         heapq.heappop(queue)
         if item.level == CHEAP:
-            sharper = _bounded(problem, budget, item.terms, item.cand, refined=True)
+            sharper = _bounded(problem, budget, item.terms, item.cand, refined=True, slower_than_s=slower_than_s)
             if sharper is not None:
                 heapq.heappush(queue, (max(lower, sharper.lower_bound), key, i, sharper))
             continue
@@ -303,7 +312,8 @@ def solve(
             found: list[tuple[Plan, Estimate]] = []
             sharper = lower
             if sk.most is not None:  # pattern mode (one layer kind)
-                pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf)
+                pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
+                                       slower_than_s=slower_than_s)
                 sharper = max(lower, pos.bound)
                 for seq in pos.sequences:
                     plan = plan_of(sk, seq)
@@ -321,7 +331,7 @@ def solve(
             heapq.heappush(queue, (sharper, key, i, Bounded(item.cand, sharper, item.terms, POSITIONAL, own)))
             continue
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL,
-                  skel=memo.skeleton(item.cand))
+                  skel=memo.skeleton(item.cand), slower_than_s=slower_than_s)
         start_from = item.own_best
         sol = engine.solve(f.lm, remaining, hint=hint(f, start_from[1]) if start_from else None)
         milps += 1

@@ -10,6 +10,10 @@ sweep shares the budget-free work (solver.Memo: candidate terms, cheap bounds, q
      tighter limit L' is optimal there too (the feasible set shrank, the optimum stayed in it): no solve.
   3. Otherwise the point is solved with the best known plan that meets its budget as the first incumbent
      (solve(..., warm_start=...)), so the solver's bound prunes every candidate that cannot beat it.
+  4. Cost under deadlines: after the loosest point (rule 2's widest reach), the others are solved from the tightest
+     up. Once deadline D is proven optimal at cost V, every plan within D costs at least V, and V's plan meets every
+     looser deadline; so the next point searches only plans slower than D (solve(..., slower_than_s=D)), whose cost
+     is at least rent x D. Before the first such point, D is the least time (no plan is faster).
 With a time limit per solve, a point left unproven finally takes the best plan found anywhere in the sweep that meets
 its budget, so a looser budget is never answered with a worse plan.
 
@@ -166,12 +170,12 @@ class _Solver:
               for i, (p, e) in enumerate(self.known.items()) if not budget_violations(p, e, budget)]
         return min(ok)[3] if ok else None
 
-    def __call__(self, budget: Budget, warm_start: Plan | None = None) -> SearchResult:
+    def __call__(self, budget: Budget, warm_start: Plan | None = None, slower_than_s: float = 0.0) -> SearchResult:
         from optsearch.solver import solve
 
         result = solve(self.problem, budget, solver=self.solver, time_limit_s=self.time_limit_s,
                        options=self.options, warm_start=warm_start if warm_start is not None else self.warm(budget),
-                       memo=self.memo)
+                       memo=self.memo, slower_than_s=slower_than_s)
         self.solves += 1
         if result.plan is not None and result.estimate is not None:
             self.known[result.plan] = result.estimate
@@ -227,7 +231,13 @@ def sweep(
     if least.status == "optimal" and base.objective == _limit_objective(spec.limit):
         optima.append((float("inf"), least))  # minimizing the swept quantity itself: one answer for all
     order = sorted(range(n), key=lambda i: -spec.values[i])  # loosest first
-    for i in order:
+    windows = base.objective == "cost" and spec.limit == "max_time_s"
+    if windows:  # Rule 4: the loosest point first (rule 2's widest reach), then the rest from the tightest up
+        order = order[:1] + order[:0:-1]
+    # Rule 4: every plan within `proven` training seconds is no cheaper than the best plan known for the next point
+    # (nothing is faster than the fastest plan; then each tighter point's proven optimum).
+    proven = least.estimate.training_time_s * (1 - 1e-6) if least_q is not None else 0.0
+    for k, i in enumerate(order):
         value, budget = spec.values[i], budgets[i]
         if least_q is not None and value < least_q:
             settle(i, Point(budget=budget, result=_no_plan(budget, solver), problem=problem, how="implied",
@@ -238,7 +248,8 @@ def sweep(
         if hit is not None:
             settle(i, Point(budget=budget, result=_copy(hit), problem=problem, how="reused"), "re-used")
             continue
-        result = run(budget)  # Rule 3: warm start from the best known plan meeting the budget
+        # Rule 3: warm start from the best known plan meeting the budget (and rule 4's window after the first point)
+        result = run(budget, slower_than_s=proven if windows and k > 0 and proven < value else 0.0)
         reason = ""
         if result.status == "infeasible":
             reason = run.explain(budget)
@@ -246,6 +257,8 @@ def sweep(
             reason = result.message
         if result.status == "optimal":
             optima.append((value, result))
+        if windows and k > 0 and result.status in ("optimal", "infeasible"):
+            proven = max(proven, value)
         settle(i, Point(budget=budget, result=result, problem=problem, reason=reason), result.status)
     # A solve stopped by the time limit may have missed a plan that a later (tighter) point found: give every
     # unproven point the best known plan that meets its budget, so that a looser budget is never answered worse.

@@ -242,6 +242,61 @@ def test_heterogeneous_optimum_equals_brute_force(case):
                 name, got.plan, truth.plan)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(mixed_instances(), st.floats(1.0, 1.6))
+def test_a_window_above_a_tighter_optimum_gives_the_same_optimum(case, step):
+    """A cost sweep solves each deadline with the plans within the previous, tighter deadline left out
+    (slower_than_s), that deadline's optimum being the warm start: the answer must still equal brute force."""
+    problem, options, _, factor = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    fastest = solve_exhaustive(problem, Budget(objective="time"), options=options, max_plans=MAX_PLANS)
+    assume(fastest.estimate is not None)
+    tight = fastest.estimate.training_time_s * factor
+    first = solve_exhaustive(problem, Budget(objective="cost", max_time_s=tight), options=options, max_plans=MAX_PLANS)
+    budget = Budget(objective="cost", max_time_s=tight * step)
+    truth = solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS)
+    event(f"the optimum moved: {truth.objective_value < first.objective_value * (1 - REL)}")
+    for name in ("cbc", "cpsat"):
+        got = solve(problem, budget, solver=name, options=options, warm_start=first.plan, slower_than_s=tight)
+        assert got.status == "optimal", (name, got.status)
+        _assert_honest(problem, budget, options, got)
+        assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (name, got.plan, truth.plan)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(mixed_instances(), st.floats(0.0, 1.0))
+def test_the_slower_than_rows_price_each_plan_at_rent_times_the_later_of_its_time_and_the_window(case, where):
+    """With T >= W and the McCormick row v >= W b, a candidate's model prices a plan at rent x max(time, W): its
+    optimum (no incumbent cut) must equal that minimum over the candidate's plans, with both backends."""
+    from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
+    from optsearch.candidates import node_uses
+    from optsearch.formulation.model import Candidate, build, objective_to_user
+    from optsearch.plan import Plan, Stage
+    from optsearch.solver import backend
+
+    problem, options, _, _ = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    uses = tuple(node_uses(problem, 1, 1, 1))
+    pp = max(1, options.max_stages - 1)
+    plans = []
+    for types in type_sequences(list(uses), pp, None, 1):
+        for parts in partitions(problem.model.num_layers, pp):
+            stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
+            found = _least_recompute(problem, Plan(tp=1, dp=1, micro_batch_size=1, stages=stages), options)
+            if found is not None:
+                plans.append(found[1])
+    assume(plans)
+    times = sorted(e.training_time_s for e in plans)
+    window = times[0] + where * (times[-1] - times[0])
+    want = min(e.usd_per_hour * max(e.training_time_s, window) / 3600 for e in plans)
+    cand = Candidate(tp=1, dp=1, micro_batch_size=1, pp=pp, uses=uses)
+    for name in ("cbc", "cpsat"):
+        f = build(problem, Budget(objective="cost"), cand, options, slower_than_s=window)
+        sol = backend(name).solve(f.lm, None)
+        assert sol.status == "optimal", name
+        assert math.isclose(objective_to_user(f, sol.objective), want, rel_tol=1e-5), (name, want)
+
+
 def test_a_mixed_pipeline_is_found_when_it_is_optimal():
     """One fast A100 node beside A10 nodes under a tight deadline: the optimum mixes both types (brute force agrees)."""
     problem = _fasop_like()
@@ -266,7 +321,9 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     Both forms of the refined bound are checked: per composition of node types, and the aggregate one the solver
     uses when there are too many compositions to list (forced here with a composition limit of 0). The positional
     bound is checked without a cutoff and with the cutoff at the candidate's median plan (the solver passes its
-    incumbent; the result must stay a bound)."""
+    incumbent; the result must stay a bound), and with only the plans slower than the median plan's time counted
+    (slower_than_s, what a sweep's window passes). Every call after the first re-uses the skeleton's tables, so each is
+    also compared with the same call on a fresh skeleton."""
     from unittest import mock
 
     from optsearch import bounds as bounds_module
@@ -298,7 +355,7 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                             if found is None or budget_violations(*found, budget):
                                 continue
                             est = found[1]
-                            values.append(objective_value(est, budget.objective))
+                            values.append((objective_value(est, budget.objective), est.training_time_s))
                             compared += 1
                             for bound in bounds:
                                 assert bound.feasible, (found[0], bound)
@@ -309,11 +366,18 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                     sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
                     if sk.patterns is None:
                         continue
-                    cutoffs = [math.inf] + ([sorted(values)[len(values) // 2]] if values else [])
+                    cand = sk.cand
+                    cutoffs = [math.inf] + ([sorted(values)[len(values) // 2][0]] if values else [])
+                    slower = [0.0] + ([sorted(t for _, t in values)[len(values) // 2]] if values else [])
                     for cutoff in cutoffs:
-                        pos = positional_bound(sk, budget, cutoff=cutoff)
-                        if values:
-                            assert pos.bound <= min(values) * (1 + 1e-9), (tp, dp, mbs, pp, cutoff, pos, min(values))
+                        for w in slower:
+                            pos = positional_bound(sk, budget, cutoff=cutoff, slower_than_s=w)
+                            fresh = positional_bound(skeleton(problem, cand, options), budget, cutoff=cutoff,
+                                                     slower_than_s=w)
+                            assert pos == fresh, (cand.key, cutoff, w, pos, fresh)
+                            counted = [v for v, t in values if t >= w]
+                            if counted:
+                                assert pos.bound <= min(counted) * (1 + 1e-9), (cand.key, cutoff, w, pos, min(counted))
     return compared
 
 

@@ -19,6 +19,7 @@ All coefficients come from the cost model's own per-layer functions (costmodel.p
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -149,6 +150,7 @@ class Skeleton:
     most: np.ndarray | None = None  # pattern mode: [s, g, r] -> most layers that fit (most_layers)
     stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
     pattern_map: dict[tuple[int, int, int], int] | None = None  # built from `most` when first asked for
+    positional: Any = None  # positional._Tables: the positional bound's budget-free work, kept between solves
 
     @property
     def patterns(self) -> dict[tuple[int, int, int], int] | None:
@@ -185,6 +187,7 @@ class Formulation:
     time_upper_s: float  # U: a valid upper bound on T
     patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
     stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
+    slower_than_s: float = 0.0  # T >= this / iterations (add_slower_than)
 
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
         """(g, n) of every pattern of stage s."""
@@ -455,6 +458,20 @@ def add_incumbent_cut(f: Formulation, incumbent_user: float | None, rel: float, 
     f.lm.add(name, objective_expr(f), "<=", user_to_objective(f, incumbent_user) * (1 - rel), unit)
 
 
+def add_slower_than(f: Formulation, slower_than_s: float) -> None:
+    """T >= T_lo = slower_than / iterations (relaxed by 1e-7: the caller proved that faster plans do not matter, so
+    the row only has to keep every plan that does; see solver.solve), and the lower McCormick envelope of the cost
+    product with it, v[s,g] >= T_lo b[s,g] (with T >= T_lo, b x T >= T_lo b)"""
+    f.slower_than_s = slower_than_s
+    if slower_than_s <= 0:
+        return
+    lo = slower_than_s * (1 - 1e-7) / f.c.iterations
+    f.lm.add("slower", Lin.of((1, "T")), ">=", lo, "time")
+    if f.budget.objective == "cost" or f.budget.max_cost_usd is not None:
+        for (s, g), b in f.block_starts.items():
+            f.lm.add(f"mclo_{s}_{g}", Lin.of((1, v_(s, g)), (-lo, b)), ">=", 0, "time")
+
+
 # ---- pattern mode (models with one layer kind) -------------------------------------------------------------
 # One binary x[s,g,n] per stage, node type and layer count. The recomputation of (s, g, n) is the least mode whose
 # memory fits: stage s's memory depends only on its own mode and less recomputation is never slower, so that mode
@@ -575,7 +592,8 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
 
 
 def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptions,
-          incumbent: float | None = None, incumbent_rel: float = 1e-9, skel: Skeleton | None = None) -> Formulation:
+          incumbent: float | None = None, incumbent_rel: float = 1e-9, skel: Skeleton | None = None,
+          slower_than_s: float = 0.0) -> Formulation:
     if skel is None:
         skel = skeleton(problem, cand, options)
     c, patterns = skel.c, skel.patterns
@@ -639,6 +657,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_cost_product(f)             # v[s,g] = b[s,g] x T
     add_budgets(f)                      # time, cost, USD/hour limits
     add_incumbent_cut(f, incumbent, incumbent_rel)
+    add_slower_than(f, slower_than_s)   # T >= slower_than / iterations
     lm.objective = objective_expr(f)
     return f
 

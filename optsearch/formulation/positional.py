@@ -77,6 +77,7 @@ class _Blocks:
     rows: np.ndarray  # [block stage, n] t_lb, block after block (NaN where n is not allowed)
     row_position: np.ndarray  # [block stage] its stage index s
     row_low: np.ndarray  # [block stage] lo
+    comm_rows: np.ndarray  # [block stage, n] (alpha_g + beta_g) x (n P + P_fixed[s]): its all-reduce and optimizer step
 
     def __len__(self) -> int:
         return len(self.g)
@@ -127,7 +128,15 @@ def _blocks(f: Skeleton) -> _Blocks:
         g=g, start=s0, stages=q, low=np.add.reduceat(lows, np.cumsum(q) - q) if len(q) else q,
         rent_usd_per_hour=rent[g], fixed_s=between + ends,
         step_s=np.array([_step_min(c, gg) for gg in range(G)])[g],
-        rows=compute[rs, rg] + (send_in + send_out)[:, None], row_position=rs, row_low=lows)
+        rows=compute[rs, rg] + (send_in + send_out)[:, None], row_position=rs, row_low=lows,
+        comm_rows=_stage_comm_s(c, pp, compute.shape[2])[rs, rg])
+
+
+def _stage_comm_s(c: Coefficients, pp: int, counts: int) -> np.ndarray:
+    """[s, g, n] -> (alpha_g + beta_g) x (n P + P_fixed[s]): A + O is at least this for every stage of a plan."""
+    per_param = np.array(c.allreduce_s_per_param) + np.array(c.optimizer_s_per_param)  # [g]
+    params = np.arange(counts)[None, :] * c.layer_params[0] + np.array(c.fixed_params)[:, None]  # [s, n]
+    return per_param[None, :, None] * params[:, None, :]
 
 
 def _step_min(c: Coefficients, g: int) -> float:
@@ -141,18 +150,22 @@ class _Caps:
 
     def __init__(self, blocks: _Blocks, pp: int):
         self.times = blocks.rows  # NaN <= M is False: counts that are not allowed never fit
+        self.comm = blocks.comm_rows
         self.lows = blocks.row_low
         self.offsets = np.cumsum(blocks.stages) - blocks.stages
         self.position = blocks.row_position
         self.pp = pp
 
-    def at(self, Ms: np.ndarray) -> np.ndarray:
-        """[block, M] -> cap"""
-        return self.both(Ms)[0]
+    def at(self, Ms: np.ndarray, Cs: np.ndarray | None = None) -> np.ndarray:
+        """[block, M] -> cap; with Cs, also no stage's all-reduce and optimizer step above C (pairwise with Ms)"""
+        return self.both(Ms, Cs)[0]
 
-    def both(self, Ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def both(self, Ms: np.ndarray, Cs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """[block, M] -> cap, and [stage, M] -> the most layers stage s holds on any type (-1: on none)."""
-        k = (self.times[:, :, None] <= Ms[None, None, :]).sum(axis=1)  # allowed counts from lo that fit
+        fit = self.times[:, :, None] <= Ms[None, None, :]
+        if Cs is not None:
+            fit &= self.comm[:, :, None] <= Cs[None, None, :]
+        k = fit.sum(axis=1)  # allowed counts from lo that fit (both grow with n: a prefix)
         cap = np.add.reduceat(self.lows[:, None] + k - 1, self.offsets, axis=0)
         ok = np.minimum.reduceat(k, self.offsets, axis=0) > 0
         per_stage = np.full((self.pp, len(Ms)), -1, dtype=np.int64)
@@ -290,22 +303,98 @@ def comm_lower_s(f: Skeleton) -> float:
     return (min(c.allreduce_s_per_param) + min(c.optimizer_s_per_param)) * total / f.cand.pp
 
 
-def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2) -> PositionalBound:
+class _Tables:
+    """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
+    same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
+    at every mark asked for so far (NaN: not yet)."""
+
+    def __init__(self, f: Skeleton):
+        pp, self.L = f.cand.pp, f.c.kind_layers[0]
+        self.pp = pp
+        self.blocks = _blocks(f)
+        self.groups = _groups(self.blocks, pp)
+        self.caps_of = _Caps(self.blocks, pp)
+        self.sup = _supply(f)
+        allowed = ~np.isnan(self.blocks.rows)
+        self.marks = np.unique(self.blocks.rows[allowed])
+        self.comm_marks = np.unique(self.blocks.comm_rows[allowed])
+        self.all_caps, self.per_stage = self.caps_of.both(self.marks)
+        n = len(self.marks)
+        self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
+
+    def rent_at(self, ix: np.ndarray) -> np.ndarray:
+        """R(M) at these marks."""
+        miss = ix[np.isnan(self.rent[ix])]
+        if len(miss):
+            self.rent[miss] = _least_rent(self.groups, self.sup, self.all_caps[:, miss], self.pp, self.L)
+        return self.rent[ix]
+
+    def comm_at(self, ix: np.ndarray) -> np.ndarray:
+        """C(M) at these marks (where R(M) is finite): the least C such that blocks whose stages stay within M and
+        whose all-reduce and optimizer step stay within C still hold L layers. By bisection over the values C takes,
+        the programme of R deciding; every plan at M has A + O >= its largest stage's, which is at least C(M)."""
+        miss = ix[np.isnan(self.comm[ix])]
+        if len(miss):
+            Ms, cm = self.marks[miss], self.comm_marks
+            lo, hi = np.zeros(len(Ms), dtype=np.int64), np.full(len(Ms), len(cm) - 1)
+            while (open_ := lo < hi).any():
+                mid = (lo + hi) // 2
+                ok = np.isfinite(_least_rent(self.groups, self.sup, self.caps_of.at(Ms, cm[mid]), self.pp, self.L))
+                hi = np.where(open_ & ok, mid, hi)
+                lo = np.where(open_ & ~ok, mid + 1, lo)
+            self.comm[miss] = cm[lo]
+        return self.comm[ix]
+
+    def total_at(self, ix: np.ndarray) -> np.ndarray:
+        """S(M) at these marks."""
+        miss = ix[np.isnan(self.total[ix])]
+        if len(miss):
+            self.total[miss] = _least_sum(self.groups, self.sup, self.all_caps[:, miss], self.pp, self.L)[0]
+        return self.total[ix]
+
+    def combined_at(self, ix: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """min over blocks of (sum of stage times + weight x rent) at these marks."""
+        keys = [(int(i), float(w)) for i, w in zip(ix, weight)]
+        miss = [k for k in keys if k not in self.combined]
+        if miss:
+            rows = np.array([i for i, _ in miss], dtype=np.int64)
+            got, _ = _least_sum(self.groups, self.sup, self.all_caps[:, rows], self.pp, self.L,
+                                np.array([w for _, w in miss]))
+            self.combined.update(zip(miss, got.tolist()))
+        return np.array([self.combined[k] for k in keys])
+
+    def sequence(self, i: int, weight: float | None) -> tuple[int, ...] | None:
+        """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
+        _, pick = _least_sum(self.groups, self.sup, self.all_caps[:, [i]], self.pp, self.L,
+                             None if weight is None else np.array([weight]), choices=True)
+        return _sequence(pick, self.sup, self.pp, self.L)
+
+
+def tables(f: Skeleton) -> _Tables:
+    if f.positional is None:
+        f.positional = _Tables(f)
+    return f.positional
+
+
+def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2,
+                     slower_than_s: float = 0.0) -> PositionalBound:
     """The bound of the module docstring for f's candidate under the budget, with up to `keep` type sequences.
 
     cutoff: the incumbent's value. A mark whose cheaper bound (with floors in place of the rent or the sum of stage
     times) already reaches it is not refined; the result is still a valid bound, and when it reaches the cutoff no
-    sequences are returned (no plan of this candidate can beat the incumbent)."""
+    sequences are returned (no plan of this candidate can beat the incumbent).
+    slower_than_s: only plans slower than this count (solver.solve): every iteration time is at least its share.
+    The budget-free programmes' values are kept on the skeleton (_Tables) and re-used by later calls."""
     assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
     comm_s = comm_lower_s(f)
-    blocks = _blocks(f)
-    groups = _groups(blocks, pp)
-    caps_of = _Caps(blocks, pp)
-    sup = _supply(f)
+    tab = tables(f)
+    blocks = tab.blocks
     slack = BOUND_SLACK
     per_hour = c.iterations / SECONDS_PER_HOUR
     is_cost = budget.objective == "cost"
+    least_iteration_s = slower_than_s / c.iterations
 
     def value_of(rent: np.ndarray, iteration: np.ndarray) -> np.ndarray:
         return per_hour * rent * iteration if is_cost else c.iterations * iteration
@@ -322,7 +411,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
 
     if len(blocks) == 0:
         return PositionalBound(math.inf, ())
-    marks = np.unique(blocks.rows[~np.isnan(blocks.rows)])
+    marks = tab.marks
     # Floors for every M: the rent of pp stages at the cheapest price per stage, and a sum of stage times no plan
     # goes below (every layer at the fastest step, the cheapest ends, every boundary's cheapest send).
     G = len(f.cand.uses)
@@ -332,8 +421,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
     # on their best types, or whose floors already break the budget (no plan there), and stop at the first M whose
     # floors reach the cutoff (every later M has a larger floor).
-    all_caps, per_stage = caps_of.both(marks)
-    floor_iteration = (c.m - 1) * marks + sum_floor + comm_s
+    per_stage = tab.per_stage
+    floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
     floor = value_of(np.full(len(marks), rent_floor), floor_iteration)
     useful = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= L)
               & meets(np.full(len(marks), rent_floor), floor_iteration))
@@ -342,12 +431,12 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     if len(beyond):
         best = float(floor[beyond[0]])
         useful[beyond[0]:] = False
-    marks, all_caps = marks[useful], all_caps[:, useful]
+    index = np.nonzero(useful)[0]  # the marks left, as indices into tab.marks
 
-    def refine(caps: np.ndarray, rent: np.ndarray, Ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def refine(ix: np.ndarray, rent: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bound at each M with S(M) itself, and for cost the McCormick bound; the rent weight it used."""
-        total, _ = _least_sum(groups, sup, caps, pp, L)
-        iteration = (c.m - 1) * Ms + total + comm_s
+        Ms = marks[ix]
+        iteration = np.maximum((c.m - 1) * Ms + tab.total_at(ix) + comm, least_iteration_s)
         value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
         weight = np.zeros(len(Ms))
         if is_cost:
@@ -356,20 +445,23 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             sharpen = np.isfinite(value) & (value < cutoff)
             if sharpen.any():
                 weight[sharpen] = iteration[sharpen] / rent[sharpen]
-                combined, _ = _least_sum(groups, sup, caps[:, sharpen], pp, L, weight[sharpen])
-                K = (c.m - 1) * Ms[sharpen] + comm_s
+                combined = tab.combined_at(ix[sharpen], weight[sharpen])
+                K = (c.m - 1) * Ms[sharpen] + comm[sharpen]
                 mccormick = per_hour * (rent[sharpen] * (K + combined) - rent[sharpen] * iteration[sharpen])
                 value[sharpen] = np.maximum(value[sharpen], mccormick)
         return value, weight
 
-    found: list[tuple[float, float, float]] = []  # (bound, M, weight of the rent in the combined objective)
-    for i in range(0, len(marks), CHUNK):
-        Ms = marks[i:i + CHUNK]
-        if value_of(np.array(rent_floor), np.array((c.m - 1) * Ms[0] + sum_floor + comm_s)) >= best:
+    found: list[tuple[float, int, float]] = []  # (bound, mark index, weight of the rent in the combined objective)
+    for i in range(0, len(index), CHUNK):
+        ix = index[i:i + CHUNK]
+        Ms = marks[ix]
+        if value_of(np.array(rent_floor), np.array(max((c.m - 1) * Ms[0] + sum_floor + comm_s, least_iteration_s))) >= best:
             break  # every later M has a bound at least this
-        caps = all_caps[:, i:i + CHUNK]
-        rent = _least_rent(groups, sup, caps, pp, L)
-        rough_iteration = (c.m - 1) * Ms + sum_floor + comm_s  # S(M) >= its floor
+        rent = tab.rent_at(ix)
+        comm = np.full(len(Ms), comm_s)
+        if (fin := np.isfinite(rent)).any():
+            comm[fin] = np.maximum(comm_s, tab.comm_at(ix[fin]))
+        rough_iteration = np.maximum((c.m - 1) * Ms + sum_floor + comm, least_iteration_s)  # S(M) >= its floor
         rough = np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
         best = min(best, float(rough[rough >= cutoff].min(initial=math.inf)))
         # Refine the most promising value of M alone first: the bound it gives spares the others most of the time.
@@ -378,18 +470,16 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             rows = np.array([r for r in rows if rough[r] < min(best, cutoff)], dtype=np.int64)
             if len(rows) == 0:
                 continue
-            value, weight = refine(caps[:, rows], rent[rows], Ms[rows])
+            value, weight = refine(ix[rows], rent[rows], comm[rows])
             if np.isfinite(value).any():
                 best = min(best, float(value.min()))
-            found += [(float(v), float(M), float(wt)) for v, M, wt in zip(value, Ms[rows], weight) if v < cutoff]
+            found += [(float(v), int(j), float(wt)) for v, j, wt in zip(value, ix[rows], weight) if v < cutoff]
     if best >= cutoff or not found:
         return PositionalBound(best * (1 - 1e-9), ())
     found.sort()
     sequences: list[tuple[int, ...]] = []
-    for _, M, wt in found[:keep]:
-        caps = caps_of.at(np.array([M]))
-        _, pick = _least_sum(groups, sup, caps, pp, L, np.array([wt]) if is_cost else None, choices=True)
-        seq = _sequence(pick, sup, pp, L)
+    for _, j, wt in found[:keep]:
+        seq = tab.sequence(j, wt if is_cost else None)
         if seq is not None and seq not in sequences:
             sequences.append(seq)
     return PositionalBound(best * (1 - 1e-9), tuple(sequences))
