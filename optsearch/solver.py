@@ -96,7 +96,8 @@ class Bounded:
 class Memo:
     """Work that depends on the problem and the search options but not on the budget, kept between solves of one
     problem (a what-if sweep solves the same problem under many budgets): the terms of each (tp, dp, b), each
-    candidate's cheap bound, its skeleton, and its quick plans with their estimates."""
+    candidate's cheap bound, its skeleton (which keeps its positional tables), its quick plans and the plans of the
+    node-type sequences its positional bounds gave, with their estimates."""
 
     problem: Problem
     options: SpaceOptions
@@ -104,6 +105,8 @@ class Memo:
     cheap: dict[tuple[int, int, int, int], CandidateBound] = field(default_factory=dict)
     skeletons: dict[tuple[int, int, int, int], Skeleton] = field(default_factory=dict)
     quick: dict[tuple[int, int, int, int], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
+    sequences: dict[tuple[tuple[int, int, int, int], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
+        default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
         if (tp, dp, mbs) not in self.terms:
@@ -130,6 +133,15 @@ class Memo:
         except OptsearchError:  # e.g. more nodes of a type than the cluster has
             return None
         return est if est.fits else None
+
+    def plan_of(self, sk: Skeleton, seq: tuple[int, ...]) -> tuple[Plan, Estimate] | None:
+        """The plan the heuristic makes of a node-type sequence (positional bound), priced; None when it has none."""
+        key = (sk.cand.key, seq)
+        if key not in self.sequences:
+            plan = plan_of(sk, seq)
+            est = self.priced(plan) if plan is not None else None
+            self.sequences[key] = (plan, est) if est is not None else None
+        return self.sequences[key]
 
     def quick_plans(self, sk: Skeleton) -> list[tuple[Plan, Estimate]]:
         """The candidate's quick plans that are in the search space and fit in memory, priced."""
@@ -315,10 +327,7 @@ def solve(
                 pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
                                        slower_than_s=slower_than_s)
                 sharper = max(lower, pos.bound)
-                for seq in pos.sequences:
-                    plan = plan_of(sk, seq)
-                    if plan is not None and (est := memo.priced(plan)) is not None:
-                        found.append((plan, est))
+                found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
             if sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
@@ -330,8 +339,16 @@ def solve(
                 continue  # no plan of this candidate beats the incumbent (or meets the budget)
             heapq.heappush(queue, (sharper, key, i, Bounded(item.cand, sharper, item.terms, POSITIONAL, own)))
             continue
+        sk = memo.skeleton(item.cand)
+        least_s = slower_than_s
+        if sk.most is not None and budget.objective == "cost":
+            # The candidate's own least time (its positional bound with time as the objective): the model's rows
+            # T >= T_lo and v >= T_lo b give its LP relaxation cost >= rent x T_lo.
+            fastest = positional_bound(sk, budget.model_copy(update={"objective": "time"}), slower_than_s=slower_than_s)
+            if math.isfinite(fastest.bound):
+                least_s = max(least_s, fastest.bound)
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL,
-                  skel=memo.skeleton(item.cand), slower_than_s=slower_than_s)
+                  skel=sk, slower_than_s=least_s)
         start_from = item.own_best
         sol = engine.solve(f.lm, remaining, hint=hint(f, start_from[1]) if start_from else None)
         milps += 1

@@ -322,6 +322,7 @@ class _Tables:
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
+        self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
 
     def rent_at(self, ix: np.ndarray) -> np.ndarray:
         """R(M) at these marks."""
@@ -366,9 +367,11 @@ class _Tables:
 
     def sequence(self, i: int, weight: float | None) -> tuple[int, ...] | None:
         """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
-        _, pick = _least_sum(self.groups, self.sup, self.all_caps[:, [i]], self.pp, self.L,
-                             None if weight is None else np.array([weight]), choices=True)
-        return _sequence(pick, self.sup, self.pp, self.L)
+        if (i, weight) not in self.sequences:
+            _, pick = _least_sum(self.groups, self.sup, self.all_caps[:, [i]], self.pp, self.L,
+                                 None if weight is None else np.array([weight]), choices=True)
+            self.sequences[(i, weight)] = _sequence(pick, self.sup, self.pp, self.L)
+        return self.sequences[(i, weight)]
 
 
 def tables(f: Skeleton) -> _Tables:
