@@ -318,17 +318,23 @@ class _Tables:
         allowed = ~np.isnan(self.blocks.rows)
         self.marks = np.unique(self.blocks.rows[allowed])
         self.comm_marks = np.unique(self.blocks.comm_rows[allowed])
-        self.all_caps, self.per_stage = self.caps_of.both(self.marks)
+        _, per_stage = self.caps_of.both(self.marks)
+        # A mark where some stage holds nothing on any type, or the stages cannot hold L layers, has no plan.
+        self.possible = (per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
         self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
 
+    def caps(self, ix: np.ndarray) -> np.ndarray:
+        """[block, mark] caps at these marks (recomputed: kept for every mark they would take the most memory)"""
+        return self.caps_of.at(self.marks[ix])
+
     def rent_at(self, ix: np.ndarray) -> np.ndarray:
         """R(M) at these marks."""
         miss = ix[np.isnan(self.rent[ix])]
         if len(miss):
-            self.rent[miss] = _least_rent(self.groups, self.sup, self.all_caps[:, miss], self.pp, self.L)
+            self.rent[miss] = _least_rent(self.groups, self.sup, self.caps(miss), self.pp, self.L)
         return self.rent[ix]
 
     def comm_at(self, ix: np.ndarray) -> np.ndarray:
@@ -351,7 +357,7 @@ class _Tables:
         """S(M) at these marks."""
         miss = ix[np.isnan(self.total[ix])]
         if len(miss):
-            self.total[miss] = _least_sum(self.groups, self.sup, self.all_caps[:, miss], self.pp, self.L)[0]
+            self.total[miss] = _least_sum(self.groups, self.sup, self.caps(miss), self.pp, self.L)[0]
         return self.total[ix]
 
     def combined_at(self, ix: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -360,7 +366,7 @@ class _Tables:
         miss = [k for k in keys if k not in self.combined]
         if miss:
             rows = np.array([i for i, _ in miss], dtype=np.int64)
-            got, _ = _least_sum(self.groups, self.sup, self.all_caps[:, rows], self.pp, self.L,
+            got, _ = _least_sum(self.groups, self.sup, self.caps(rows), self.pp, self.L,
                                 np.array([w for _, w in miss]))
             self.combined.update(zip(miss, got.tolist()))
         return np.array([self.combined[k] for k in keys])
@@ -368,7 +374,7 @@ class _Tables:
     def sequence(self, i: int, weight: float | None) -> tuple[int, ...] | None:
         """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
         if (i, weight) not in self.sequences:
-            _, pick = _least_sum(self.groups, self.sup, self.all_caps[:, [i]], self.pp, self.L,
+            _, pick = _least_sum(self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
                                  None if weight is None else np.array([weight]), choices=True)
             self.sequences[(i, weight)] = _sequence(pick, self.sup, self.pp, self.L)
         return self.sequences[(i, weight)]
@@ -424,11 +430,9 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
     # on their best types, or whose floors already break the budget (no plan there), and stop at the first M whose
     # floors reach the cutoff (every later M has a larger floor).
-    per_stage = tab.per_stage
     floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
     floor = value_of(np.full(len(marks), rent_floor), floor_iteration)
-    useful = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= L)
-              & meets(np.full(len(marks), rent_floor), floor_iteration))
+    useful = tab.possible & meets(np.full(len(marks), rent_floor), floor_iteration)
     best = math.inf  # least bound over the values of M seen so far
     beyond = np.nonzero(useful & (floor >= cutoff))[0]
     if len(beyond):
@@ -462,10 +466,16 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             break  # every later M has a bound at least this
         rent = tab.rent_at(ix)
         comm = np.full(len(Ms), comm_s)
-        if (fin := np.isfinite(rent)).any():
-            comm[fin] = np.maximum(comm_s, tab.comm_at(ix[fin]))
-        rough_iteration = np.maximum((c.m - 1) * Ms + sum_floor + comm, least_iteration_s)  # S(M) >= its floor
-        rough = np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
+
+        def rough_at() -> np.ndarray:
+            rough_iteration = np.maximum((c.m - 1) * Ms + sum_floor + comm, least_iteration_s)  # S(M) >= its floor
+            return np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
+
+        rough = rough_at()
+        # C(M) (a bisection of programmes) only where the bound with comm_s might still matter.
+        if (open_ := np.isfinite(rough) & (rough < min(best, cutoff))).any():
+            comm[open_] = np.maximum(comm_s, tab.comm_at(ix[open_]))
+            rough = rough_at()
         best = min(best, float(rough[rough >= cutoff].min(initial=math.inf)))
         # Refine the most promising value of M alone first: the bound it gives spares the others most of the time.
         order = [r for r in np.argsort(rough, kind="stable") if rough[r] < min(best, cutoff)]
