@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
@@ -331,7 +332,8 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     from optsearch.bounds import candidate_bound, degree_terms
     from optsearch.candidates import dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates
     from optsearch.formulation.model import Candidate, skeleton
-    from optsearch.formulation.positional import positional_bound
+    from optsearch.formulation.positional import _least_rent, _most_cover, positional_bound
+    from optsearch.formulation.positional import tables as positional_tables
     from optsearch.plan import Plan, Stage
 
     compared = 0
@@ -367,6 +369,11 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                     if sk.patterns is None:
                         continue
                     cand = sk.cand
+                    tab = positional_tables(sk)
+                    if len(tab.marks):  # the cheap feasibility programme of C's bisection agrees with R's
+                        caps = tab.caps(np.arange(len(tab.marks)))
+                        covers = _most_cover(tab.groups, tab.sup, caps, pp) >= tab.L
+                        assert (covers == np.isfinite(_least_rent(tab.groups, tab.sup, caps, pp, tab.L))).all()
                     cutoffs = [math.inf] + ([sorted(values)[len(values) // 2][0]] if values else [])
                     slower = [0.0] + ([sorted(t for _, t in values)[len(values) // 2]] if values else [])
                     for cutoff in cutoffs:

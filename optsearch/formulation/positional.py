@@ -260,6 +260,25 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     return F[0][:, :U, L].min(axis=1)
 
 
+def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int) -> np.ndarray:
+    """[M] -> the most layers the caps of a block sequence hold within node supply (-1 where none exists). The least
+    rent of _least_rent is finite exactly where this reaches L; without the layer dimension it is L + 1 times cheaper,
+    which is what the bisections of C need."""
+    nM, U = caps.shape[1], sup.size
+    G: list[np.ndarray | None] = [None] * (pp + 1)
+    G[pp] = np.full((nM, U + 1), -np.inf)
+    G[pp][:, 0] = 0.0  # past the last stage: no block used
+    for s in range(pp - 1, -1, -1):
+        best = np.full((nM, U + 1), -np.inf)
+        for grp in groups[s]:
+            cap = caps[grp.index].T  # [M, block]
+            got = G[s + grp.stages][:, sup.src[grp.g]]  # [M, block, u]
+            held = np.where(cap >= 0, cap, -np.inf)[:, :, None] + got
+            np.maximum(best[:, :U], held.max(axis=1), out=best[:, :U])
+        G[s] = best
+    return G[0][:, :U].max(axis=1)
+
+
 def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                rent_weight: np.ndarray | None = None, choices: bool = False):
     """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
@@ -351,7 +370,7 @@ class _Tables:
     def comm_at(self, ix: np.ndarray) -> np.ndarray:
         """C(M) = C_A(M) + C_O(M) at these marks (where R(M) is finite). C_A(M) is the least C such that blocks whose
         stages stay within M and whose all-reduce stays within C still hold L layers (by bisection over the values C
-        takes, the programme of R deciding); C_O(M) the same for the optimizer step. Every plan at M has A at least
+        takes, _most_cover deciding); C_O(M) the same for the optimizer step. Every plan at M has A at least
         its largest stage all-reduce, which is at least C_A(M), and O >= C_O(M) likewise."""
         miss = ix[np.isnan(self.comm[ix])]
         if len(miss):
@@ -362,7 +381,7 @@ class _Tables:
                 while (open_ := lo < hi).any():
                     mid = (lo + hi) // 2
                     caps = self.caps_of.at(Ms, cm[mid], which)
-                    ok = np.isfinite(_least_rent(self.groups, self.sup, caps, self.pp, self.L))
+                    ok = _most_cover(self.groups, self.sup, caps, self.pp) >= self.L
                     hi = np.where(open_ & ok, mid, hi)
                     lo = np.where(open_ & ~ok, mid + 1, lo)
                 self.comm[miss] += cm[lo]
@@ -487,15 +506,18 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             return np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
 
         rough = rough_at()
-        # C(M) (a bisection of programmes) only where the bound with comm_s might still matter.
-        if (open_ := np.isfinite(rough) & (rough < min(best, cutoff))).any():
-            comm[open_] = np.maximum(comm_s, tab.comm_at(ix[open_]))
-            rough = rough_at()
         best = min(best, float(rough[rough >= cutoff].min(initial=math.inf)))
         # Refine the most promising value of M alone first: the bound it gives spares the others most of the time.
+        # C(M) (a bisection of programmes) first, and only where the bound with comm_s might still matter.
         order = [r for r in np.argsort(rough, kind="stable") if rough[r] < min(best, cutoff)]
         for rows in (order[:1], order[1:]):
             rows = np.array([r for r in rows if rough[r] < min(best, cutoff)], dtype=np.int64)
+            if len(rows) == 0:
+                continue
+            comm[rows] = np.maximum(comm_s, tab.comm_at(ix[rows]))
+            rough = rough_at()
+            best = min(best, float(rough[rows][rough[rows] >= cutoff].min(initial=math.inf)))
+            rows = rows[rough[rows] < min(best, cutoff)]
             if len(rows) == 0:
                 continue
             value, weight = refine(ix[rows], rent[rows], comm[rows])
