@@ -261,7 +261,7 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
 
 
 def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int) -> np.ndarray:
-    """[M] -> the most layers the caps of a block sequence hold within node supply (-1 where none exists). The least
+    """[M] -> the most layers the caps of a block sequence hold within node supply (-inf where none exists). The least
     rent of _least_rent is finite exactly where this reaches L; without the layer dimension it is L + 1 times cheaper,
     which is what the bisections of C need."""
     nM, U = caps.shape[1], sup.size
@@ -496,7 +496,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     for i in range(0, len(index), CHUNK):
         ix = index[i:i + CHUNK]
         Ms = marks[ix]
-        if value_of(np.array(rent_floor), np.array(max((c.m - 1) * Ms[0] + sum_floor + comm_s, least_iteration_s))) >= best:
+        first_floor = max((c.m - 1) * Ms[0] + sum_floor + comm_s, least_iteration_s)
+        if value_of(np.array(rent_floor), np.array(first_floor)) >= best:
             break  # every later M has a bound at least this
         rent = tab.rent_at(ix)
         comm = np.full(len(Ms), comm_s)
