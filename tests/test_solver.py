@@ -264,6 +264,28 @@ def test_a_window_above_a_tighter_optimum_gives_the_same_optimum(case, step):
         assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (name, got.plan, truth.plan)
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(mixed_instances(), st.lists(st.floats(0.9, 2.0), min_size=2, max_size=5))
+def test_a_cost_sweep_with_windows_equals_brute_force_at_every_point(case, factors):
+    """whatif.sweep solves deadlines from the tightest up, each above the last proven one (rule 4): every point must
+    still equal brute force."""
+    from optsearch import whatif
+
+    problem, options, _, _ = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    fastest = solve_exhaustive(problem, Budget(objective="time"), options=options, max_plans=MAX_PLANS)
+    assume(fastest.estimate is not None)
+    values = tuple(fastest.estimate.training_time_s * f for f in factors)
+    points = whatif.sweep(problem, Budget(objective="cost"), whatif.Sweep(limit="max_time_s", values=values),
+                          options=options)
+    for p in points:
+        truth = solve_exhaustive(problem, p.budget, options=options, max_plans=MAX_PLANS)
+        assert p.result.status == truth.status, (p.budget.max_time_s, p.result.status, truth.status)
+        if truth.plan is not None:
+            assert math.isclose(p.estimate.cost_usd, truth.objective_value, rel_tol=REL), (
+                p.budget.max_time_s, p.plan, truth.plan)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.floats(0.0, 1.0))
 def test_the_slower_than_rows_price_each_plan_at_rent_times_the_later_of_its_time_and_the_window(case, where):
