@@ -43,7 +43,7 @@ from optsearch.costmodel import Estimate
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Stage
 from optsearch.problem import Problem
-from optsearch.search import SearchResult, budget_violations, objective_value
+from optsearch.search import BUDGET_REL, SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
 from optsearch.units import format_duration, format_usd, parse_duration_s, parse_money_usd
 
@@ -239,7 +239,7 @@ def sweep(
     proven = least.estimate.training_time_s * (1 - 1e-6) if least_q is not None else 0.0
     for k, i in enumerate(order):
         value, budget = spec.values[i], budgets[i]
-        if least_q is not None and value < least_q:
+        if least_q is not None and value * (1 + BUDGET_REL) < least_q:  # a plan meets a limit within BUDGET_REL
             settle(i, Point(budget=budget, result=_no_plan(budget, solver), problem=problem, how="implied",
                             reason=_beyond_message(spec.limit, value, least.estimate)), "infeasible")
             continue

@@ -82,6 +82,11 @@ class PulpCbc:
             status = "unknown"
         if status in ("optimal", "feasible"):
             values = {n: (x.value() or 0.0) for n, x in xs.items()}
+            if status == "feasible" and any(abs(values[v.name] - round(values[v.name])) > 1e-6
+                                            for v in model.variables.values() if v.kind in ("bool", "int")):
+                # Stopped on time with no incumbent ("Objective value: 1e50" in the log), yet PuLP says integer
+                # feasible and hands back a fractional point (seen under the slower-than rows with a 0.05 s limit).
+                return Solution("unknown", {}, None, _lower_bound(log, obj_scale))
             objective = pulp.value(prob.objective) / obj_scale
             bound = objective if status == "optimal" else _lower_bound(log, obj_scale)
             return Solution(status, values, objective, bound)
