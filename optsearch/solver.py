@@ -206,12 +206,14 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     return kept, total
 
 
-def _check(problem: Problem, f, sol, plan, est, solver_name: str) -> None:
-    """The decoded plan re-priced by the cost model must equal the solver's values (time, cost, memory)."""
+def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: float = 0.0) -> None:
+    """The decoded plan re-priced by the cost model must equal the solver's values (time, cost, memory).
+    window_s: the caller's slower_than_s only. The model's row may also hold the candidate's own least time, which is
+    a bound: a plan faster than that would expose a wrong bound, so it is not excused here."""
     solver_value = objective_to_user(f, sol.objective)
     mine = objective_value(est, f.budget.objective)
-    if est.training_time_s < f.slower_than_s:  # the slower-than row holds T above the plan's own time
-        mine = est.usd_per_hour * f.slower_than_s / SECONDS_PER_HOUR if f.budget.objective == "cost" else f.slower_than_s
+    if est.training_time_s < window_s:  # the caller's slower-than row holds T above the plan's own time
+        mine = est.usd_per_hour * window_s / SECONDS_PER_HOUR if f.budget.objective == "cost" else window_s
     tol = CHECK_REL * abs(mine)
     if f.budget.objective == "cost":
         # v >= T - U (1 - b): where the solver returns b a hair below 1 (within its integrality tolerance), v may sit
@@ -361,7 +363,7 @@ def solve(
                                        f"(candidate tp={item.cand.tp} dp={item.cand.dp} pp={item.cand.pp})")
             plan = decode(f, sol)
             est = estimate(problem, plan)
-            _check(problem, f, sol, plan, est, engine.name)
+            _check(problem, f, sol, plan, est, engine.name, slower_than_s)
             incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
         if sol.status in ("feasible", "unknown"):  # stopped by the time limit inside this candidate
             stopped_early = True
