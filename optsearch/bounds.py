@@ -18,6 +18,10 @@ Cost per iteration >= max( RATE x T_lb,
   because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s).
   With too many compositions to list, also >= min over M of w LP_rate(k(M)) x ((m - 1) max(M, SUM / pp) + SUM +
   A_lb + O_lb)  (`_joint_cost_rate_s`): the rent of pp slots that hold L layers when none exceeds M.
+Under solver.solve's window (only plans slower than W count) each composition's T_lb is raised to W / iterations
+and its cost per iteration to at least its own RATE x that, before the least over compositions is taken: sharper
+than raising the least ones (`bound_over_compositions`). The composition bounds themselves are budget-free, and the
+solver's memo keeps them for every later budget of a sweep.
 Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, full recomputation, nothing
 else on it); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
 the candidate is infeasible.
@@ -35,6 +39,7 @@ from optsearch.costmodel import (
     state_bytes_per_param,
 )
 from optsearch.problem import Problem
+from optsearch.search import BOUND_SLACK
 from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
 
 
@@ -331,41 +336,65 @@ def _joint_cost_rate_s(d: DegreeTerms, pp: int, L: int, stages_s: float, comm_s:
     return best * (1 - 1e-9)
 
 
+Composition = tuple[float, float, float]  # lower bounds of one composition: (iteration s, rent USD/h, USD/iteration)
+
+
+def _holds_parameters(problem: Problem, d: DegreeTerms, pp: int) -> bool:
+    """Enough stage slots, and the average parameter share fits the largest GPU (else the candidate is infeasible)."""
+    L = problem.model.num_layers
+    if sum(d.slots) < pp or (pp > 2 and L < pp - 2):
+        return False
+    all_params = d.layer_params + stage_parameters(problem.model, {}, True, True, pp)
+    return all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES <= d.capacity_bytes_max
+
+
+def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Composition, ...] | None:
+    """The budget-free part of the refined bound with few node types: the bounds of every composition that can hold
+    the layers (none: the candidate is infeasible). None when there are too many compositions to list."""
+    comps = _compositions(d, pp, MAX_COMPOSITIONS)
+    if comps is None:
+        return None
+    if not _holds_parameters(problem, d, pp):
+        return ()
+    all_params = d.layer_params + stage_parameters(problem.model, {}, True, True, pp)
+    return tuple(got for counts in comps if (got := _composition_bound(problem, d, pp, counts, all_params)))
+
+
+def bound_over_compositions(problem: Problem, comps: tuple[Composition, ...], budget=None,
+                            slower_than_s: float = 0.0) -> CandidateBound:
+    """The least of the composition bounds that can meet the budget. slower_than_s (solver.solve: only slower plans
+    count) bounds each composition's time from below, and so its cost by its own rent x that time."""
+    slack = BOUND_SLACK
+    least_iteration_s = slower_than_s / problem.iterations
+    best: Composition | None = None
+    for iteration, rate, cost in comps:
+        iteration = max(iteration, least_iteration_s)
+        cost = max(cost, rate * iteration / SECONDS_PER_HOUR)
+        if budget is not None:
+            if budget.max_time_s is not None and iteration * problem.iterations > budget.max_time_s * slack:
+                continue
+            if budget.max_usd_per_hour is not None and rate > budget.max_usd_per_hour * slack:
+                continue
+            if budget.max_cost_usd is not None and cost * problem.iterations > budget.max_cost_usd * slack:
+                continue
+        best = (iteration, rate, cost) if best is None else (
+            min(best[0], iteration), min(best[1], rate), min(best[2], cost))
+    return CandidateBound(False) if best is None else CandidateBound(True, *best)
+
+
 def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, refined: bool = True) -> CandidateBound:
     """The bounds of the module docstring. Refined: with few node types they are taken per composition (how many
     stages of each type), the minimum over compositions that can meet the deadline and rent limit; otherwise
     aggregated with the pipeline bound over the fastest slots and the joint rent x time bound. Not refined: the
     aggregate bound without those two terms (cheap), which the solver computes for every candidate and refines only
     for those that reach the front of its queue."""
-    from optsearch.search import BOUND_SLACK
-
     model = problem.model
     L = model.num_layers
-    if sum(d.slots) < pp or (pp > 2 and L < pp - 2):
+    if refined and (comps := composition_bounds(problem, d, pp)) is not None:
+        return bound_over_compositions(problem, comps, budget)
+    if not _holds_parameters(problem, d, pp):
         return CandidateBound(False)
     all_params = d.layer_params + stage_parameters(model, {}, True, True, pp)
-    if all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES > d.capacity_bytes_max:
-        return CandidateBound(False)
-    comps = _compositions(d, pp, MAX_COMPOSITIONS) if refined else None
-    if comps is not None:
-        best: tuple[float, float, float] | None = None
-        slack = BOUND_SLACK
-        for counts in comps:
-            got = _composition_bound(problem, d, pp, counts, all_params)
-            if got is None:
-                continue
-            iteration, rate, cost = got
-            if budget is not None:
-                if budget.max_time_s is not None and iteration * problem.iterations > budget.max_time_s * slack:
-                    continue
-                if budget.max_usd_per_hour is not None and rate > budget.max_usd_per_hour * slack:
-                    continue
-                if budget.max_cost_usd is not None and cost * problem.iterations > budget.max_cost_usd * slack:
-                    continue
-            best = got if best is None else (min(best[0], iteration), min(best[1], rate), min(best[2], cost))
-        if best is None:
-            return CandidateBound(False)
-        return CandidateBound(True, *best)
     hold = _best_slots(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pp, largest=True)
     if hold is None or hold < L:
         return CandidateBound(False)

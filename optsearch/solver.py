@@ -20,7 +20,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from optsearch.bounds import CandidateBound, DegreeTerms, candidate_bound, degree_terms
+from optsearch.bounds import (
+    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds, degree_terms,
+)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
@@ -103,6 +105,7 @@ class Memo:
     options: SpaceOptions
     terms: dict[tuple[int, int, int], DegreeTerms] = field(default_factory=dict)
     cheap: dict[tuple[int, int, int, int], CandidateBound] = field(default_factory=dict)
+    compositions: dict[tuple[int, int, int, int], tuple[Composition, ...] | None] = field(default_factory=dict)
     skeletons: dict[tuple[int, int, int, int], Skeleton] = field(default_factory=dict)
     quick: dict[tuple[int, int, int, int], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
     sequences: dict[tuple[tuple[int, int, int, int], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
@@ -118,6 +121,17 @@ class Memo:
         if cand.key not in self.cheap:
             self.cheap[cand.key] = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
         return self.cheap[cand.key]
+
+    def refined_bound(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
+                      slower_than_s: float = 0.0) -> CandidateBound:
+        """The refined bound under the budget (bounds.candidate_bound). With few node types its budget-free part, one
+        bound per composition, is kept; then slower_than_s bounds each composition's time and cost by itself."""
+        if cand.key not in self.compositions:
+            self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
+        comps = self.compositions[cand.key]
+        if comps is None:
+            return candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
+        return bound_over_compositions(self.problem, comps, budget, slower_than_s)
 
     def skeleton(self, cand: Candidate) -> Skeleton:
         if cand.key not in self.skeletons:
@@ -315,7 +329,8 @@ def solve(
             break
         heapq.heappop(queue)
         if item.level == CHEAP:
-            sharper = _bounded(problem, budget, item.terms, item.cand, refined=True, slower_than_s=slower_than_s)
+            sharper = _bounded(problem, budget, item.terms, item.cand, True,
+                               memo.refined_bound(item.terms, item.cand, budget, slower_than_s), slower_than_s)
             if sharper is not None:
                 heapq.heappush(queue, (max(lower, sharper.lower_bound), key, i, sharper))
             continue

@@ -346,12 +346,13 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     bound is checked without a cutoff and with the cutoff at the candidate's median plan (the solver passes its
     incumbent; the result must stay a bound), and with only the plans slower than the median plan's time counted
     (slower_than_s, what a sweep's window passes). Every call after the first re-uses the skeleton's tables, so each is
-    also compared with the same call on a fresh skeleton."""
+    also compared with the same call on a fresh skeleton. The composition bounds under that window (each
+    composition's time and cost raised by it) lie below every plan at least that slow."""
     from unittest import mock
 
     from optsearch import bounds as bounds_module
     from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
-    from optsearch.bounds import candidate_bound, degree_terms
+    from optsearch.bounds import bound_over_compositions, candidate_bound, composition_bounds, degree_terms
     from optsearch.candidates import dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates
     from optsearch.formulation.model import Candidate, skeleton
     from optsearch.formulation.positional import _least_rent, _most_cover, positional_bound
@@ -371,6 +372,7 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                     with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
                         bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
                     values = []
+                    per_plan = []  # (time, iteration, USD per iteration)
                     for types in type_sequences(list(uses), pp, None, tp * dp):
                         for parts in partitions(problem.model.num_layers, pp):
                             stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
@@ -381,12 +383,22 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                             est = found[1]
                             values.append((objective_value(est, budget.objective), est.training_time_s))
                             compared += 1
+                            per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
+                            per_plan.append((est.training_time_s, est.iteration_time_s, per_iteration))
                             for bound in bounds:
                                 assert bound.feasible, (found[0], bound)
                                 assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
                                 assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (found[0], bound)
-                                per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
                                 assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
+                    comps = composition_bounds(problem, terms, pp)
+                    if comps is not None and per_plan:
+                        w = sorted(t for t, _, _ in per_plan)[len(per_plan) // 2]
+                        windowed = bound_over_compositions(problem, comps, budget, w)
+                        slow = [(i, c) for t, i, c in per_plan if t >= w]
+                        assert windowed.feasible
+                        assert windowed.iteration_s <= min(i for i, _ in slow) * (1 + 1e-9), (w, windowed)
+                        assert windowed.cost_per_iteration_usd <= min(c for _, c in slow) * (1 + 1e-9), (w, windowed)
+                        assert windowed.cost_per_iteration_usd >= bounds[1].cost_per_iteration_usd  # never looser
                     sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
                     if sk.patterns is None:
                         continue
