@@ -236,7 +236,7 @@ def sweep(
         order = order[:1] + order[:0:-1]
     # Rule 4: every plan within `proven` training seconds is no cheaper than the best plan known for the next point
     # (nothing is faster than the fastest plan; then each tighter point's proven optimum).
-    proven = least.estimate.training_time_s * (1 - 1e-6) if least_q is not None else 0.0
+    proven = least.estimate.training_time_s * (1 - 1e-9) if least_q is not None else 0.0
     for k, i in enumerate(order):
         value, budget = spec.values[i], budgets[i]
         if least_q is not None and value * (1 + BUDGET_REL) < least_q:  # a plan meets a limit within BUDGET_REL
