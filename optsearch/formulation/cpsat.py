@@ -28,6 +28,13 @@ def _int(x: float) -> int:
     return int(round(x))
 
 
+
+
+def _weighted(terms: list[tuple[int, cp_model.IntVar]]) -> cp_model.LinearExpr:
+    """sum c x in one call (building it term by term with + made every model about 20 ms slower)"""
+    return cp_model.LinearExpr.weighted_sum([x for _, x in terms], [c for c, _ in terms])
+
+
 # One worker with the LP relaxation at every node (linearization level 2). On FASOP's cluster this proved the same
 # optima 2-3x faster than two workers at the default level, on 2 cores (docs/solver.md), and one worker is
 # deterministic: the same inputs give the same plan, byte for byte. No presolve probing: most models the outer loop
@@ -83,19 +90,15 @@ class CpSat:
                 for n, coef in con.lin.terms.items():
                     terms.append((_int(coef), xs[n]))
                 rhs_i = math.floor(rhs + 1e-9) if con.sense == "<=" else math.ceil(rhs - 1e-9) if con.sense == ">=" else _int(rhs)
-            expr = sum(c * x for c, x in terms if c)
-            if isinstance(expr, int):  # no terms left
+            terms = [(c, x) for c, x in terms if c]
+            if not terms:
                 continue
-            if con.sense == "<=":
-                m.add(expr <= rhs_i)
-            elif con.sense == ">=":
-                m.add(expr >= rhs_i)
-            else:
-                m.add(expr == rhs_i)
+            lo, hi = {"<=": (cp_model.INT_MIN, rhs_i), ">=": (rhs_i, cp_model.INT_MAX)}.get(con.sense, (rhs_i, rhs_i))
+            m.add_linear_constraint(_weighted(terms), lo, hi)
         obj_terms = []
         for n, coef in model.objective.terms.items():
             obj_terms.append((_int(coef if is_time[n] else coef * ticks), xs[n]))
-        m.minimize(sum(c * x for c, x in obj_terms))
+        m.minimize(_weighted(obj_terms))
         zero_one = all(v.kind != "int" for v in model.variables.values())
         for name, value in ({} if zero_one else hint or {}).items():
             if not is_time[name]:
