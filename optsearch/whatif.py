@@ -13,7 +13,9 @@ sweep shares the budget-free work (solver.Memo: candidate terms, cheap bounds, q
   4. Cost under deadlines: after the loosest point (rule 2's widest reach), the others are solved from the tightest
      up. Once deadline D is proven optimal at cost V, every plan within D costs at least V, and V's plan meets every
      looser deadline; so the next point searches only plans slower than D (solve(..., slower_than_s=D)), whose cost
-     is at least rent x D. Before the first such point, D is the least time (no plan is faster).
+     is at least rent x D. Before the first such point, D is the least time T* less the solver's incumbent tolerance:
+     the least-time solve being optimal means that no plan is faster than T* (1 - INCUMBENT_REL), the margin by
+     which any plan must beat an incumbent.
 With a time limit per solve, a point left unproven finally takes the best plan found anywhere in the sweep that meets
 its budget, so a looser budget is never answered with a worse plan.
 
@@ -236,7 +238,9 @@ def sweep(
         order = order[:1] + order[:0:-1]
     # Rule 4: every plan within `proven` training seconds is no cheaper than the best plan known for the next point
     # (nothing is faster than the fastest plan; then each tighter point's proven optimum).
-    proven = least.estimate.training_time_s * (1 - 1e-9) if least_q is not None else 0.0
+    from optsearch.solver import INCUMBENT_REL
+
+    proven = least.estimate.training_time_s * (1 - INCUMBENT_REL) if least_q is not None else 0.0
     for k, i in enumerate(order):
         value, budget = spec.values[i], budgets[i]
         if least_q is not None and value * (1 + BUDGET_REL) < least_q:  # a plan meets a limit within BUDGET_REL

@@ -275,7 +275,8 @@ def test_a_cost_sweep_with_windows_equals_brute_force_at_every_point(case, facto
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     fastest = solve_exhaustive(problem, Budget(objective="time"), options=options, max_plans=MAX_PLANS)
     assume(fastest.estimate is not None)
-    values = tuple(fastest.estimate.training_time_s * f for f in factors)
+    # and a point just above the least time: its window starts at the least time less the incumbent tolerance
+    values = tuple(fastest.estimate.training_time_s * f for f in factors) + (fastest.estimate.training_time_s * 1.0001,)
     points = whatif.sweep(problem, Budget(objective="cost"), whatif.Sweep(limit="max_time_s", values=values),
                           options=options)
     for p in points:
