@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from optsearch.formulation.model import Formulation, Skeleton, b_, pattern_compute_s, x_, z_
 from optsearch.plan import Plan, Stage
 
@@ -67,25 +69,24 @@ def split_layers(f: Formulation | Skeleton, seq: tuple[int, ...]) -> tuple[int, 
     """Layer counts that minimize the slowest stage for this type sequence (None if no split fits in memory)."""
     pp, L = f.cand.pp, f.c.kind_layers[0]
     e = _sends(f, seq)
-    # best[l]: least max stage time of stages 0..s holding l layers in all; choice[s][l]: stage s's count
-    best = [0.0] + [math.inf] * L
+    # best[l]: least max stage time of stages 0..s holding l layers in all; choice[s][l]: stage s's count (the least
+    # count on ties)
+    best = np.full(L + 1, np.inf)
+    best[0] = 0.0
+    totals = np.arange(L + 1)
     choice: list[list[int]] = []
     for s in range(pp):
         g = seq[s]
         sends = (e[s - 1] if s > 0 else 0.0) + (e[s] if s < pp - 1 else 0.0)
-        counts = [n for n in range(L + 1) if (s, g, n) in f.patterns]
-        time = {n: pattern_compute_s(f, s, g, n) + sends for n in counts}
-        nxt = [math.inf] * (L + 1)
-        pick = [-1] * (L + 1)
-        for total in range(L + 1):
-            for n in counts:
-                if n > total:
-                    break
-                value = max(best[total - n], time[n])
-                if value < nxt[total]:
-                    nxt[total], pick[total] = value, n
-        best = nxt
-        choice.append(pick)
+        counts = np.array([n for n in range(L + 1) if (s, g, n) in f.patterns], dtype=np.int64)
+        if len(counts) == 0:
+            return None
+        time = np.array([pattern_compute_s(f, s, g, int(n)) + sends for n in counts])
+        before = totals[:, None] - counts[None, :]  # [total, count]: layers on the stages before s
+        value = np.maximum(np.where(before >= 0, best[np.maximum(before, 0)], np.inf), time[None, :])
+        k = value.argmin(axis=1)
+        best = value[totals, k]
+        choice.append(np.where(np.isfinite(best), counts[k], -1).tolist())
     if best[L] == math.inf:
         return None
     parts, left = [], L
