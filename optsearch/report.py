@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,15 @@ from optsearch.errors import SpecError
 from optsearch.plan import Plan
 from optsearch.units import format_duration, format_usd
 
-stdout = Console(soft_wrap=True)
+
+
+def _pipe_width() -> int | None:
+    """Output to a pipe or file has no screen to fit: 160 columns there, so that tables of numbers are not cut short
+    (rich's default for a non-terminal is 80). A terminal, or COLUMNS in the environment, decides otherwise."""
+    return None if "COLUMNS" in os.environ or sys.stdout.isatty() else 160
+
+
+stdout = Console(soft_wrap=True, width=_pipe_width())
 stderr = Console(stderr=True, soft_wrap=True)
 
 

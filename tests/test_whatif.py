@@ -334,3 +334,21 @@ def test_cli_bad_input_exits_2(spec_files, args, match):
     code, out, err = run_cli(args[0], "-m", str(m), "-c", str(c), *args[1:])
     assert code == 2 and re.search(match, err), err
     assert err.count("\n") == 1, "one line"
+
+
+def test_cli_whatif_table_prints_a_shared_reason_once(spec_files):
+    """Rows whose reasons differ only in their own budget point to one footnote under the table; a reason no other
+    row shares stays in its row."""
+    m, c, _ = spec_files
+    code, out, err = run_cli("whatif", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--quiet",
+                             "--sweep", "max-time=1m,2m,8h")
+    assert code == 0, err
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == ["1m 0s", "2m 0s", "8h 0m"]
+    assert "[1]" in rows[0] and "[1]" in rows[1] and "[1]" not in rows[2]
+    notes = [line for line in out.splitlines() if line.startswith("[1] ")]
+    assert notes == [notes[0]] and notes[0].startswith("[1] no plan finishes within the budget: the fastest")
+    code, out, err = run_cli("whatif", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--quiet",
+                             "--sweep", "max-time=1m,8h")
+    assert code == 0, err
+    assert "no plan finishes within 1m 0s" in out and "[1]" not in out

@@ -82,13 +82,18 @@ def budget_text(p: Point, swept: str | None) -> str:
     return p.budget.describe()
 
 
-def points_table(points: list[Point], title: str, swept: str | None, first: str | None) -> Table:
+def points_table(points: list[Point], title: str, swept: str | None, first: str | None) -> tuple[Table, list[str]]:
+    """The table, and its footnotes: a reason that several rows share (up to the row's own budget, which the budget
+    column shows) is printed once below the table and the rows point to it, e.g. "[1]"."""
     table = Table(title=title)
     columns = ([first] if first else []) + ["budget", "status", "time", "cost", "nodes", "tp/dp/pp", "micro-batch",
                                             "balance", "note"]
     for col in columns:
         table.add_column(col, justify="right" if col in ("time", "cost", "micro-batch") else "left")
-    for p in points:
+    shared = [_shared_reason(p, swept) for p in points]
+    counts = {r: shared.count(r) for r in shared if r}
+    footnotes: list[str] = []
+    for p, common in zip(points, shared):
         row = [p.label] if first else []
         row += [budget_text(p, swept), p.result.status]
         if p.plan is not None and p.estimate is not None:
@@ -97,11 +102,23 @@ def points_table(points: list[Point], title: str, swept: str | None, first: str 
         else:
             row += ["", "", "", "", "", ""]
         note = p.reason or ("re-used" if p.how == "reused" else "")
+        if common and counts[common] > 1:
+            if common not in footnotes:
+                footnotes.append(common)
+            note = f"[{footnotes.index(common) + 1}]"
         if p.result.status == "feasible" and p.result.gap is not None:
             note = f"gap {p.result.gap:.1%}" + (f"; {note}" if note else "")
         row.append(note)
         table.add_row(*row, style=None if p.plan is not None else "dim")
-    return table
+    return table, [f"[{i + 1}] {text}" for i, text in enumerate(footnotes)]
+
+
+def _shared_reason(p: Point, swept: str | None) -> str:
+    """The point's reason with its own budget replaced by "the budget" (so rows that differ only there share it)."""
+    if not p.reason or swept not in ("max_time_s", "max_cost_usd"):
+        return ""
+    return p.reason.replace(f"within {budget_text(p, swept)}", "within the budget").replace(
+        f"at most {budget_text(p, swept)}", "at most the budget")
 
 
 def plot_points(points: list[Point], path: Path, title: str, *, frontier: bool = False) -> None:
@@ -158,7 +175,10 @@ def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path
     if as_json:
         stdout.out(dumps([point_json(p) for p in points]), end="", highlight=False)
     else:
-        stdout.print(points_table(points, title, swept, first))
+        table, footnotes = points_table(points, title, swept, first)
+        stdout.print(table)
+        for line in footnotes:
+            stdout.print(line, highlight=False, markup=False)
     for what, path in (("CSV", csv_path), ("plot", plot_path)):
         if path is not None:
             stderr.print(f"wrote {what} {path}", highlight=False, markup=False)
