@@ -48,8 +48,9 @@ _DURATION_UNIT_S = {"d": SECONDS_PER_DAY, "h": SECONDS_PER_HOUR, "m": SECONDS_PE
 
 
 def parse_duration_s(text: str, *, option: str = "duration") -> float:
-    """'90m', '36h', '7d', '1d12h', '3600' or '3600s' -> seconds. Raises SpecError on anything else."""
-    raw = text.strip().lower()
+    """'90m', '36h', '7d', '1d12h', '1d 12h' (as format_duration writes it), '3600' or '3600s' -> seconds. Raises
+    SpecError on anything else."""
+    raw = re.sub(r"(?<=[dhms])\s+(?=\d)", "", text.strip().lower())
     try:
         value = float(raw)
     except ValueError:
@@ -77,19 +78,20 @@ def parse_money_usd(text: str, *, option: str = "money") -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """Seconds -> '2d 7h', '5h 12m', '3m 20s', '1.42 s' (for people; JSON keeps seconds)."""
+    """Seconds -> '2d 7h', '5h 12m', '3m 20s', '1.42 s' (for people; JSON keeps seconds), rounded to the last unit
+    shown."""
     if not math.isfinite(seconds):
         return str(seconds)
     if seconds < 60:
         return f"{seconds:.3g} s"
-    minutes_total = int(round(seconds / 60))
-    days, rem = divmod(minutes_total, 24 * 60)
-    hrs, mins = divmod(rem, 60)
-    if days:
-        return f"{days}d {hrs}h" if hrs else f"{days}d"
-    if hrs:
+    if seconds < 3600 - 0.5:
+        mins, secs = divmod(int(round(seconds)), 60)
+        return f"{mins}m {secs}s"
+    if seconds < SECONDS_PER_DAY - 30:
+        hrs, mins = divmod(int(round(seconds / 60)), 60)
         return f"{hrs}h {mins}m"
-    return f"{mins}m {int(round(seconds - 60 * mins))}s"
+    days, hrs = divmod(int(round(seconds / 3600)), 24)
+    return f"{days}d {hrs}h" if hrs else f"{days}d"
 
 
 def format_usd(usd: float) -> str:
