@@ -263,10 +263,10 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     The model's budget rows hold the solver's own numbers, which CP-SAT rounds to ticks and CBC meets within its
     tolerance; the cost model decides. A plan that breaks a time or cost budget only by that rounding (the model
     says it meets the row; priced, it overshoots limit x (1 + BUDGET_REL) by at most CHECK_REL) is cut off just
-    below its model value and the model is solved again. The cut may also drop a plan priced within a few parts
-    in 10^8 below that value: far inside BUDGET_REL, the tolerance every method gives a budget. pareto's next time limit lies one part in 10^6 below the
-    last frontier plan, and on FASOP's cluster with GPT-3 2.7B that plan came back this way. Anything larger, or
-    still there after MAX_ROUNDING_CUTS cuts, is left for _check to report."""
+    below its value (10^-8 relative, at least 10^-8 in the row's units) and the model is solved again. The cut may
+    also drop a plan within that much below it, a sliver at the budget's edge. pareto's next time limit lies one part
+    in 10^6 below the last frontier plan, and on FASOP's cluster with GPT-3 2.7B that plan came back this way.
+    Anything larger, or still there after MAX_ROUNDING_CUTS cuts, is left for _check to report."""
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     budget, cand = f.budget, f.cand
     solves = 0
