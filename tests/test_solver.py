@@ -519,3 +519,18 @@ def _check_patterns(problem: Problem, options: SpaceOptions, checked: int, cappe
                     checked += len(expected)
                     capped += sum(1 for s in range(pp) for g in range(len(uses)) if (s, g, L) not in expected)
     return checked, capped
+
+
+def test_row_check_allows_a_binary_terms_integrality_noise_and_nothing_more():
+    """CBC handed back v = -8.4e-9 s in the row v >= 7.45 b with b = 1.6e-16 (optsearch pareto, GPT-2 large on
+    amp-p3-g4dn): noise of |coef| x its integrality tolerance, which LinearModel.violations allows. A real breach of
+    the row is still reported."""
+    from optsearch.formulation.linear import LinearModel, Lin
+
+    lm = LinearModel()
+    lm.var("v", "time", 0, 100)
+    lm.var("b", "bool")
+    lm.add("mclo", Lin.of((1.0, "v"), (-7.45, "b")), ">=", 0, "time")
+    assert lm.violations({"v": -8.4e-9, "b": 1.6e-16}) == []
+    assert lm.violations({"v": -1e-6, "b": 0.0}) != []
+    assert lm.violations({"v": 7.0, "b": 1.0}) != []
