@@ -5,6 +5,7 @@
       ProfileError          a profile table lacks or garbles data   exit 2
       UnsupportedPlanError  a plan Megatron-LM cannot run           exit 2
       InfeasibleError       no plan meets the budgets               exit 1
+      ConsistencyError      a solver and the cost model disagree    exit 3 (a bug, never user error)
 """
 
 from __future__ import annotations
@@ -38,3 +39,10 @@ class InfeasibleError(OptsearchError):
     """No plan meets the budgets. The message names the budget that binds and the nearest feasible value."""
 
     exit_code = 1
+
+
+class ConsistencyError(OptsearchError):
+    """The decoded plan, re-priced by the cost model, disagrees with the solver, or a backend rejects a model it was
+    given: a bug, never user error."""
+
+    exit_code = 3

@@ -27,7 +27,7 @@ from optsearch.candidates import (
     NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
 from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_parameters, state_bytes_per_param
-from optsearch.errors import OptsearchError, SpecError
+from optsearch.errors import ConsistencyError, OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
 from optsearch.formulation.linear import Backend, Lin
@@ -47,12 +47,6 @@ SOLVERS = ("cbc", "cpsat")
 DEFAULT_SOLVER = "cpsat"
 INCUMBENT_REL = 1e-9  # a later candidate must beat the incumbent by this much (ties keep the earlier plan)
 CHECK_REL = 1e-6
-
-
-class ConsistencyError(OptsearchError):
-    """The decoded plan, re-priced by the cost model, disagrees with the solver: a bug, never user error."""
-
-    exit_code = 3
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

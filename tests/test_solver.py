@@ -534,3 +534,23 @@ def test_row_check_allows_a_binary_terms_integrality_noise_and_nothing_more():
     assert lm.violations({"v": -8.4e-9, "b": 1.6e-16}) == []
     assert lm.violations({"v": -1e-6, "b": 0.0}) != []
     assert lm.violations({"v": 7.0, "b": 1.0}) != []
+
+
+def test_cpsat_ticks_keep_every_row_within_int64():
+    """A cost row over many blocks: 12 products priced 1.26e8 (scaled USD/hour) with times up to 3 s. At 10^9 ticks
+    per second (what the time bounds alone gave) its extremes reach 4.6e18, and CP-SAT rejected the model as
+    MODEL_INVALID, which the solver took for a time-limit stop (as on gpt2-small / mixed-pool-8k under 46m45s). The
+    tick is lowered until every row fits."""
+    from optsearch.formulation.cpsat import INT_ROOM, CpSat, ticks_per_s
+    from optsearch.formulation.linear import LinearModel, Lin
+
+    lm = LinearModel(objective_unit="rate")
+    names = [lm.var(f"v{i}", "time", 0, 3.0) for i in range(12)]
+    lm.var("b", "bool")
+    lm.add("floor", Lin.of(*((1.0, n) for n in names)), ">=", 1.5, "time")
+    lm.add("bud", Lin.of(*((1.26e8, n) for n in names), (1.0e8, "b")), "<=", 4.0e8, "rate")
+    lm.objective = Lin.of(*((1.26e8 + i, n) for i, n in enumerate(names)))
+    ticks = ticks_per_s(lm)
+    assert ticks < 10**9 and ticks * (12 * 1.26e8 * 3.0 + 1e8 + 4e8) < INT_ROOM
+    sol = CpSat().solve(lm, 10.0)
+    assert sol.status == "optimal" and math.isclose(sol.objective, 1.26e8 * 1.5, rel_tol=1e-6)

@@ -1,7 +1,8 @@
 """OR-Tools CP-SAT backend: the neutral model with integer coefficients.
 
 CP-SAT takes integers only. Time variables become integer ticks (`ticks_per_s` per second, chosen per model so the
-largest time spans about 10^10 ticks); every time row is multiplied by that and its coefficients rounded once, here. Memory rows are rounded conservatively
+largest time spans about 10^10 ticks and no row can overflow int64); every time row is multiplied by that and its
+coefficients rounded once, here. Memory rows are rounded conservatively
 (coefficients up, room down). Counts and scaled prices are integers already. The decoded plan is re-priced in
 floating point by the cost model, so rounding never reaches a reported number; the solver's own objective is checked
 against it within the rounding bound.
@@ -13,15 +14,30 @@ import math
 
 from ortools.sat.python import cp_model
 
+from optsearch.errors import ConsistencyError
 from optsearch.formulation.linear import LinearModel, Solution
 
-TIME_TICKS_MAX = 10**10  # the largest time variable's range in ticks; keeps price x ticks x terms below 2^63
+TIME_TICKS_MAX = 10**10  # the largest time variable's range in ticks
+INT_ROOM = 2**62  # CP-SAT rejects a row whose sum of |coef| x |bound| may leave int64: keep a factor 2 spare
 
 
 def ticks_per_s(model: LinearModel) -> int:
-    """A power of ten such that the largest time variable's upper bound spans about TIME_TICKS_MAX ticks."""
+    """A power of ten such that the largest time variable's upper bound spans about TIME_TICKS_MAX ticks, lowered
+    until every time and rate row, and the objective, stays within INT_ROOM at its extremes. Each of those grows in
+    proportion to the tick; a cost row over many blocks (256 nodes of each of four types) went past 2^63 at 10^10."""
     upper = max((v.ub for v in model.variables.values() if v.kind == "time"), default=1.0)
-    return int(10 ** max(3, min(13, math.floor(math.log10(TIME_TICKS_MAX / max(upper, 1e-12))))))
+    exponent = max(3, min(13, math.floor(math.log10(TIME_TICKS_MAX / max(upper, 1e-12)))))
+    spans = [_span_s(model, con.lin.terms, con.rhs) for con in model.constraints if con.unit in ("time", "rate")]
+    widest = max(spans + [_span_s(model, model.objective.terms, 0.0), 1e-12])
+    while exponent > 0 and 10**exponent * widest >= INT_ROOM:
+        exponent -= 1
+    return 10**exponent
+
+
+def _span_s(model: LinearModel, terms: dict[str, float], rhs: float) -> float:
+    """The largest magnitude a time row (or the objective) can reach, per tick: sum |coef| x |bound| + |rhs|."""
+    variables = model.variables
+    return sum(abs(c) * max(abs(variables[n].lb), abs(variables[n].ub)) for n, c in terms.items()) + abs(rhs)
 
 
 def _int(x: float) -> int:
@@ -117,4 +133,6 @@ class CpSat:
             return Solution("optimal" if code == cp_model.OPTIMAL else "feasible", values, objective, bound)
         if code == cp_model.INFEASIBLE:
             return Solution("infeasible", {}, None, None)
+        if code == cp_model.MODEL_INVALID:  # never a time limit: say so rather than return "unknown"
+            raise ConsistencyError(f"cpsat: the model is invalid: {m.validate()[:300]}")
         return Solution("unknown", {}, None, None)
