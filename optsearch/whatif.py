@@ -323,9 +323,16 @@ def pareto(
         best = quick if quick.plan is not None else cheap
         statuses = {cheap.status, quick.status}
         status = "optimal" if statuses == {"optimal"} else "feasible"
+        # The point's gap is on time, from the second solve; when the first (cost) solve is unproven the point may
+        # not be on the frontier at all, so it has no time gap to report (its message gives the cost gap).
+        bound = (best.estimate.training_time_s if status == "optimal"
+                 else quick.bound if cheap.status == "optimal" else None)
+        message = "" if cheap.status == "optimal" else (
+            f"the cost solve stopped unproven (gap {cheap.gap:.1%} on cost)" if cheap.gap is not None
+            else "the cost solve stopped unproven")
         result = replace(best, status=status, solve_time_s=cheap.solve_time_s + quick.solve_time_s,
-                         objective="time", objective_value=best.estimate.training_time_s,
-                         bound=best.estimate.training_time_s if status == "optimal" else quick.bound)
+                         objective="time", objective_value=best.estimate.training_time_s, bound=bound,
+                         message=message or best.message)
         point = Point(budget=quick_budget, result=result, problem=problem)
         points.append(point)
         if tick is not None:

@@ -101,6 +101,25 @@ def test_pareto_cbc():
     assert_same_pairs(pairs(got), whatif.brute_force_frontier(problem, Budget(), options))
 
 
+def test_pareto_point_with_an_unproven_cost_solve_has_no_time_gap(problem, monkeypatch):
+    """When a step's cost solve stops unproven (time limit), the point may not be on the frontier: it is "feasible",
+    reports no gap on time (it had said 0.0 from the optimal time solve) and names the cost solve's gap."""
+    from dataclasses import replace
+
+    real = whatif._Solver.__call__
+
+    def unproven_cost(self, budget, warm_start=None, slower_than_s=0.0):
+        result = real(self, budget, warm_start, slower_than_s)
+        if budget.objective == "cost" and result.plan is not None:
+            return replace(result, status="feasible", bound=result.objective_value * 0.8)
+        return result
+
+    monkeypatch.setattr(whatif._Solver, "__call__", unproven_cost)
+    points = whatif.pareto(problem, Budget(), solver=SOLVER, options=OPTIONS, max_points=2)
+    assert points and all(p.result.status == "feasible" and p.result.gap is None for p in points)
+    assert all(p.result.message == "the cost solve stopped unproven (gap 20.0% on cost)" for p in points)
+
+
 def test_next_time_limit_excludes_the_point():
     assert whatif.next_time_limit(1000.0, 10) == pytest.approx(1000.0 - 1e-3)  # relative step dominates
     assert whatif.next_time_limit(1000.0, 100_000) == pytest.approx(1000.0 - 0.1)  # per-iteration step dominates

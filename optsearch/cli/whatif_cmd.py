@@ -106,8 +106,9 @@ def points_table(points: list[Point], title: str, swept: str | None, first: str 
             if common not in footnotes:
                 footnotes.append(common)
             note = f"[{footnotes.index(common) + 1}]"
-        if p.result.status == "feasible" and p.result.gap is not None:
-            note = f"gap {p.result.gap:.1%}" + (f"; {note}" if note else "")
+        if p.result.status == "feasible":
+            unproven = f"gap {p.result.gap:.1%}" if p.result.gap is not None else p.result.message
+            note = "; ".join(x for x in (unproven, note) if x)
         row.append(note)
         table.add_row(*row, style=None if p.plan is not None else "dim")
     return table, [f"[{i + 1}] {text}" for i, text in enumerate(footnotes)]
