@@ -30,7 +30,7 @@ from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
-from optsearch.formulation.linear import Backend, Lin
+from optsearch.formulation.linear import Backend, Lin, Solution
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
@@ -265,8 +265,10 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     budget, cand = f.budget, f.cand
     solves = 0
     while True:
-        left = None if deadline is None else max(0.0, deadline - time.perf_counter())
-        sol = engine.solve(f.lm, left, hint=hint_values)
+        left = None if deadline is None else deadline - time.perf_counter()
+        if solves and left is not None and left <= 0:  # out of time after a cut: this candidate stays open
+            return Solution("unknown", {}, None, None), None, solves
+        sol = engine.solve(f.lm, None if left is None else max(0.0, left), hint=hint_values)
         solves += 1
         if sol.status not in ("optimal", "feasible"):
             return sol, None, solves
