@@ -18,7 +18,6 @@ from optsearch.plan import Plan
 from optsearch.units import format_duration, format_usd
 
 
-
 def _pipe_width() -> int | None:
     """Output to a pipe or file has no screen to fit: 160 columns there, so that tables of numbers are not cut short
     (rich's default for a non-terminal is 80). A terminal, or COLUMNS in the environment, decides otherwise."""

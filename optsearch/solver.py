@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from optsearch.bounds import (
-    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds, degree_terms,
+    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds,
+    degree_terms,
 )
 from optsearch.candidates import (
     NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,

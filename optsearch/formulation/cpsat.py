@@ -44,8 +44,6 @@ def _int(x: float) -> int:
     return int(round(x))
 
 
-
-
 def _weighted(terms: list[tuple[int, cp_model.IntVar]]) -> cp_model.LinearExpr:
     """sum c x in one call (building it term by term with + made every model about 20 ms slower)"""
     return cp_model.LinearExpr.weighted_sum([x for _, x in terms], [c for c, _ in terms])
@@ -57,11 +55,12 @@ def _weighted(terms: list[tuple[int, cp_model.IntVar]]) -> cp_model.LinearExpr:
 # leaves are infeasibility proofs under the incumbent cut, and those ran about 30 % faster without it.
 DEFAULT_PARAMS = {"num_workers": 1, "linearization_level": 2, "cp_model_probing_level": 0}
 # Models whose only integer variables are 0-1 (pattern mode: one layer kind) search in the fixed order, booleans at 0
-# first, with no hint. On the 63 models of FASOP's what-if bench the CP-SAT time fell from 6.1 s to 3.1 s, and on the
-# pattern-mode models of six other model/cluster pairs it was lower or within 0.01 s (docs/solver.md). Models with integer
-# layer counts (T5) stay on the automatic search: the fixed order timed out on them where it took seconds.
-# The hint is dropped there because it always breaks the model's incumbent cut (it is the candidate's own best plan,
-# which is the incumbent or worse), and the fixed search proved the cut infeasible about 10 % faster without it.
+# first, with no hint. On the 63 models of FASOP's what-if bench the CP-SAT time fell from 6.1 s to 3.1 s, and on
+# the pattern-mode models of six other model/cluster pairs it was lower or within 0.01 s (docs/solver.md). Models
+# with integer layer counts (T5) stay on the automatic search: the fixed order timed out on them where it took
+# seconds. The hint is dropped there because it always breaks the model's incumbent cut (it is the candidate's own
+# best plan, which is the incumbent or worse), and the fixed search proved the cut infeasible about 10 % faster
+# without it.
 ZERO_ONE_PARAMS = {"search_branching": cp_model.FIXED_SEARCH}
 
 
