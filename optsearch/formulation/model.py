@@ -27,14 +27,14 @@ from optsearch.candidates import NodeUse, SpaceOptions
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
     layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
-    stage_parameters, state_bytes_per_param,
+    stage_parameters, state_bytes_per_param, memory_capacity_bytes,
 )
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
 from optsearch.search import BUDGET_REL
 from optsearch.spec.budget import Budget
-from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+from optsearch.units import SECONDS_PER_HOUR
 
 PRICE_SCALE = 10_000  # prices enter the cost objective in 1e-4 USD/hour (catalog prices have <= 4 decimals)
 
@@ -110,7 +110,7 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
         in_flight=tuple(min(pp - s, m) for s in range(pp)),
         full_working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
         logits_bytes=logits_bytes(model, tp, mbs),
-        capacity_bytes=tuple(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
+        capacity_bytes=tuple(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         price_scaled=tuple(
             round(u.node.price_usd_per_node_hour * u.nodes_per_block * PRICE_SCALE) for u in cand.uses
         ),
