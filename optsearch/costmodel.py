@@ -5,7 +5,7 @@ on the first stage and the LM head on the last, tensor-parallel all-reduces, the
 One iteration under 1F1B takes
 
     pipeline_s = (m - 1) x max_i t_i + sum_i t_i,        m = global_batch / (dp x micro_batch)
-    iteration_s = pipeline_s + max_i dp_allreduce_i + max_i optimizer_i
+    iteration_s = pipeline_s + max_i dp_allreduce_i + embedding_allreduce + max_i optimizer_i
 
 and the run takes iterations x iteration_s, costing sum_types nodes_rented x USD/node-hour x hours.
 The solver formulations build their coefficients from the per-layer functions here, so the two agree by
@@ -251,12 +251,15 @@ class Placement:
 
     send_same_node[i]: stage i's sends to stage i+1 stay inside one node.
     stage_spans_nodes[i]: stage i's tp x dp GPUs are on more than one node (its data-parallel ring crosses NICs).
+    ends_same_node: every GPU slot of the first stage shares a node with its partner in the last stage (pp > 1):
+        one run of one type with pp x tp x dp <= GPUs per node.
     nodes: nodes rented per node type.
     """
 
     send_same_node: tuple[bool, ...]
     stage_spans_nodes: tuple[bool, ...]
     nodes: dict[str, int]
+    ends_same_node: bool = False
 
 
 def place(problem: Problem, plan: Plan) -> Placement:
@@ -281,7 +284,10 @@ def place(problem: Problem, plan: Plan) -> Placement:
         if run_end:
             nodes[stage.node_type] = nodes.get(stage.node_type, 0) + math.ceil((run_index + 1) * w / gpn)
         run_index += 1
-    return Placement(send_same_node=tuple(same), stage_spans_nodes=tuple(spans), nodes=nodes)
+    ends_same_node = (plan.pp > 1 and len({s.node_type for s in plan.stages}) == 1
+                      and plan.pp * w <= problem.node(plan.stages[0].node_type).gpus_per_node)
+    return Placement(send_same_node=tuple(same), stage_spans_nodes=tuple(spans), nodes=nodes,
+                     ends_same_node=ends_same_node)
 
 
 # ---- the estimate ------------------------------------------------------------------------------------------
@@ -316,6 +322,7 @@ class Estimate:
     stages: tuple[StageEstimate, ...]
     pipeline_time_s: float
     dp_allreduce_s: float
+    embedding_allreduce_s: float
     optimizer_s: float
     iteration_time_s: float
     iterations: int
@@ -337,6 +344,7 @@ class Estimate:
             "num_micro_batches": self.num_micro_batches,
             "pipeline_time_s": self.pipeline_time_s,
             "dp_allreduce_s": self.dp_allreduce_s,
+            "embedding_allreduce_s": self.embedding_allreduce_s,
             "optimizer_s": self.optimizer_s,
             "iterations": self.iterations,
             "nodes": dict(sorted(self.nodes.items())),
@@ -379,6 +387,26 @@ def dp_allreduce_s(
     if spans_nodes:
         bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp))
     return ring_allreduce_s(parameters / tp * gradient_bytes(problem.job), dp, bandwidth)
+
+
+def embedding_allreduce_s(problem: Problem, first: str, last: str, same_node: bool, gpus_per_stage: int,
+                          tp: int) -> float:
+    """Tied embeddings with pp > 1: the first and the last stage all-reduce the word-embedding gradient
+    (V h / t elements x gradient bytes) between the two ranks that hold it, every (tp, dp) pair at once.
+
+    Same node: the intra-node all-reduce bandwidth; otherwise the slower of the two NICs, each shared by the
+    stage's GPUs on that node (as a pipeline send, p2p_send_s). 0 for untied embeddings (the caller passes pp > 1).
+    """
+    model = problem.model
+    if not model.tied_embeddings:
+        return 0.0
+    message = model.vocab_size * model.hidden_size / tp * gradient_bytes(problem.job)
+    if same_node:
+        bandwidth = intra_node_allreduce_bytes_per_s(problem.node(first))
+    else:
+        bandwidth = min(inter_node_bytes_per_s_per_gpu(problem.node(first), gpus_per_stage),
+                        inter_node_bytes_per_s_per_gpu(problem.node(last), gpus_per_stage))
+    return ring_allreduce_s(message, 2, bandwidth)
 
 
 def optimizer_step_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int) -> float:
@@ -473,8 +501,12 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         )
     pipeline = pipeline_time_s([s.time_s for s in stages], m)
     allreduce = max(s.dp_allreduce_s for s in stages)
+    embedding = 0.0
+    if pp > 1:
+        embedding = embedding_allreduce_s(problem, plan.stages[0].node_type, plan.stages[-1].node_type,
+                                          placement.ends_same_node, plan.gpus_per_stage, tp)
     optimizer = max(s.optimizer_s for s in stages)
-    iteration = pipeline + allreduce + optimizer
+    iteration = pipeline + allreduce + embedding + optimizer
     training = problem.iterations * iteration
     usd_per_hour = sum(count * problem.node(name).price_usd_per_node_hour for name, count in placement.nodes.items())
     return Estimate(
@@ -482,6 +514,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         stages=tuple(stages),
         pipeline_time_s=pipeline,
         dp_allreduce_s=allreduce,
+        embedding_allreduce_s=embedding,
         optimizer_s=optimizer,
         iteration_time_s=iteration,
         iterations=problem.iterations,

@@ -553,8 +553,10 @@ def test_estimate_two_stages_by_hand():
     DP all-reduce (dp 2, 2 x 1/2 = 1; bf16 job: fp32 gradients, 4 B): stage 0 136,016,000 B / 1e11 = 1.36016e-3;
         stage 1 136,020,000 B / (PCIe all-reduce 0.5 x 1e10) = 0.027204
     optimizer: stage 0 34,004,000 x 28 / 1e12 = 9.52112e-4; stage 1 34,005,000 x 28 / 5e11 = 1.90428e-3
-    iteration: 0.605 + 0.027204 + 1.90428e-3 = 0.63410828; training 634.10828 s
-    USD/hour: 1 x 10 + 1 x 2 = 12; cost 12 x 634.10828 / 3600 = 2.1136942666...
+    tied-embedding all-reduce (pp = 2, first on fast, last on slow, different nodes): V h / t = 1e7 elements x 4 B
+        = 4e7 B over min(5e10 / 2, 1e10 / 2) = 5e9 B/s, 2 ranks: 2 x 1/2 x 4e7 / 5e9 = 8e-3
+    iteration: 0.605 + 0.027204 + 8e-3 + 1.90428e-3 = 0.64210828; training 642.10828 s
+    USD/hour: 1 x 10 + 1 x 2 = 12; cost 12 x 642.10828 / 3600
     memory stage 0: 34,004,000 x 18 + min(2, 4) x 2 x 74e6 + 2 GiB = 612,072,000 + 296e6 + 2,147,483,648
     memory stage 1: 34,005,000 x 18 + min(1, 4) x 2 x 74e6 + 6e7 + 2 GiB = 612,090,000 + 148e6 + 6e7 + 2,147,483,648
     capacity: 0.9 x 16 GiB and 0.9 x 8 GiB (default headroom 0.10)
@@ -570,12 +572,13 @@ def test_estimate_two_stages_by_hand():
     assert est.dp_allreduce_s == approx(0.027204)
     assert (s0.optimizer_s, s1.optimizer_s) == (approx(9.52112e-4), approx(1.90428e-3))
     assert est.optimizer_s == approx(1.90428e-3)
-    assert est.iteration_time_s == approx(0.63410828)
+    assert est.embedding_allreduce_s == approx(8e-3)
+    assert est.iteration_time_s == approx(0.64210828)
     assert est.iterations == 1000
-    assert est.training_time_s == approx(634.10828)
+    assert est.training_time_s == approx(642.10828)
     assert est.nodes == {"fast": 1, "slow": 1}
     assert est.usd_per_hour == approx(12.0)
-    assert est.cost_usd == approx(12 * 634.10828 / 3600)
+    assert est.cost_usd == approx(12 * 642.10828 / 3600)
     assert s0.memory_bytes == approx(3_055_555_648)
     assert s1.memory_bytes == approx(2_967_573_648)
     assert (s0.memory_capacity_bytes, s1.memory_capacity_bytes) == (approx(0.9 * 16 * GIB), approx(0.9 * 8 * GIB))
@@ -587,7 +590,32 @@ def test_estimate_training_length_from_tokens():
     job = JobSpec(global_batch_size=8, train_tokens=8_000_001)
     est = cm.estimate(toy_problem(job=job), plan(1, 2, 1, ("fast", 2), ("slow", 2)))
     assert est.iterations == 1001
-    assert est.training_time_s == approx(1001 * 0.63410828)
+    assert est.training_time_s == approx(1001 * 0.64210828)
+
+
+def test_embedding_allreduce_between_first_and_last_stage():
+    problem = toy_problem()
+    # across nodes, w = 4 on fast: V h / t x 4 B = 4e7 B over 5e10 / 4 = 1.25e10 -> 3.2e-3 s
+    assert cm.embedding_allreduce_s(problem, "fast", "fast", False, 4, 1) == approx(3.2e-3)
+    # tp 2 halves the message: 2e7 B -> 1.6e-3 s
+    assert cm.embedding_allreduce_s(problem, "fast", "fast", False, 4, 2) == approx(1.6e-3)
+    # inside one node: NVLink all-reduce 1e11 B/s -> 4e-4 s
+    assert cm.embedding_allreduce_s(problem, "fast", "fast", True, 1, 1) == approx(4e-4)
+    # untied embeddings: no exchange
+    assert cm.embedding_allreduce_s(toy_problem(model=toy_model(tied_embeddings=False)), "fast", "slow", False, 1,
+                                    1) == 0.0
+
+
+def test_ends_share_a_node_only_when_the_pipeline_fits_one_node():
+    # fast has 4 GPUs per node: 2 stages x w 2 = 4 fit one node; 3 stages x 2 do not; pp = 1 has no pair
+    assert cm.place(toy_problem(), plan(1, 2, 1, ("fast", 2), ("fast", 2))).ends_same_node
+    assert not cm.place(toy_problem(), plan(1, 2, 1, ("fast", 2), ("fast", 1), ("fast", 1))).ends_same_node
+    assert not cm.place(toy_problem(), plan(1, 1, 1, ("fast", 2), ("slow", 2))).ends_same_node
+    assert not cm.place(toy_problem(), plan(1, 1, 1, ("fast", 4))).ends_same_node
+    # and estimate() then uses the intra-node rate: 4e7 B / 1e11 = 4e-4 s
+    est = cm.estimate(toy_problem(), plan(1, 2, 1, ("fast", 2), ("fast", 2)))
+    assert est.embedding_allreduce_s == approx(4e-4)
+    assert cm.estimate(toy_problem(), plan(1, 1, 1, ("fast", 4))).embedding_allreduce_s == 0.0
 
 
 def test_estimate_flags_a_stage_that_does_not_fit():

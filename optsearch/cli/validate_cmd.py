@@ -13,12 +13,14 @@ from optsearch.problem import DEFAULT_MEMORY_HEADROOM
 from optsearch.report import dumps, stdout
 
 
-def _fmt(value, pct: bool = False) -> str:
+def _fmt(value, pct: bool = False, sign: bool = False) -> str:
     if value is None:
         return "-"
     if isinstance(value, str):
         return value
-    return f"{value:+.1%}" if pct else f"{value:.3f}"
+    if pct:
+        return f"{value:+.1%}" if sign else f"{value:.1%}"
+    return f"{value:.3f}"
 
 
 @app.command("validate")
@@ -55,7 +57,7 @@ def validate_command(
     for name, g in result["groups"].items():
         out(f"group {name}: {g['timed']} timed of {g['runs']}; Spearman {_fmt(g['spearman'])}; "
             f"mean |error| {_fmt(g['mean_abs_error'], True)}; top pick {g['top_pick']} "
-            f"(regret {_fmt(g['top_pick_regret'], True)})", highlight=False, markup=False)
+            f"(regret {_fmt(g['top_pick_regret'], True, sign=True)})", highlight=False, markup=False)
     mem = result["memory"]
     out(f"all: {result['timed']} timed of {result['runs']}; Spearman {_fmt(result['spearman'])}; "
         f"mean |error| {_fmt(result['mean_abs_error'], True)}; median predicted/measured "
