@@ -1,4 +1,9 @@
-"""bf16 GEMM throughput vs transformer-layer shape (optsearch issue 15). Writes CSV + JSON to $OUT."""
+"""bf16 GEMM throughput vs transformer-layer shape (optsearch issue 15). Writes CSV + JSON to $OUT.
+
+Run on the GPU to measure (needs PyTorch with CUDA): `OUT=results python bench/gemm/gemm_shapes.py`.
+The results of 2026-11-23 on one H100 SXM are gemm_shapes.csv and meta.json beside this file;
+docs/cost-model.md, section 14, gives the fit the cost model uses.
+"""
 import json, os, subprocess, time
 import torch
 
@@ -10,8 +15,8 @@ meta = {"device": props.name, "sms": props.multi_processor_count, "torch": torch
         "total_memory_bytes": props.total_memory, "mem_get_info_free": free, "mem_get_info_total": total,
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 try:
-    meta["nvidia_smi"] = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,memory.used,power.limit,clocks.max.sm",
-                                         "--format=csv"], capture_output=True, text=True).stdout
+    query = "--query-gpu=name,memory.total,memory.used,power.limit,clocks.max.sm"
+    meta["nvidia_smi"] = subprocess.run(["nvidia-smi", query, "--format=csv"], capture_output=True, text=True).stdout
 except Exception as e:
     meta["nvidia_smi"] = str(e)
 
@@ -38,16 +43,20 @@ for tokens in (2048, 8192):
         for tp in (1, 2, 4, 8):
             if h % tp or (4*h) % tp: continue
             # forward GEMMs of a GPT layer on one tp rank: (name, M, N, K)
-            fwd = [("qkv", tokens, 3*h//tp, h), ("proj", tokens, h, h//tp), ("fc1", tokens, 4*h//tp, h), ("fc2", tokens, h, 4*h//tp)]
+            fwd = [("qkv", tokens, 3 * h // tp, h), ("proj", tokens, h, h // tp),
+                   ("fc1", tokens, 4 * h // tp, h), ("fc2", tokens, h, 4 * h // tp)]
             tot_f, tot_t = 0.0, 0.0
             for name, M, N, K in fwd:
                 for phase, (mm, nn, kk) in (("fwd", (M, N, K)), ("dgrad", (M, K, N)), ("wgrad", (K, N, M))):
                     t = bench(mm, nn, kk)
                     f = 2.0*mm*nn*kk
                     tot_f += f; tot_t += t
-                    rows.append(dict(kind="gemm", h=h, tp=tp, tokens=tokens, gemm=f"{name}.{phase}", m=mm, n=nn, k=kk, s=t, tflops=f/t/1e12))
-            rows.append(dict(kind="layer", h=h, tp=tp, tokens=tokens, gemm="layer_linear_fwd_bwd", m=tokens, n=0, k=0, s=tot_t, tflops=tot_f/tot_t/1e12))
-            print(f"h={h} tp={tp} tokens={tokens} layer GEMMs {tot_f/tot_t/1e12:.1f} TFLOP/s ({tot_f/1e9:.1f} GFLOP)", flush=True)
+                    rows.append(dict(kind="gemm", h=h, tp=tp, tokens=tokens, gemm=f"{name}.{phase}",
+                                     m=mm, n=nn, k=kk, s=t, tflops=f / t / 1e12))
+            rows.append(dict(kind="layer", h=h, tp=tp, tokens=tokens, gemm="layer_linear_fwd_bwd",
+                             m=tokens, n=0, k=0, s=tot_t, tflops=tot_f / tot_t / 1e12))
+            print(f"h={h} tp={tp} tokens={tokens} layer GEMMs {tot_f / tot_t / 1e12:.1f} TFLOP/s "
+                  f"({tot_f / 1e9:.1f} GFLOP)", flush=True)
 with open(os.path.join(out, "gemm_shapes.csv"), "w") as fh:
     keys = list(rows[0])
     fh.write(",".join(keys) + "\n")

@@ -9,7 +9,8 @@ import typer
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options, HeadroomOpt,
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options,
+    HeadroomOpt,
 )
 from optsearch.costmodel import estimate
 from optsearch.errors import SpecError

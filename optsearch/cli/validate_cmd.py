@@ -45,8 +45,8 @@ def validate_command(
         stdout.out(dumps({"metrics": result, "runs": rows_json(priced)}), end="", highlight=False)
         return
     out = stdout.print
-    out(f"{'run':<28} {'group':<18} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'oom':>4} {'fits':>5} {'mem':>5}",
-        highlight=False, markup=False)
+    header = f"{'run':<28} {'group':<18} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'oom':>4} {'fits':>5}"
+    out(f"{header} {'mem':>5}", highlight=False, markup=False)
     for row in rows_json(priced):
         measured = "-" if row["measured_iteration_s"] is None else f"{row['measured_iteration_s']:.4f}"
         ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"

@@ -290,7 +290,8 @@ def whatif_command(
         names = [c.strip() for c in compare_clusters.split(",") if c.strip()]
         if len(names) < 2:
             raise SpecError(f"--compare-clusters = {compare_clusters!r}: give at least two clusters, comma-separated")
-        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom) for c in names]
+        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+                    for c in names]
         points = []
         with ProgressBar("clusters", quiet or as_json) as bar:
             for i, problem in enumerate(problems):

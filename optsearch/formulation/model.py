@@ -27,9 +27,9 @@ import numpy as np
 
 from optsearch.candidates import NodeUse, SpaceOptions
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
+    MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
     layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
-    stage_parameters, state_bytes_per_param, memory_capacity_bytes,
+    stage_parameters, state_bytes_per_param, memory_capacity_bytes, embedding_allreduce_s,
 )
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
