@@ -5,7 +5,7 @@ on the first stage and the LM head on the last, tensor-parallel all-reduces, the
 One iteration under 1F1B takes
 
     pipeline_s = (m - 1) x max_i t_i + sum_i t_i,        m = global_batch / (dp x micro_batch)
-    iteration_s = pipeline_s + max_i dp_allreduce_i + max_i optimizer_i
+    iteration_s = pipeline_s + max_i dp_allreduce_i + embedding_allreduce + max_i optimizer_i
 
 and the run takes iterations x iteration_s, costing sum_types nodes_rented x USD/node-hour x hours.
 The solver formulations build their coefficients from the per-layer functions here, so the two agree by
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Recompute
-from optsearch.problem import Problem
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem  # noqa: F401  (re-exported)
 from optsearch.profile.analytic import attention_core_fraction, korthikanti_activation_bytes
 from optsearch.spec import LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.job import JobSpec
@@ -32,11 +32,14 @@ from optsearch.units import (
 )
 
 ACTIVATION_DTYPE_BYTES = 2  # fp16/bf16 activations and pipeline messages
-GRADIENT_DTYPE_BYTES = 2  # gradients all-reduced in the 16-bit dtype (Megatron-Core default, grad_reduce_in_fp32 off)
-WEIGHT_AND_GRAD_BYTES_PER_PARAM = 4  # fp16/bf16 weight (2) + gradient (2)
+GRADIENT_DTYPE_BYTES = 2  # 16-bit gradients (a job without fp32 gradient reduction); fp32 ones take 4
+WEIGHT_BYTES_PER_PARAM = 2  # fp16/bf16 model weight
 OPTIMIZER_STATE_BYTES_PER_PARAM = 12  # fp32 master weight, Adam m, Adam v (4 each)
+FP32_MAIN_GRAD_BYTES_PER_PARAM = 4  # fp32 main gradient the optimizer builds when the grad buffer is 16-bit
 OPTIMIZER_TRAFFIC_BYTES_PER_PARAM = 28  # read grad 2; read+write master, m, v 24; write 16-bit weight 2
-MEMORY_RESERVE_BYTES = gib_to_bytes(2.0)  # CUDA context, NCCL buffers, cuBLAS workspace, allocator slack
+MEMORY_RESERVE_BYTES = gib_to_bytes(2.0)  # CUDA context, NCCL buffers, cuBLAS workspace
+LOGITS_BYTES_PER_ELEMENT = 6  # 16-bit logits (2) + their fp32 copy / softmax (4), per s b V / t element
+PCIE_ALLREDUCE_EFFICIENCY = 0.5  # NCCL all-reduce bus bandwidth / nominal PCIe rate when no measurement is given
 # Megatron without sequence parallelism: each block (attention, cross-attention, MLP) all-reduces its output in the
 # forward (row-parallel) and its input gradient in the backward (column-parallel): one each way per block.
 TP_ALLREDUCES_PER_BLOCK_EACH_WAY = 1
@@ -54,6 +57,28 @@ def ring_allreduce_s(message_bytes: float, group_size: int, bandwidth_bytes_per_
 
 def intra_node_bytes_per_s(node: NodeTypeSpec) -> float:
     return gbyte_per_s_to_bytes_per_s(node.intra_node_gbyte_per_s)
+
+
+def intra_node_allreduce_bytes_per_s(node: NodeTypeSpec) -> float:
+    """NCCL all-reduce bus bandwidth inside a node: the node's measured value, else the link rate (NVLink) or
+    PCIE_ALLREDUCE_EFFICIENCY x the link rate (PCIe: host bridges, no P2P, shared switches)."""
+    if node.intra_node_allreduce_gbyte_per_s is not None:
+        return gbyte_per_s_to_bytes_per_s(node.intra_node_allreduce_gbyte_per_s)
+    factor = PCIE_ALLREDUCE_EFFICIENCY if node.intra_node_link == "pcie" else 1.0
+    return factor * intra_node_bytes_per_s(node)
+
+
+def memory_capacity_bytes(problem: Problem, gpu_name: str) -> float:
+    """Bytes a plan may use on one GPU: the memory the card exposes (usable_memory_gib, else memory_gib) less the
+    problem's headroom share."""
+    gpu = problem.gpus[gpu_name]
+    usable = gpu.usable_memory_gib if gpu.usable_memory_gib is not None else gpu.memory_gib
+    return gib_to_bytes(usable) * (1.0 - problem.memory_headroom)
+
+
+def gradient_bytes(job: JobSpec) -> int:
+    """Bytes per gradient element in the buffer that is all-reduced: 4 with fp32 reduction, else 2."""
+    return 4 if job.gradients_in_fp32 else GRADIENT_DTYPE_BYTES
 
 
 def inter_node_bytes_per_s_per_gpu(node: NodeTypeSpec, gpus_sending: int) -> float:
@@ -93,7 +118,7 @@ def tp_allreduce_s(problem: Problem, node_type: str, tp: int, micro_batch_size: 
     """One tensor-parallel all-reduce of the b x s x h activations over the intra-node link."""
     model = problem.model
     message = micro_batch_size * model.seq_length * model.hidden_size * ACTIVATION_DTYPE_BYTES
-    return ring_allreduce_s(message, tp, intra_node_bytes_per_s(problem.node(node_type)))
+    return ring_allreduce_s(message, tp, intra_node_allreduce_bytes_per_s(problem.node(node_type)))
 
 
 def layer_step_s(
@@ -187,14 +212,18 @@ def full_recompute_working_bytes(problem: Problem, node_type: str, tp: int, micr
 
 
 def logits_bytes(model: ModelSpec, tp: int, micro_batch_size: int) -> float:
-    """fp32 logits and their gradient on the last stage, one micro-batch at a time: 4 s b V / t (Korthikanti)."""
-    return 4.0 * model.seq_length * micro_batch_size * model.vocab_size / tp
+    """Logits and loss buffers on the last stage, one micro-batch at a time: 6 s b V / t (the 16-bit logits and
+    Megatron's fp32 copy, on which the vocab-parallel cross-entropy computes softmax and gradient in place)."""
+    return LOGITS_BYTES_PER_ELEMENT * model.seq_length * micro_batch_size * model.vocab_size / tp
 
 
 def state_bytes_per_param(job: JobSpec, dp: int) -> float:
-    """Weights + gradients (4 B) + Adam states (12 B), the states divided by dp under the distributed optimizer."""
-    states = OPTIMIZER_STATE_BYTES_PER_PARAM / (dp if job.distributed_optimizer else 1)
-    return WEIGHT_AND_GRAD_BYTES_PER_PARAM + states
+    """Megatron's per-parameter bytes: 16-bit weight 2 + gradient buffer (4 if fp32, else 2) + sharded states
+    (fp32 master, Adam m and v: 12, + a 4-byte fp32 main gradient when the buffer is 16-bit), the sharded part
+    divided by dp under the distributed optimizer. bf16: 6 + 12/d (18 B); fp16: 4 + 16/d (20 B)."""
+    grad = gradient_bytes(job)
+    sharded = OPTIMIZER_STATE_BYTES_PER_PARAM + (0 if job.gradients_in_fp32 else FP32_MAIN_GRAD_BYTES_PER_PARAM)
+    return WEIGHT_BYTES_PER_PARAM + grad + sharded / (dp if job.distributed_optimizer else 1)
 
 
 def stage_parameters(model: ModelSpec, kinds: dict[str, int], first: bool, last: bool, pp: int) -> float:
@@ -222,12 +251,15 @@ class Placement:
 
     send_same_node[i]: stage i's sends to stage i+1 stay inside one node.
     stage_spans_nodes[i]: stage i's tp x dp GPUs are on more than one node (its data-parallel ring crosses NICs).
+    ends_same_node: every GPU slot of the first stage shares a node with its partner in the last stage (pp > 1):
+        one run of one type with pp x tp x dp <= GPUs per node.
     nodes: nodes rented per node type.
     """
 
     send_same_node: tuple[bool, ...]
     stage_spans_nodes: tuple[bool, ...]
     nodes: dict[str, int]
+    ends_same_node: bool = False
 
 
 def place(problem: Problem, plan: Plan) -> Placement:
@@ -252,7 +284,10 @@ def place(problem: Problem, plan: Plan) -> Placement:
         if run_end:
             nodes[stage.node_type] = nodes.get(stage.node_type, 0) + math.ceil((run_index + 1) * w / gpn)
         run_index += 1
-    return Placement(send_same_node=tuple(same), stage_spans_nodes=tuple(spans), nodes=nodes)
+    ends_same_node = (plan.pp > 1 and len({s.node_type for s in plan.stages}) == 1
+                      and plan.pp * w <= problem.node(plan.stages[0].node_type).gpus_per_node)
+    return Placement(send_same_node=tuple(same), stage_spans_nodes=tuple(spans), nodes=nodes,
+                     ends_same_node=ends_same_node)
 
 
 # ---- the estimate ------------------------------------------------------------------------------------------
@@ -287,6 +322,7 @@ class Estimate:
     stages: tuple[StageEstimate, ...]
     pipeline_time_s: float
     dp_allreduce_s: float
+    embedding_allreduce_s: float
     optimizer_s: float
     iteration_time_s: float
     iterations: int
@@ -308,6 +344,7 @@ class Estimate:
             "num_micro_batches": self.num_micro_batches,
             "pipeline_time_s": self.pipeline_time_s,
             "dp_allreduce_s": self.dp_allreduce_s,
+            "embedding_allreduce_s": self.embedding_allreduce_s,
             "optimizer_s": self.optimizer_s,
             "iterations": self.iterations,
             "nodes": dict(sorted(self.nodes.items())),
@@ -339,16 +376,37 @@ def pipeline_time_s(stage_times_s: list[float], num_micro_batches: int) -> float
 def dp_allreduce_s(
     problem: Problem, node_type: str, parameters: float, tp: int, dp: int, spans_nodes: bool
 ) -> float:
-    """Ring all-reduce of the stage's gradients (parameters / tp x 2 bytes) over dp ranks.
+    """Ring all-reduce of the stage's gradients (parameters / tp x gradient bytes) over dp ranks.
 
-    The ring's slowest link: the intra-node link when the stage sits in one node, else the node's NIC shared by
-    the stage's GPUs on that node.
+    The ring's slowest link: the intra-node all-reduce bandwidth when the stage sits in one node, else the node's
+    NIC: each of the tp rings (one per tensor-parallel rank) crosses a node boundary once, so the tp rings of a
+    node share its NIC (not all tp x dp GPUs).
     """
     node = problem.node(node_type)
-    bandwidth = intra_node_bytes_per_s(node)
+    bandwidth = intra_node_allreduce_bytes_per_s(node)
     if spans_nodes:
-        bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp * dp))
-    return ring_allreduce_s(parameters / tp * GRADIENT_DTYPE_BYTES, dp, bandwidth)
+        bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp))
+    return ring_allreduce_s(parameters / tp * gradient_bytes(problem.job), dp, bandwidth)
+
+
+def embedding_allreduce_s(problem: Problem, first: str, last: str, same_node: bool, gpus_per_stage: int,
+                          tp: int) -> float:
+    """Tied embeddings with pp > 1: the first and the last stage all-reduce the word-embedding gradient
+    (V h / t elements x gradient bytes) between the two ranks that hold it, every (tp, dp) pair at once.
+
+    Same node: the intra-node all-reduce bandwidth; otherwise the slower of the two NICs, each shared by the
+    stage's GPUs on that node (as a pipeline send, p2p_send_s). 0 for untied embeddings (the caller passes pp > 1).
+    """
+    model = problem.model
+    if not model.tied_embeddings:
+        return 0.0
+    message = model.vocab_size * model.hidden_size / tp * gradient_bytes(problem.job)
+    if same_node:
+        bandwidth = intra_node_allreduce_bytes_per_s(problem.node(first))
+    else:
+        bandwidth = min(inter_node_bytes_per_s_per_gpu(problem.node(first), gpus_per_stage),
+                        inter_node_bytes_per_s_per_gpu(problem.node(last), gpus_per_stage))
+    return ring_allreduce_s(message, 2, bandwidth)
 
 
 def optimizer_step_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int) -> float:
@@ -438,13 +496,17 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 optimizer_s=optimizer_step_s(problem, stage.node_type, params, tp, dp),
                 parameters=params,
                 memory_bytes=memory,
-                memory_capacity_bytes=gib_to_bytes(problem.gpus[node.gpu].memory_gib),
+                memory_capacity_bytes=memory_capacity_bytes(problem, node.gpu),
             )
         )
     pipeline = pipeline_time_s([s.time_s for s in stages], m)
     allreduce = max(s.dp_allreduce_s for s in stages)
+    embedding = 0.0
+    if pp > 1:
+        embedding = embedding_allreduce_s(problem, plan.stages[0].node_type, plan.stages[-1].node_type,
+                                          placement.ends_same_node, plan.gpus_per_stage, tp)
     optimizer = max(s.optimizer_s for s in stages)
-    iteration = pipeline + allreduce + optimizer
+    iteration = pipeline + allreduce + embedding + optimizer
     training = problem.iterations * iteration
     usd_per_hour = sum(count * problem.node(name).price_usd_per_node_hour for name, count in placement.nodes.items())
     return Estimate(
@@ -452,6 +514,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         stages=tuple(stages),
         pipeline_time_s=pipeline,
         dp_allreduce_s=allreduce,
+        embedding_allreduce_s=embedding,
         optimizer_s=optimizer,
         iteration_time_s=iteration,
         iterations=problem.iterations,

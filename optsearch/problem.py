@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from optsearch.profile import Profile, resolve_profile
 from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, ModelSpec, NodeTypeSpec
 
+# Share of each GPU's usable memory that a plan must leave free: PyTorch's caching allocator fragments memory and
+# transient buffers (NCCL, cuBLAS, the optimizer's temporaries) come and go. See docs/cost-model.md, section 9f.
+DEFAULT_MEMORY_HEADROOM = 0.10
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Problem:
@@ -15,6 +19,7 @@ class Problem:
     job: JobSpec
     gpus: dict[str, GpuSpec]
     profile: Profile
+    memory_headroom: float = DEFAULT_MEMORY_HEADROOM  # share of each GPU's usable memory a plan leaves free
 
     @property
     def iterations(self) -> int:

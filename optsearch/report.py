@@ -74,6 +74,7 @@ def totals_table(est: Estimate) -> Table:
         ("nodes rented", nodes),
         ("pipeline (1F1B) per iteration", f"{est.pipeline_time_s:.4f} s"),
         ("DP all-reduce per iteration", f"{est.dp_allreduce_s:.4f} s"),
+        ("tied-embedding all-reduce per iteration", f"{est.embedding_allreduce_s:.4f} s"),
         ("optimizer step per iteration", f"{est.optimizer_s:.4f} s"),
         ("iteration time", f"{est.iteration_time_s:.4f} s"),
         ("iterations", f"{est.iterations:,}"),

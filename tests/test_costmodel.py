@@ -183,8 +183,18 @@ def test_layer_step_tp1(recompute, expected):
 def test_tp_allreduce_on_the_intra_node_link():
     # message b s h x 2 = 2e6 B; ring over 2 ranks: 2 x 1/2 x 2e6 / 1e11 = 2e-5 s
     assert cm.tp_allreduce_s(toy_problem(), "fast", 2, 1) == approx(2e-5)
-    # slow node: intra 1e10 B/s -> 2e-4 s
-    assert cm.tp_allreduce_s(toy_problem(), "slow", 2, 1) == approx(2e-4)
+    # slow node: PCIe, no measured all-reduce rate: NCCL bus bandwidth 0.5 x 1e10 = 5e9 B/s -> 4e-4 s
+    assert cm.tp_allreduce_s(toy_problem(), "slow", 2, 1) == approx(4e-4)
+
+
+def test_tp_allreduce_uses_the_measured_all_reduce_bandwidth():
+    # slow node with a measured NCCL all-reduce bus bandwidth of 8 GB/s: 2 x 1/2 x 2e6 / 8e9 = 2.5e-4 s
+    measured = SLOW.model_copy(update={"intra_node_allreduce_gbyte_per_s": 8})
+    cluster = ClusterSpec(name="toy-cluster", node_types=[FAST, measured], gpus=[GPU_X, GPU_Y])
+    assert cm.tp_allreduce_s(toy_problem(cluster=cluster), "slow", 2, 1) == approx(2.5e-4)
+    # NVLink without a measurement: the link rate itself
+    assert cm.intra_node_allreduce_bytes_per_s(FAST) == approx(1e11)
+    assert cm.intra_node_allreduce_bytes_per_s(SLOW) == approx(5e9)
 
 
 @pytest.mark.parametrize(
@@ -286,15 +296,32 @@ def test_pipeline_time_1f1b():
 
 
 def test_dp_allreduce_inside_a_node():
-    # 1e8 parameters, tp 2 -> 5e7 per GPU x 2 B = 1e8 B; dp 4: 2 x 3/4 x 1e8 / 1e11 = 1.5e-3 s
-    assert cm.dp_allreduce_s(toy_problem(), "fast", 1e8, 2, 4, False) == approx(1.5e-3)
+    # bf16 job: fp32 gradients. 1e8 parameters, tp 2 -> 5e7 per GPU x 4 B = 2e8 B; dp 4: 2 x 3/4 x 2e8 / 1e11 = 3e-3
+    assert cm.dp_allreduce_s(toy_problem(), "fast", 1e8, 2, 4, False) == approx(3e-3)
+    # fp16 job: 16-bit gradients, 1e8 B -> 1.5e-3 s
+    fp16 = JobSpec(global_batch_size=8, train_iterations=1000, precision="fp16")
+    assert cm.dp_allreduce_s(toy_problem(job=fp16), "fast", 1e8, 2, 4, False) == approx(1.5e-3)
+    # bf16 with fp32 reduction turned off (Megatron's --grad-reduce-in-bf16): 2 B again
+    bf16_16 = JobSpec(global_batch_size=8, train_iterations=1000, grad_reduce_in_fp32=False)
+    assert cm.dp_allreduce_s(toy_problem(job=bf16_16), "fast", 1e8, 2, 4, False) == approx(1.5e-3)
 
 
-def test_dp_allreduce_across_nodes_uses_the_shared_nic():
-    # spans nodes: min(1e11, 5e10 / min(2 x 4, 4)) = 1.25e10 -> 1.5e8 / 1.25e10 = 0.012 s
+def test_gradient_bytes_follow_the_job():
+    assert cm.gradient_bytes(JOB) == 4  # bf16: Megatron reduces in fp32
+    assert cm.gradient_bytes(JobSpec(global_batch_size=8, train_iterations=1, precision="fp16")) == 2
+    assert cm.gradient_bytes(JobSpec(global_batch_size=8, train_iterations=1, precision="fp16",
+                                     grad_reduce_in_fp32=True)) == 4
+
+
+def test_dp_allreduce_across_nodes_uses_the_nic_per_ring():
+    # spans nodes: the tp = 2 rings of a node share its NIC: min(1e11, 5e10 / 2) = 2.5e10;
+    # 5e7 x 4 B = 2e8 B, 2 x 3/4 x 2e8 = 3e8 B / 2.5e10 = 0.012 s
     assert cm.dp_allreduce_s(toy_problem(), "fast", 1e8, 2, 4, True) == approx(0.012)
-    # slow, tp 1 dp 2 spanning: min(1e10, 1e10 / 2) = 5e9; 1e8 x 2 B = 2e8 B; 2 x 1/2 x 2e8 / 5e9 = 0.04 s
-    assert cm.dp_allreduce_s(toy_problem(), "slow", 1e8, 1, 2, True) == approx(0.04)
+    # tp 1: one ring, the whole NIC: min(1e11, 5e10) -> 2 x 3/4 x 4e8 / 5e10 = 0.012 s (the old per-GPU share
+    # 5e10 / 4 would have given 0.048 s)
+    assert cm.dp_allreduce_s(toy_problem(), "fast", 1e8, 1, 4, True) == approx(0.012)
+    # slow, tp 1 dp 2 spanning: min(PCIe all-reduce 5e9, NIC 1e10) = 5e9; 1e8 x 4 B = 4e8; 2 x 1/2 x 4e8 / 5e9
+    assert cm.dp_allreduce_s(toy_problem(), "slow", 1e8, 1, 2, True) == approx(0.08)
 
 
 def test_dp_allreduce_single_replica_is_free():
@@ -321,10 +348,17 @@ def test_optimizer_step_distributed_is_sharded_over_dp():
 
 
 def test_state_bytes_per_param():
-    assert cm.state_bytes_per_param(JOB, 4) == 16  # 2 weight + 2 grad + 12 Adam (ZeRO's 16 B/param)
+    # Megatron's distributed-optimizer table: bf16 (fp32 main grads) 6 + 12/d, fp16 4 + 16/d
+    assert cm.state_bytes_per_param(JOB, 4) == 18  # bf16 weight 2 + fp32 grad 4 + master, m, v 12
     dist = JobSpec(global_batch_size=8, train_iterations=1000, distributed_optimizer=True)
-    assert cm.state_bytes_per_param(dist, 4) == approx(7.0)  # 4 + 12 / 4
-    assert cm.state_bytes_per_param(dist, 1) == approx(16.0)
+    assert cm.state_bytes_per_param(dist, 4) == approx(9.0)  # 6 + 12 / 4
+    assert cm.state_bytes_per_param(dist, 1) == approx(18.0)
+    fp16 = JobSpec(global_batch_size=8, train_iterations=1000, precision="fp16")
+    assert cm.state_bytes_per_param(fp16, 4) == 20  # fp16 weight 2 + grad 2 + fp32 main grad 4 + 12
+    fp16_dist = JobSpec(global_batch_size=8, train_iterations=1000, precision="fp16", distributed_optimizer=True)
+    assert cm.state_bytes_per_param(fp16_dist, 4) == approx(8.0)  # 4 + 16 / 4
+    fp16_fp32 = JobSpec(global_batch_size=8, train_iterations=1000, precision="fp16", grad_reduce_in_fp32=True)
+    assert cm.state_bytes_per_param(fp16_fp32, 4) == 18  # the fp32 grad buffer is the main grad
 
 
 def test_stage_parameters_tied():
@@ -390,9 +424,19 @@ def test_layer_activation_bytes_cross_attention_counts_twice():
 
 
 def test_logits_bytes():
-    # 4 s b V / t = 4 x 1000 x 1 x 10000 / 2 = 2e7
-    assert cm.logits_bytes(toy_model(), 2, 1) == approx(2e7)
-    assert cm.logits_bytes(toy_model(), 1, 1) == approx(4e7)
+    # 6 s b V / t = 6 x 1000 x 1 x 10000 / 2 = 3e7 (16-bit logits 2 + fp32 copy 4)
+    assert cm.logits_bytes(toy_model(), 2, 1) == approx(3e7)
+    assert cm.logits_bytes(toy_model(), 1, 1) == approx(6e7)
+
+
+def test_memory_capacity_is_usable_memory_less_headroom():
+    # X: 16 GiB, no usable_memory_gib: 16 GiB x (1 - 0.10) = 14.4 GiB
+    assert cm.memory_capacity_bytes(toy_problem(), "X") == approx(14.4 * GIB)
+    # a card that exposes 15 GiB of its 16, headroom 0.2: 15 x 0.8 = 12 GiB
+    card = GpuSpec(name="X", memory_gib=16, usable_memory_gib=15, peak_fp16_tflop_per_s=100, hbm_gbyte_per_s=1000)
+    problem = Problem(model=toy_model(), cluster=CLUSTER, job=JOB, gpus={"X": card, "Y": GPU_Y},
+                      profile=toy_profile(), memory_headroom=0.2)
+    assert cm.memory_capacity_bytes(problem, "X") == approx(12 * GIB)
 
 
 def test_memory_reserve_is_two_gib():
@@ -401,7 +445,7 @@ def test_memory_reserve_is_two_gib():
 
 def _activation_part(est_stage, params: float, tp: int, logits: float = 0.0) -> float:
     """memory_bytes minus states and reserve (and logits): what the in-flight micro-batches hold."""
-    return est_stage.memory_bytes - params / tp * 16 - cm.MEMORY_RESERVE_BYTES - logits
+    return est_stage.memory_bytes - params / tp * 18 - cm.MEMORY_RESERVE_BYTES - logits
 
 
 def test_in_flight_micro_batches_min_pp_minus_i_m():
@@ -411,12 +455,12 @@ def test_in_flight_micro_batches_min_pp_minus_i_m():
     est = cm.estimate(toy_problem(), plan(1, 1, 1, *stages))
     # 12,002,000 per layer; + embedding 1e7 on the first; + norm 1000 + tied copy 1e7 on the last
     params = [22_002_000, 12_002_000, 12_002_000, 22_003_000]
-    held = [_activation_part(s, p, 1, 4e7 if i == 3 else 0.0) for i, (s, p) in enumerate(zip(est.stages, params))]
+    held = [_activation_part(s, p, 1, 6e7 if i == 3 else 0.0) for i, (s, p) in enumerate(zip(est.stages, params))]
     assert held == [approx(4 * 74e6), approx(3 * 74e6), approx(2 * 74e6), approx(1 * 74e6)]
     # gbs 2 -> m = 2: min(4 - i, 2) = 2, 2, 2, 1
     job = JobSpec(global_batch_size=2, train_iterations=1000)
     est = cm.estimate(toy_problem(job=job), plan(1, 1, 1, *stages))
-    held = [_activation_part(s, p, 1, 4e7 if i == 3 else 0.0) for i, (s, p) in enumerate(zip(est.stages, params))]
+    held = [_activation_part(s, p, 1, 6e7 if i == 3 else 0.0) for i, (s, p) in enumerate(zip(est.stages, params))]
     assert held == [approx(2 * 74e6), approx(2 * 74e6), approx(2 * 74e6), approx(1 * 74e6)]
 
 
@@ -428,10 +472,10 @@ def test_last_stage_params_include_the_tied_copy():
 
 def test_full_recompute_memory_inputs_plus_one_layer():
     # 2 stages x 2 layers, full recompute, m = 8. Stage 0 holds min(2, 8) = 2 micro-batches x 2 layers x 2e6 B
-    # (inputs) + one layer's full activations 74e6 = 82e6 B; stage 1: 1 x 2 x 2e6 + 74e6 = 78e6 B (+ logits 4e7)
+    # (inputs) + one layer's full activations 74e6 = 82e6 B; stage 1: 1 x 2 x 2e6 + 74e6 = 78e6 B (+ logits 6e7)
     est = cm.estimate(toy_problem(), plan(1, 1, 1, ("fast", 2, "full"), ("fast", 2, "full")))
     assert _activation_part(est.stages[0], 34_004_000, 1) == approx(82e6)
-    assert _activation_part(est.stages[1], 34_005_000, 1, 4e7) == approx(78e6)
+    assert _activation_part(est.stages[1], 34_005_000, 1, 6e7) == approx(78e6)
 
 
 
@@ -506,12 +550,16 @@ def test_estimate_two_stages_by_hand():
     stage 1 compute: 2 x (0.02 + 0.04) + head 0.015 = 0.135; p2p 4e-4             -> t1 = 0.1354
     pipeline: 3 x 0.1354 + (0.0634 + 0.1354) = 0.4062 + 0.1988 = 0.605
     parameters: stage 0 = 2 x 12,002,000 + 1e7 = 34,004,000; stage 1 = 24,004,000 + 1000 + 1e7 = 34,005,000
-    DP all-reduce (dp 2, 2 x 1/2 = 1): stage 0 68,008,000 B / 1e11 = 6.8008e-4; stage 1 68,010,000 / 1e10 = 6.801e-3
+    DP all-reduce (dp 2, 2 x 1/2 = 1; bf16 job: fp32 gradients, 4 B): stage 0 136,016,000 B / 1e11 = 1.36016e-3;
+        stage 1 136,020,000 B / (PCIe all-reduce 0.5 x 1e10) = 0.027204
     optimizer: stage 0 34,004,000 x 28 / 1e12 = 9.52112e-4; stage 1 34,005,000 x 28 / 5e11 = 1.90428e-3
-    iteration: 0.605 + 6.801e-3 + 1.90428e-3 = 0.61370528; training 613.70528 s
-    USD/hour: 1 x 10 + 1 x 2 = 12; cost 12 x 613.70528 / 3600 = 2.0456842666...
-    memory stage 0: 34,004,000 x 16 + min(2, 4) x 2 x 74e6 + 2 GiB = 544,064,000 + 296e6 + 2,147,483,648
-    memory stage 1: 34,005,000 x 16 + min(1, 4) x 2 x 74e6 + 4e7 + 2 GiB = 544,080,000 + 148e6 + 4e7 + 2,147,483,648
+    tied-embedding all-reduce (pp = 2, first on fast, last on slow, different nodes): V h / t = 1e7 elements x 4 B
+        = 4e7 B over min(5e10 / 2, 1e10 / 2) = 5e9 B/s, 2 ranks: 2 x 1/2 x 4e7 / 5e9 = 8e-3
+    iteration: 0.605 + 0.027204 + 8e-3 + 1.90428e-3 = 0.64210828; training 642.10828 s
+    USD/hour: 1 x 10 + 1 x 2 = 12; cost 12 x 642.10828 / 3600
+    memory stage 0: 34,004,000 x 18 + min(2, 4) x 2 x 74e6 + 2 GiB = 612,072,000 + 296e6 + 2,147,483,648
+    memory stage 1: 34,005,000 x 18 + min(1, 4) x 2 x 74e6 + 6e7 + 2 GiB = 612,090,000 + 148e6 + 6e7 + 2,147,483,648
+    capacity: 0.9 x 16 GiB and 0.9 x 8 GiB (default headroom 0.10)
     """
     est = cm.estimate(toy_problem(), plan(1, 2, 1, ("fast", 2), ("slow", 2)))
     assert est.num_micro_batches == 4
@@ -520,19 +568,20 @@ def test_estimate_two_stages_by_hand():
     assert (s1.compute_s, s1.p2p_s, s1.time_s) == (approx(0.135), approx(4e-4), approx(0.1354))
     assert est.pipeline_time_s == approx(0.605)
     assert (s0.parameters, s1.parameters) == (34_004_000, 34_005_000)
-    assert (s0.dp_allreduce_s, s1.dp_allreduce_s) == (approx(6.8008e-4), approx(6.801e-3))
-    assert est.dp_allreduce_s == approx(6.801e-3)
+    assert (s0.dp_allreduce_s, s1.dp_allreduce_s) == (approx(1.36016e-3), approx(0.027204))
+    assert est.dp_allreduce_s == approx(0.027204)
     assert (s0.optimizer_s, s1.optimizer_s) == (approx(9.52112e-4), approx(1.90428e-3))
     assert est.optimizer_s == approx(1.90428e-3)
-    assert est.iteration_time_s == approx(0.61370528)
+    assert est.embedding_allreduce_s == approx(8e-3)
+    assert est.iteration_time_s == approx(0.64210828)
     assert est.iterations == 1000
-    assert est.training_time_s == approx(613.70528)
+    assert est.training_time_s == approx(642.10828)
     assert est.nodes == {"fast": 1, "slow": 1}
     assert est.usd_per_hour == approx(12.0)
-    assert est.cost_usd == approx(2.0456842666666667)
-    assert s0.memory_bytes == approx(2_987_547_648)
-    assert s1.memory_bytes == approx(2_879_563_648)
-    assert (s0.memory_capacity_bytes, s1.memory_capacity_bytes) == (16 * GIB, 8 * GIB)
+    assert est.cost_usd == approx(12 * 642.10828 / 3600)
+    assert s0.memory_bytes == approx(3_055_555_648)
+    assert s1.memory_bytes == approx(2_967_573_648)
+    assert (s0.memory_capacity_bytes, s1.memory_capacity_bytes) == (approx(0.9 * 16 * GIB), approx(0.9 * 8 * GIB))
     assert est.fits
 
 
@@ -541,11 +590,36 @@ def test_estimate_training_length_from_tokens():
     job = JobSpec(global_batch_size=8, train_tokens=8_000_001)
     est = cm.estimate(toy_problem(job=job), plan(1, 2, 1, ("fast", 2), ("slow", 2)))
     assert est.iterations == 1001
-    assert est.training_time_s == approx(1001 * 0.61370528)
+    assert est.training_time_s == approx(1001 * 0.64210828)
+
+
+def test_embedding_allreduce_between_first_and_last_stage():
+    problem = toy_problem()
+    # across nodes, w = 4 on fast: V h / t x 4 B = 4e7 B over 5e10 / 4 = 1.25e10 -> 3.2e-3 s
+    assert cm.embedding_allreduce_s(problem, "fast", "fast", False, 4, 1) == approx(3.2e-3)
+    # tp 2 halves the message: 2e7 B -> 1.6e-3 s
+    assert cm.embedding_allreduce_s(problem, "fast", "fast", False, 4, 2) == approx(1.6e-3)
+    # inside one node: NVLink all-reduce 1e11 B/s -> 4e-4 s
+    assert cm.embedding_allreduce_s(problem, "fast", "fast", True, 1, 1) == approx(4e-4)
+    # untied embeddings: no exchange
+    assert cm.embedding_allreduce_s(toy_problem(model=toy_model(tied_embeddings=False)), "fast", "slow", False, 1,
+                                    1) == 0.0
+
+
+def test_ends_share_a_node_only_when_the_pipeline_fits_one_node():
+    # fast has 4 GPUs per node: 2 stages x w 2 = 4 fit one node; 3 stages x 2 do not; pp = 1 has no pair
+    assert cm.place(toy_problem(), plan(1, 2, 1, ("fast", 2), ("fast", 2))).ends_same_node
+    assert not cm.place(toy_problem(), plan(1, 2, 1, ("fast", 2), ("fast", 1), ("fast", 1))).ends_same_node
+    assert not cm.place(toy_problem(), plan(1, 1, 1, ("fast", 2), ("slow", 2))).ends_same_node
+    assert not cm.place(toy_problem(), plan(1, 1, 1, ("fast", 4))).ends_same_node
+    # and estimate() then uses the intra-node rate: 4e7 B / 1e11 = 4e-4 s
+    est = cm.estimate(toy_problem(), plan(1, 2, 1, ("fast", 2), ("fast", 2)))
+    assert est.embedding_allreduce_s == approx(4e-4)
+    assert cm.estimate(toy_problem(), plan(1, 1, 1, ("fast", 4))).embedding_allreduce_s == 0.0
 
 
 def test_estimate_flags_a_stage_that_does_not_fit():
-    # the same plan on a Y with 2.5 GiB: stage 1 needs 2,879,563,648 B > 2.5 GiB = 2,684,354,560 B
+    # the same plan on a Y with 2.5 GiB: stage 1 needs 2,967,573,648 B > 0.9 x 2.5 GiB = 2,415,919,104 B
     small = GpuSpec(name="Y", memory_gib=2.5, peak_fp16_tflop_per_s=50, hbm_gbyte_per_s=500)
     problem = Problem(model=toy_model(), cluster=CLUSTER, job=JOB, gpus={"X": GPU_X, "Y": small},
                       profile=toy_profile())
@@ -615,37 +689,52 @@ def test_layer_forward_flops_cross_attention():
 
 
 def test_efficiency_saturates():
-    assert efficiency(5e9) == approx(0.375)  # half of 0.75 at 5 GFLOP
-    assert efficiency(45e9) == approx(0.675)  # 0.75 x 45 / 50
+    # X: no sustained rate in the spec -> 0.75 x 1e14 = 7.5e13; half point 7.5e13 x 41e-6 = 3.075e9 FLOPs
+    assert efficiency(3.075e9, GPU_X) == approx(0.375)
+    assert efficiency(9 * 3.075e9, GPU_X) == approx(0.675)  # 0.75 x 9 / 10
+    # a cited sustained rate of 40 TFLOP/s on a 100 TFLOP/s card: 0.4 x W / (W + 4e13 x 41e-6 = 1.64e9)
+    slow = GpuSpec(name="S", memory_gib=16, peak_fp16_tflop_per_s=100, sustained_fp16_tflop_per_s=40,
+                   hbm_gbyte_per_s=1000)
+    assert efficiency(1.64e9, slow) == approx(0.2)
+    assert efficiency(1e15, slow) == pytest.approx(0.4, rel=1e-5)
+
+
+def test_compute_time_is_work_over_sustained_plus_fixed_time():
+    # W / (peak x efficiency) = W / sustained + 41 us: 28e9 / 4e13 + 4.1e-5 = 7.41e-4
+    slow = GpuSpec(name="S", memory_gib=16, peak_fp16_tflop_per_s=100, sustained_fp16_tflop_per_s=40,
+                   hbm_gbyte_per_s=1000)
+    assert 28e9 / (1e14 * efficiency(28e9, slow)) == approx(7.41e-4)
+
+
+LAYER_FWD_X = 28e9 / 7.5e13 + 41e-6 + 1.48e-4 + 1e-4  # compute + fixed GEMM time + traffic + launches
 
 
 def test_analytic_layer_forward_time():
-    # X: 1e14 FLOP/s peak, 1e12 B/s HBM. tp 1, b 1: W = 28e9, efficiency 0.75 x 28/33 = 7/11
-    # compute 28e9 / (1e14 x 7/11) = 4.4e-4; traffic 2 x 74e6 / 1e12 = 1.48e-4; 20 kernels x 5e-6 = 1e-4
-    assert layer_forward_s(toy_model(), LAYER, GPU_X, 1, 1) == approx(6.88e-4)
-    # tp 2: W = 14e9, efficiency 0.75 x 14/19; compute 14e9 x 19 / (1e14 x 0.75 x 14) = 19 / 7.5e4;
-    # traffic 2 x 42e6 / 1e12 = 8.4e-5; launches 1e-4
-    assert layer_forward_s(toy_model(), LAYER, GPU_X, 2, 1) == approx(19 / 7.5e4 + 8.4e-5 + 1e-4)
+    # X: 1e14 FLOP/s peak (sustained 0.75 x = 7.5e13), 1e12 B/s HBM. tp 1, b 1: W = 28e9
+    # compute 28e9 / 7.5e13 + 41e-6 = 4.14333e-4; traffic 2 x 74e6 / 1e12 = 1.48e-4; 20 kernels x 5e-6 = 1e-4
+    assert layer_forward_s(toy_model(), LAYER, GPU_X, 1, 1) == approx(LAYER_FWD_X)
+    # tp 2: W = 14e9: 14e9 / 7.5e13 + 41e-6; traffic 2 x 42e6 / 1e12 = 8.4e-5; launches 1e-4
+    assert layer_forward_s(toy_model(), LAYER, GPU_X, 2, 1) == approx(14e9 / 7.5e13 + 41e-6 + 8.4e-5 + 1e-4)
 
 
 def test_analytic_embedding_and_head():
     # embedding: gather, 2 x s b h x 2 B = 4e6 B / 1e12 = 4e-6, + 3 launches 1.5e-5
     assert embedding_forward_s(toy_model(), GPU_X, 1, 1) == approx(1.9e-5)
-    # head: 2 b s h V = 2e10 FLOPs, efficiency 0.75 x 20/25 = 0.6 -> 2e10 / 6e13 = 1/3000;
-    # logits traffic 3 x 4 b s V = 1.2e8 B / 1e12 = 1.2e-4; 6 launches 3e-5
-    assert head_forward_s(toy_model(), GPU_X, 1, 1) == approx(1 / 3000 + 1.2e-4 + 3e-5)
+    # head: 2 b s h V = 2e10 FLOPs -> 2e10 / 7.5e13 + 41e-6; logits traffic 3 x 4 b s V = 1.2e8 B / 1e12 = 1.2e-4;
+    # 6 launches 3e-5
+    assert head_forward_s(toy_model(), GPU_X, 1, 1) == approx(2e10 / 7.5e13 + 41e-6 + 1.2e-4 + 3e-5)
 
 
 def test_analytic_profile_backward_is_twice_forward_and_excludes_tp_comm():
     model = toy_model()
     prof = AnalyticProfile(model=model, gpus=GPUS)
     entry = prof.get("X", "layer", 1, 1)
-    assert entry.forward_s == approx(6.88e-4)
-    assert entry.backward_s == approx(2 * 6.88e-4)
+    assert entry.forward_s == approx(LAYER_FWD_X)
+    assert entry.backward_s == approx(2 * LAYER_FWD_X)
     assert not entry.tp_comm_included
     assert prof.get("X", "embedding", 1, 1).backward_s == approx(3.8e-5)
     # the cost model adds the TP all-reduces on the node's intra link: tp 2 step = 3 x fwd + 4 x 2e-5
     problem = toy_problem(profile=prof)
     fwd2 = layer_forward_s(model, LAYER, GPU_X, 2, 1)
     assert cm.layer_step_s(problem, "fast", LAYER, 2, 1, "none") == approx(3 * fwd2 + 8e-5)
-    assert math.isclose(cm.layer_step_s(problem, "fast", LAYER, 1, 1, "none"), 3 * 6.88e-4, rel_tol=REL)
+    assert math.isclose(cm.layer_step_s(problem, "fast", LAYER, 1, 1, "none"), 3 * LAYER_FWD_X, rel_tol=REL)

@@ -344,7 +344,7 @@ def test_the_slower_than_rows_price_each_plan_at_rent_times_the_later_of_its_tim
 def test_a_mixed_pipeline_is_found_when_it_is_optimal():
     """One fast A100 node beside A10 nodes under a tight deadline: the optimum mixes both types (brute force agrees)."""
     problem = _fasop_like()
-    problem = make_problem(layers=8, hidden=1024, heads=16, gbs=64, node_types=[n.model_dump() for n in
+    problem = make_problem(layers=12, hidden=1024, heads=16, gbs=64, node_types=[n.model_dump() for n in
                            problem.cluster.node_types], gpus=list(problem.gpus.values()))
     options = SpaceOptions(micro_batch_sizes=(1,), max_stages=3)
     fastest = solve_exhaustive(problem, Budget(objective="time"), options=options, max_plans=50_000)

@@ -21,6 +21,7 @@ app = typer.Typer(
 
 # Each module registers its commands on `app`.
 from optsearch.cli import catalog_cmd, estimate_cmd, import_cmd, launch_cmd, profile_cmd, solve_cmd, compare_cmd, whatif_cmd  # noqa: E402,F401
+from optsearch.cli import validate_cmd  # noqa: E402,F401
 
 
 # Recent typer vendors click as typer._click (no `click` module may be installed); typer.BadParameter derives

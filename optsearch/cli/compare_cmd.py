@@ -10,6 +10,7 @@ from rich.table import Table
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options,
+    HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
@@ -44,6 +45,7 @@ def compare_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    memory_headroom: HeadroomOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method.")] = False,
 ) -> None:
     """Run the solvers and the baselines on one problem: status, objective, plan, search time, gap to the best.
@@ -51,7 +53,8 @@ def compare_command(
     dp is the FASOP-style DP search (node-count grid, cyclic rotations of the node order), dp-amp the AMP-style one
     (the whole cluster in a fixed order); see docs/baselines.md. Exit code 1 when no method finds a plan.
     """
-    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens)
+    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
+                                   memory_headroom=memory_headroom)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
 

@@ -10,6 +10,7 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options,
+    HeadroomOpt,
 )
 from optsearch.costmodel import estimate
 from optsearch.errors import SpecError
@@ -52,10 +53,12 @@ def estimate_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    memory_headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
-    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens)
+    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
+                                   memory_headroom=memory_headroom)
     plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, plan_file,
                               layout=layout)
     est = estimate(problem, plan)

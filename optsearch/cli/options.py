@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
@@ -30,6 +31,12 @@ IterationsOpt = Annotated[
 ]
 TokensOpt = Annotated[Optional[int], typer.Option("--tokens", min=1, help="Override the training length in tokens.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+HeadroomOpt = Annotated[
+    Optional[float],
+    typer.Option("--memory-headroom", min=0.0, max=0.9,
+                 help="Share of each GPU's usable memory a plan must leave free (allocator fragmentation, transient "
+                      "buffers); default 0.10. 0 packs memory to the brim. See docs/cost-model.md, section 9f."),
+]
 SetOpt = Annotated[
     Optional[list[str]],
     typer.Option("--set", help="Edit the cluster, job or model, repeatable: node_types.NAME.FIELD=VALUE "
@@ -45,13 +52,18 @@ def problem_from_options(
     iterations: int | None,
     tokens: int | None,
     edits: list[str] | None = None,
+    memory_headroom: float | None = None,
 ) -> Problem:
     """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides."""
     if edits:
         from optsearch.edits import edited_problem
 
-        return edited_problem(model, cluster, edits, profile=profile, global_batch_size=global_batch_size,
-                              iterations=iterations, tokens=tokens)
-    return build_problem(
-        model, cluster, profile=profile, global_batch_size=global_batch_size, iterations=iterations, tokens=tokens
-    )
+        problem = edited_problem(model, cluster, edits, profile=profile, global_batch_size=global_batch_size,
+                                 iterations=iterations, tokens=tokens)
+    else:
+        problem = build_problem(
+            model, cluster, profile=profile, global_batch_size=global_batch_size, iterations=iterations, tokens=tokens
+        )
+    if memory_headroom is not None:
+        problem = replace(problem, memory_headroom=memory_headroom)
+    return problem

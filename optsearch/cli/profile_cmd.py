@@ -142,15 +142,22 @@ def _profile_report(request: ProfileRequest, results: list[CellResult], peak: fl
 
 @app.command("calibrate")
 def calibrate_command(
-    plan_files: Annotated[
-        list[Path],
-        typer.Option("--plan", help="Plan JSON the logs ran (as written by `solve --out`): one for all logs, or one "
-                                    "per --log in the same order."),
-    ],
-    logs: Annotated[list[Path], typer.Option("--log", help="Megatron-LM training log; repeat for several runs.")],
     model: ModelOpt,
     cluster: ClusterOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the calibrated profile CSV.")],
+    plan_files: Annotated[
+        Optional[list[Path]],
+        typer.Option("--plan", help="Plan JSON the logs ran (as written by `solve --out`): one for all logs, or one "
+                                    "per --log in the same order."),
+    ] = None,
+    logs: Annotated[
+        Optional[list[Path]], typer.Option("--log", help="Megatron-LM training log; repeat for several runs.")
+    ] = None,
+    runs_csv: Annotated[
+        Optional[Path],
+        typer.Option("--runs", help="Instead of --plan/--log: a CSV of recorded runs (the `optsearch validate` "
+                                    "format, docs/validation.md); its timed rows are the measurements."),
+    ] = None,
     profile: ProfileOpt = "analytic",
     warmup: Annotated[
         Optional[int],
@@ -167,16 +174,24 @@ def calibrate_command(
     global_batch_size: GlobalBatchOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Fit compute (and inter-node bandwidth) factors to measured Megatron-LM iteration times; write the profile."""
+    """Fit compute (and inter-node bandwidth) factors to measured iteration times; write the profile.
+
+    The measurements are Megatron-LM logs (--log, with the --plan each ran) or a CSV of recorded runs (--runs).
+    """
     from optsearch.profile import calibrate as cal
 
-    if len(plan_files) not in (1, len(logs)):
+    plan_files, logs = plan_files or [], logs or []
+    if runs_csv is not None and (plan_files or logs):
+        raise SpecError("--runs: give either --runs or --plan with --log, not both")
+    if runs_csv is None and not logs:
+        raise SpecError("give the measurements: --log (with --plan) for Megatron-LM logs, or --runs for a CSV of runs")
+    if runs_csv is None and len(plan_files) not in (1, len(logs)):
         raise SpecError(f"--plan given {len(plan_files)} times for {len(logs)} --log files: give one plan for all "
                         "logs or one per log")
     _check_out(out)
     problem = problem_from_options(model, cluster, profile, global_batch_size, None, None)
     pairs = list(zip(plan_files * len(logs) if len(plan_files) == 1 else plan_files, logs))
-    observations = []
+    observations = [] if runs_csv is None else cal.observations_from_runs(runs_csv, problem)
     for plan_path, log_path in pairs:
         plan = load_plan(plan_path)
         log = cal.read_megatron_log(log_path)

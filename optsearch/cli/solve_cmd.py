@@ -10,7 +10,7 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
-    problem_from_options,
+    problem_from_options, HeadroomOpt,
 )
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import dumps, solve_json, solve_summary, stderr, stdout, write_atomic
@@ -94,6 +94,7 @@ def solve_command(
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
     edits: SetOpt = None,
+    memory_headroom: HeadroomOpt = None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Write the result JSON here (atomically; no timing, so byte-identical across runs). "
@@ -109,7 +110,8 @@ def solve_command(
     """
     from optsearch.solver import explain_infeasible, solve
 
-    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits)
+    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
+                                   memory_headroom=memory_headroom)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise SpecError(f"--out {out}: folder {out.parent} does not exist")

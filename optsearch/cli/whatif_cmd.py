@@ -14,6 +14,7 @@ from rich.table import Table
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt, problem_from_options,
+    HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, SolverOpt, budget_from_options,
@@ -214,8 +215,9 @@ class ProgressBar:
 
 # ---- commands -----------------------------------------------------------------------------------------------
 
-def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens):
-    return problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits)
+def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom=None):
+    return problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
+                                memory_headroom=memory_headroom)
 
 
 @app.command("whatif")
@@ -253,6 +255,7 @@ def whatif_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    memory_headroom: HeadroomOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
     as_json: JsonOpt = False,
@@ -287,7 +290,8 @@ def whatif_command(
         names = [c.strip() for c in compare_clusters.split(",") if c.strip()]
         if len(names) < 2:
             raise SpecError(f"--compare-clusters = {compare_clusters!r}: give at least two clusters, comma-separated")
-        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens) for c in names]
+        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+                    for c in names]
         points = []
         with ProgressBar("clusters", quiet or as_json) as bar:
             for i, problem in enumerate(problems):
@@ -297,7 +301,7 @@ def whatif_command(
         title = f"{problems[0].model.name}: {budget.describe()} on {', '.join(names)}"
         emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster")
         return
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     if marginal:
         with ProgressBar("marginal", quiet or as_json) as bar:
             base, changes = whatif.marginal(problem, budget, tick=bar.tick, **kw)
@@ -330,6 +334,7 @@ def pareto_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    memory_headroom: HeadroomOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
     as_json: JsonOpt = False,
@@ -341,7 +346,7 @@ def pareto_command(
     """
     from optsearch import whatif
 
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
     with ProgressBar("frontier points", quiet or as_json) as bar:
         points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, tick=bar.tick)

@@ -11,6 +11,8 @@ Decisions:
     t[s]        time     stage s per micro-batch (compute + its sends)
     M           time     max_s t[s] (epigraph of the 1F1B max term)
     A, O        time     largest DP all-reduce, largest optimizer step
+    E           time     tied-embedding gradient all-reduce between the first and the last stage (pp > 1)
+    u           binary   the first and the last stage are on different nodes (only when E has a term)
     T           time     one iteration
     v[s,g]      time     T if b[s,g] = 1 else 0 (exact McCormick product of a binary and T, for cost = price x time)
 All coefficients come from the cost model's own per-layer functions (costmodel.py).
@@ -27,14 +29,14 @@ from optsearch.candidates import NodeUse, SpaceOptions
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
     layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
-    stage_parameters, state_bytes_per_param,
+    stage_parameters, state_bytes_per_param, memory_capacity_bytes, embedding_allreduce_s,
 )
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
 from optsearch.search import BUDGET_REL
 from optsearch.spec.budget import Budget
-from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+from optsearch.units import SECONDS_PER_HOUR
 
 PRICE_SCALE = 10_000  # prices enter the cost objective in 1e-4 USD/hour (catalog prices have <= 4 decimals)
 
@@ -80,6 +82,13 @@ class Coefficients:
     logits_bytes: float
     capacity_bytes: tuple[float, ...]  # [g]
     price_scaled: tuple[int, ...]  # [g]: USD per block-hour x PRICE_SCALE (block = k_g nodes)
+    emb_inter_s: tuple[tuple[float, ...], ...] = ()  # [g][h]: tied-embedding all-reduce, first on g, last on h
+    emb_intra_s: tuple[float, ...] = ()  # [g]: the same inside one node of g
+    emb_same_possible: tuple[bool, ...] = ()  # [g]: pp x w <= GPUs per node of g (the pipeline fits one node)
+
+    @property
+    def has_embedding_allreduce(self) -> bool:
+        return any(x > 0 for row in self.emb_inter_s for x in row)
 
 
 def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Coefficients:
@@ -110,10 +119,14 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
         in_flight=tuple(min(pp - s, m) for s in range(pp)),
         full_working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
         logits_bytes=logits_bytes(model, tp, mbs),
-        capacity_bytes=tuple(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
+        capacity_bytes=tuple(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         price_scaled=tuple(
             round(u.node.price_usd_per_node_hour * u.nodes_per_block * PRICE_SCALE) for u in cand.uses
         ),
+        emb_inter_s=tuple(tuple(embedding_allreduce_s(problem, g, h, False, w, tp) if pp > 1 else 0.0
+                                for h in names) for g in names),
+        emb_intra_s=tuple(embedding_allreduce_s(problem, g, g, True, w, tp) if pp > 1 else 0.0 for g in names),
+        emb_same_possible=tuple(pp > 1 and pp * w <= u.node.gpus_per_node for u in cand.uses),
     )
 
 
@@ -371,9 +384,39 @@ def add_optimizer(f: Formulation) -> None:
             f.lm.add(f"op_{s}_{g}", lin, ">=", 0, "time")
 
 
+def add_embedding_allreduce(f: Formulation) -> None:
+    """Tied embeddings, pp > 1 (costmodel.embedding_allreduce_s; the ends share a node iff Placement.ends_same_node):
+    u >= b[s,h] (s >= 1);  u >= z[0,g] (g: the pipeline cannot fit one node);  u <= sum of those
+    E >= c_inter[g,h] (z[0,g] + z[pp-1,h] + u - 2);   E >= c_intra[g] (z[0,g] - u)   (g: it can)
+
+    The ends are on one node exactly when no block starts after stage 0 and stage 0's type holds all pp x w GPUs
+    in one node (blocks never overlap, so then one block covers the whole pipeline).
+    """
+    c, pp = f.c, f.cand.pp
+    if not c.has_embedding_allreduce:
+        return
+    G = len(f.cand.uses)
+    later = [v for (s, _), v in f.block_starts.items() if s >= 1]
+    whole = [z_(0, g) for g in range(G) if not c.emb_same_possible[g]]
+    for i, v in enumerate(later):
+        f.lm.add(f"eu_b_{i}", Lin.of((1, "u_emb"), (-1, v)), ">=", 0, "count")
+    for g in range(G):
+        if not c.emb_same_possible[g]:
+            f.lm.add(f"eu_z_{g}", Lin.of((1, "u_emb"), (-1, z_(0, g))), ">=", 0, "count")
+    f.lm.add("eu_up", Lin.of((1, "u_emb"), *((-1, v) for v in later), *((-1, z) for z in whole)), "<=", 0, "count")
+    for g in range(G):
+        for h in range(G):
+            x = c.emb_inter_s[g][h]
+            lin = Lin.of((1, "E"), (-x, z_(0, g)), (-x, z_(pp - 1, h)), (-x, "u_emb"))
+            f.lm.add(f"emx_{g}_{h}", lin, ">=", -2 * x, "time")
+        if c.emb_same_possible[g]:
+            x = c.emb_intra_s[g]
+            f.lm.add(f"emi_{g}", Lin.of((1, "E"), (-x, z_(0, g)), (x, "u_emb")), ">=", 0, "time")
+
+
 def add_iteration_time(f: Formulation) -> None:
-    """T >= (m - 1) M + sum_s t[s] + A + O   (1F1B pipeline + DP all-reduce + optimizer step)"""
-    lin = Lin.of((1, "T"), (-(f.c.m - 1), "M"), (-1, "A"), (-1, "O"))
+    """T >= (m - 1) M + sum_s t[s] + A + O + E   (1F1B pipeline + DP and embedding all-reduces + optimizer step)"""
+    lin = Lin.of((1, "T"), (-(f.c.m - 1), "M"), (-1, "A"), (-1, "O"), (-1, "E"))
     for s in range(f.cand.pp):
         lin.add(-1, t_(s))
     f.lm.add("iter", lin, ">=", 0, "time")
@@ -580,6 +623,7 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
     t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi
     params_hi = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + max(c.fixed_params) * 2
     upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
+    upper += max((x for row in c.emb_inter_s for x in row), default=0.0) + max(c.emb_intra_s, default=0.0)
     if budget.max_time_s is not None:
         upper = min(upper, budget.max_time_s * (1 + BUDGET_REL) / c.iterations)
     if budget.objective == "cost" and incumbent is not None:
@@ -624,8 +668,10 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         lm.var(e_(j), "time", 0, U)
     for s in range(pp):
         lm.var(t_(s), "time", 0, U)
-    for name in ("M", "A", "O", "T"):
+    for name in ("M", "A", "O", "E", "T"):
         lm.var(name, "time", 0, U)
+    if c.has_embedding_allreduce:
+        lm.var("u_emb", "bool")
     need_cost = budget.objective == "cost" or budget.max_cost_usd is not None
     if need_cost:
         for (s, g) in block_starts:
@@ -651,6 +697,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_dp_allreduce(f)             # A >= all-reduce of every stage
         add_optimizer(f)                # O >= optimizer step of every stage
         add_memory(f)                   # per-GPU bytes <= capacity
+    add_embedding_allreduce(f)          # E >= tied-embedding all-reduce (first <-> last stage)
     add_pipeline_max(f)                 # M >= t[s]
     add_iteration_time(f)               # T >= (m-1) M + sum t + A + O
     if need_cost:

@@ -2,7 +2,8 @@
 
 For one layer on one GPU of a tp-way tensor-parallel group, with micro-batch b:
 
-    forward_s = flops / tp / (peak x efficiency(flops / tp)) + traffic_bytes / hbm_bandwidth + launch_s
+    forward_s = W / (peak x efficiency(W, gpu)) + traffic_bytes / hbm_bandwidth + launch_s,   W = flops / tp
+              = W / sustained + GEMM_FIXED_S + traffic_bytes / hbm_bandwidth + launch_s
     backward_s = 2 x forward_s
 
 FLOPs (a multiply-add is 2 FLOPs; h hidden, s sequence, q = heads x head_dim, k = kv_heads x head_dim, f ffn):
@@ -14,7 +15,10 @@ Memory traffic of the element-wise kernels (layer norm, softmax, dropout, GeLU, 
 that Korthikanti et al. (2022) count as stored is written once and read once:
     traffic_bytes = 2 x s b h (10 + 24/tp + 5 a s / (h tp))
 Efficiency saturates with the work per GPU (small matrix products do not fill the GPU):
-    efficiency(W) = EFFICIENCY_MAX x W / (W + EFFICIENCY_HALF_FLOPS)
+    efficiency(W, gpu) = (sustained / peak) x W / (W + sustained x GEMM_FIXED_S)
+sustained is the GPU's sustained large-GEMM rate (catalog `sustained_fp16_tflop_per_s`, cited per GPU; else
+EFFICIENCY_MAX x peak); GEMM_FIXED_S is the fixed time per layer forward that a bf16 GEMM benchmark of
+transformer-layer shapes on an H100 gave (bench/gemm/, docs/cost-model.md section 14).
 The embedding is a gather (memory bound: it writes and reads s b h x 2 bytes); the LM head is a matrix product
 2 b s h V / tp plus the fp32 logits and softmax traffic (3 x 4 b s V / tp bytes).
 Tensor-parallel all-reduces are NOT included (tp_comm_included = False): the cost model adds them on the
@@ -31,8 +35,8 @@ from optsearch.spec import GpuSpec, ModelSpec
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND, LayerKindSpec
 from optsearch.units import tflop_per_s_to_flop_per_s
 
-EFFICIENCY_MAX = 0.75
-EFFICIENCY_HALF_FLOPS = 5e9
+EFFICIENCY_MAX = 0.75  # sustained / peak when the catalog gives no sustained rate
+GEMM_FIXED_S = 41e-6  # fixed time of one layer's forward GEMMs (H100 fit: 124 us for forward + backward, / 3)
 KERNEL_LAUNCH_S = 5e-6
 KERNELS_PER_LAYER = 20
 BACKWARD_OVER_FORWARD = 2.0
@@ -71,13 +75,23 @@ def korthikanti_activation_bytes(model: ModelSpec, b: int, tp: int) -> float:
     return s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
 
 
-def efficiency(flops_per_gpu: float) -> float:
-    return EFFICIENCY_MAX * flops_per_gpu / (flops_per_gpu + EFFICIENCY_HALF_FLOPS)
+def sustained_flop_per_s(gpu: GpuSpec) -> float:
+    """The GPU's sustained large-GEMM rate: the catalog's cited value, else EFFICIENCY_MAX x the datasheet peak."""
+    if gpu.sustained_fp16_tflop_per_s is not None:
+        return tflop_per_s_to_flop_per_s(gpu.sustained_fp16_tflop_per_s)
+    return EFFICIENCY_MAX * tflop_per_s_to_flop_per_s(gpu.peak_fp16_tflop_per_s)
+
+
+def efficiency(flops_per_gpu: float, gpu: GpuSpec) -> float:
+    """Achieved / peak: (sustained / peak) x W / (W + sustained x GEMM_FIXED_S), i.e. W / sustained + GEMM_FIXED_S."""
+    sustained = sustained_flop_per_s(gpu)
+    peak = tflop_per_s_to_flop_per_s(gpu.peak_fp16_tflop_per_s)
+    return sustained / peak * flops_per_gpu / (flops_per_gpu + sustained * GEMM_FIXED_S)
 
 
 def _roofline_s(gpu: GpuSpec, flops_per_gpu: float, traffic_bytes: float, kernels: int) -> float:
     peak = tflop_per_s_to_flop_per_s(gpu.peak_fp16_tflop_per_s)
-    compute = flops_per_gpu / (peak * efficiency(flops_per_gpu)) if flops_per_gpu > 0 else 0.0
+    compute = flops_per_gpu / (peak * efficiency(flops_per_gpu, gpu)) if flops_per_gpu > 0 else 0.0
     return compute + traffic_bytes / (gpu.hbm_gbyte_per_s * 1e9) + kernels * KERNEL_LAUNCH_S
 
 

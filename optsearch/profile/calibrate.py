@@ -169,6 +169,38 @@ def observe(log: MegatronLog, plan: Plan, warmup: int | None) -> Observation:
                        warmup_times_s=log.iteration_times_s[:skip])
 
 
+def observations_from_runs(path: Path, problem: Problem) -> list[Observation]:
+    """The timed rows (not out of memory) of a validation CSV (optsearch.validate) as observations.
+
+    Every such row must be a run of the problem's model on its cluster at its global batch size (the fit prices
+    each row with this one problem); a row that is not names itself.
+    """
+    from optsearch.problem import build_problem
+    from optsearch.validate import load_runs
+
+    observations = []
+    for run in load_runs(path):
+        if run.measured_s is None or run.oom:
+            continue
+        other = build_problem(run.model, run.cluster, global_batch_size=run.global_batch_size)
+        where = f"{path}: run {run.run_id}"
+        if other.model.name != problem.model.name or other.cluster.name != problem.cluster.name:
+            raise SpecError(f"{where}: model {other.model.name} on {other.cluster.name}, but calibrating "
+                            f"{problem.model.name} on {problem.cluster.name}: give a CSV of runs of that model on "
+                            "that cluster")
+        if run.global_batch_size != problem.job.global_batch_size:
+            raise SpecError(f"{where}: global_batch_size {run.global_batch_size} but the job's is "
+                            f"{problem.job.global_batch_size}: pass --global-batch-size {run.global_batch_size} or "
+                            "split the CSV")
+        if run.precision is not None and run.precision != problem.job.precision:
+            raise SpecError(f"{where}: precision {run.precision} but the job's is {problem.job.precision}")
+        observations.append(Observation(source=f"{path.name}:{run.run_id}", plan=run.plan, measured_s=run.measured_s,
+                                        steady_lines=1, warmup_times_s=()))
+    if not observations:
+        raise SpecError(f"{path}: no timed run that did not run out of memory")
+    return observations
+
+
 # ---- the correction ------------------------------------------------------------------------------------------
 
 

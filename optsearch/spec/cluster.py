@@ -24,6 +24,11 @@ class NodeTypeSpec(Spec):
         gt=0, description="Per-GPU one-direction bandwidth between GPUs of one node, GB/s (10^9 B/s)."
     )
     inter_node_gbit_per_s: float = Field(gt=0, description="Network bandwidth of the whole node (all NICs), Gbit/s.")
+    intra_node_allreduce_gbyte_per_s: float | None = Field(
+        default=None, gt=0,
+        description="NCCL all-reduce bus bandwidth measured inside one node (nccl-tests busbw), GB/s; default: "
+                    "intra_node_gbyte_per_s, x 0.5 on PCIe (see docs/cost-model.md, section 3).",
+    )
     source: str = Field(default="", description="Where price and bandwidths come from.")
 
 

@@ -14,6 +14,15 @@ class GpuSpec(Spec):
         gt=0, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
     )
     hbm_gbyte_per_s: float = Field(gt=0, description="Device memory bandwidth in GB/s (10^9 bytes per second).")
+    usable_memory_gib: float | None = Field(
+        default=None, gt=0,
+        description="Memory the card exposes to programs (nvidia-smi's memory.total), GiB; default memory_gib.",
+    )
+    sustained_fp16_tflop_per_s: float | None = Field(
+        default=None, gt=0,
+        description="Sustained dense FP16/BF16 GEMM rate of large matrix products (benchmarks), TFLOP/s; "
+                    "default 0.75 x peak.",
+    )
     source: str = Field(default="", description="Where the numbers come from (datasheet).")
 
 

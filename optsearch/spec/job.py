@@ -27,6 +27,18 @@ class JobSpec(Spec):
     distributed_optimizer: bool = Field(
         default=False, description="Megatron's --use-distributed-optimizer: optimizer states sharded over dp."
     )
+    grad_reduce_in_fp32: bool | None = Field(
+        default=None,
+        description="Gradients accumulated and all-reduced in fp32 (Megatron's --accumulate-allreduce-grads-in-fp32, "
+                    "DeepSpeed's fp32_allreduce). Default: on for bf16 (Megatron forces it), off for fp16.",
+    )
+
+    @property
+    def gradients_in_fp32(self) -> bool:
+        """Whether gradients are kept and all-reduced in fp32 (the job's setting, else Megatron's default)."""
+        if self.grad_reduce_in_fp32 is not None:
+            return self.grad_reduce_in_fp32
+        return self.precision == "bf16"
 
     @model_validator(mode="after")
     def _exactly_one_length(self) -> "JobSpec":

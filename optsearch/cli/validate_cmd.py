@@ -1,0 +1,67 @@
+"""`optsearch validate`: price a CSV of recorded runs and report how well the cost model predicts them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from optsearch.cli import app
+from optsearch.cli.options import HeadroomOpt, JsonOpt, ProfileOpt
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM
+from optsearch.report import dumps, stdout
+
+
+def _fmt(value, pct: bool = False, sign: bool = False) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str):
+        return value
+    if pct:
+        return f"{value:+.1%}" if sign else f"{value:.1%}"
+    return f"{value:.3f}"
+
+
+@app.command("validate")
+def validate_command(
+    runs_csv: Annotated[Path, typer.Argument(help="Validation set: a CSV of recorded runs (docs/validation.md).")],
+    profile: ProfileOpt = "analytic",
+    memory_headroom: HeadroomOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Price recorded runs: rank correlation (Spearman), mean error, top-pick regret, memory-flag confusion.
+
+    Each row is a plan, its measured iteration time and whether it ran out of memory; see docs/validation.md for
+    the columns and bench/validation/ for the sets shipped with their sources.
+    """
+    from optsearch.validate import load_runs, metrics, price, rows_json
+
+    runs = load_runs(runs_csv)
+    headroom = DEFAULT_MEMORY_HEADROOM if memory_headroom is None else memory_headroom
+    priced = price(runs, profile=profile, memory_headroom=headroom)
+    result = metrics(priced)
+    if as_json:
+        stdout.out(dumps({"metrics": result, "runs": rows_json(priced)}), end="", highlight=False)
+        return
+    out = stdout.print
+    header = f"{'run':<28} {'group':<18} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'oom':>4} {'fits':>5}"
+    out(f"{header} {'mem':>5}", highlight=False, markup=False)
+    for row in rows_json(priced):
+        measured = "-" if row["measured_iteration_s"] is None else f"{row['measured_iteration_s']:.4f}"
+        ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        out(f"{row['run_id']:<28} {row['group']:<18} {measured:>10} {row['predicted_iteration_s']:>11.4f} {ratio:>6} "
+            f"{'yes' if row['oom'] else 'no':>4} {'yes' if row['predicted_fits'] else 'no':>5} "
+            f"{row['peak_memory_share']:>5.0%}", highlight=False, markup=False)
+    out("", highlight=False)
+    for name, g in result["groups"].items():
+        out(f"group {name}: {g['timed']} timed of {g['runs']}; Spearman {_fmt(g['spearman'])}; "
+            f"mean |error| {_fmt(g['mean_abs_error'], True)}; top pick {g['top_pick']} "
+            f"(regret {_fmt(g['top_pick_regret'], True, sign=True)})", highlight=False, markup=False)
+    mem = result["memory"]
+    out(f"all: {result['timed']} timed of {result['runs']}; Spearman {_fmt(result['spearman'])}; "
+        f"mean |error| {_fmt(result['mean_abs_error'], True)}; median predicted/measured "
+        f"{_fmt(result['median_ratio'])}", highlight=False, markup=False)
+    out(f"memory: out-of-memory runs flagged {mem['oom_flagged']} of {mem['oom_flagged'] + mem['oom_missed']}; "
+        f"good runs flagged {mem['good_flagged']} of {mem['good_flagged'] + mem['good_passed']} "
+        f"(headroom {headroom:.0%})", highlight=False, markup=False)

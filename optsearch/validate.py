@@ -1,0 +1,224 @@
+"""Price recorded runs and say how well the cost model predicts them (docs/validation.md).
+
+A validation set is a CSV, one recorded run per row:
+
+    run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
+    measured_iteration_s, oom [, precision, notes]
+
+`stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
+are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
+measured time is then empty); `group` names runs that compete for the same job (same model, batch, cluster pool):
+the top pick and its regret are computed within a group.
+
+Metrics (over rows with a measured time unless said otherwise):
+    Spearman rank correlation of predicted and measured iteration time, per group and over all rows
+    mean absolute relative error |predicted - measured| / measured, and the median of predicted / measured
+    top-pick regret per group: the run the model ranks fastest among those it predicts to fit, measured time
+        over the group's best measured time - 1 ("OOM" when the pick ran out of memory)
+    memory-flag confusion over all rows: predicted not to fit vs ran out of memory
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from optsearch.costmodel import estimate
+from optsearch.errors import OptsearchError, SpecError
+from optsearch.plan import Plan, parse_stages
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM, build_problem
+
+REQUIRED = ("run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
+            "stages", "measured_iteration_s", "oom")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Run:
+    run_id: str
+    group: str
+    source: str
+    model: str
+    cluster: str
+    global_batch_size: int
+    plan: Plan
+    measured_s: float | None
+    oom: bool
+    precision: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Priced:
+    run: Run
+    predicted_s: float
+    fits: bool
+    peak_memory_share: float  # largest stage memory / its capacity
+
+
+def _int(row: dict, key: str, where: str) -> int:
+    try:
+        value = int(row[key])
+    except (TypeError, ValueError):
+        raise SpecError(f"{where}: {key} = {row.get(key)!r}: must be an integer") from None
+    if value <= 0:
+        raise SpecError(f"{where}: {key} = {value}: must be positive")
+    return value
+
+
+def load_runs(path: Path) -> list[Run]:
+    """Read and check a validation CSV; errors name the file, row and field."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
+    reader = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
+    if missing:
+        raise SpecError(f"{path}: missing columns {', '.join(missing)}")
+    runs: list[Run] = []
+    for number, row in enumerate(reader, start=2):
+        where = f"{path} row {number} ({row.get('run_id')})"
+        oom_text = (row["oom"] or "").strip()
+        if oom_text not in ("0", "1"):
+            raise SpecError(f"{where}: oom = {oom_text!r}: must be 0 or 1")
+        measured_text = (row["measured_iteration_s"] or "").strip()
+        measured = None
+        if measured_text:
+            try:
+                measured = float(measured_text)
+            except ValueError:
+                raise SpecError(f"{where}: measured_iteration_s = {measured_text!r}: not a number") from None
+            if not measured > 0:
+                raise SpecError(f"{where}: measured_iteration_s = {measured}: must be positive")
+        if measured is None and oom_text == "0":
+            raise SpecError(f"{where}: measured_iteration_s is empty but oom = 0")
+        try:
+            stages = parse_stages(row["stages"])
+        except SpecError as err:
+            raise SpecError(f"{where}: stages: {err}") from None
+        plan = Plan(tp=_int(row, "tp", where), dp=_int(row, "dp", where),
+                    micro_batch_size=_int(row, "micro_batch_size", where), stages=stages)
+        precision = (row.get("precision") or "").strip() or None
+        if precision not in (None, "fp16", "bf16"):
+            raise SpecError(f"{where}: precision = {precision!r}: must be fp16 or bf16")
+        runs.append(Run(run_id=row["run_id"], group=row["group"], source=row["source"],
+                        model=_resolve(row["model"], path), cluster=_resolve(row["cluster"], path),
+                        global_batch_size=_int(row, "global_batch_size", where), plan=plan, measured_s=measured,
+                        oom=oom_text == "1", precision=precision))
+    if not runs:
+        raise SpecError(f"{path}: no runs")
+    return runs
+
+
+def _resolve(name: str, csv_path: Path) -> str:
+    """A catalog name stays; a path (has a suffix) is taken relative to the CSV's folder."""
+    name = name.strip()
+    if name.endswith((".yaml", ".yml", ".json")):
+        return str((csv_path.parent / name).resolve())
+    return name
+
+
+def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = DEFAULT_MEMORY_HEADROOM) -> list[Priced]:
+    out = []
+    for run in runs:
+        problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
+        if run.precision is not None and run.precision != problem.job.precision:
+            problem = replace(problem, job=problem.job.model_copy(update={"precision": run.precision}))
+        problem = replace(problem, memory_headroom=memory_headroom)
+        try:
+            est = estimate(problem, run.plan)
+        except OptsearchError as err:
+            raise SpecError(f"run {run.run_id}: {err}") from None
+        share = max(s.memory_bytes / s.memory_capacity_bytes for s in est.stages)
+        out.append(Priced(run=run, predicted_s=est.iteration_time_s, fits=est.fits, peak_memory_share=share))
+    return out
+
+
+def _ranks(values: list[float]) -> list[float]:
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        i = j + 1
+    return ranks
+
+
+def spearman(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rho: Pearson correlation of the (average-tie) ranks; None under 3 points or no spread."""
+    if len(xs) < 3:
+        return None
+    rx, ry = _ranks(xs), _ranks(ys)
+    mx, my = statistics.fmean(rx), statistics.fmean(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    if sxx == 0 or syy == 0:
+        return None
+    return sxy / math.sqrt(sxx * syy)
+
+
+def metrics(priced: list[Priced]) -> dict:
+    timed = [p for p in priced if p.run.measured_s is not None]
+    ratios = [p.predicted_s / p.run.measured_s for p in timed]
+    groups: dict[str, list[Priced]] = {}
+    for p in priced:
+        groups.setdefault(p.run.group, []).append(p)
+    per_group = {}
+    for name, members in groups.items():
+        g_timed = [p for p in members if p.run.measured_s is not None]
+        fitting = [p for p in members if p.fits]
+        pick = min(fitting, key=lambda p: p.predicted_s) if fitting else None
+        best = min((p.run.measured_s for p in g_timed), default=None)
+        if pick is None or best is None:
+            regret = None
+        elif pick.run.oom:
+            regret = "OOM"
+        else:
+            regret = pick.run.measured_s / best - 1
+        per_group[name] = {
+            "runs": len(members),
+            "timed": len(g_timed),
+            "spearman": spearman([p.predicted_s for p in g_timed], [p.run.measured_s for p in g_timed]),
+            "mean_abs_error": statistics.fmean(abs(p.predicted_s / p.run.measured_s - 1) for p in g_timed)
+            if g_timed else None,
+            "top_pick": pick.run.run_id if pick else None,
+            "top_pick_regret": regret,
+        }
+    confusion = {
+        "oom_flagged": sum(1 for p in priced if p.run.oom and not p.fits),
+        "oom_missed": sum(1 for p in priced if p.run.oom and p.fits),
+        "good_flagged": sum(1 for p in priced if not p.run.oom and not p.fits),
+        "good_passed": sum(1 for p in priced if not p.run.oom and p.fits),
+    }
+    return {
+        "runs": len(priced),
+        "timed": len(timed),
+        "spearman": spearman([p.predicted_s for p in timed], [p.run.measured_s for p in timed]),
+        "mean_abs_error": statistics.fmean(abs(r - 1) for r in ratios) if ratios else None,
+        "median_ratio": statistics.median(ratios) if ratios else None,
+        "groups": per_group,
+        "memory": confusion,
+    }
+
+
+def rows_json(priced: list[Priced]) -> list[dict]:
+    return [
+        {
+            "run_id": p.run.run_id,
+            "group": p.run.group,
+            "measured_iteration_s": p.run.measured_s,
+            "predicted_iteration_s": p.predicted_s,
+            "ratio": p.predicted_s / p.run.measured_s if p.run.measured_s else None,
+            "oom": p.run.oom,
+            "predicted_fits": p.fits,
+            "peak_memory_share": p.peak_memory_share,
+        }
+        for p in priced
+    ]

@@ -1,0 +1,52 @@
+"""--memory-headroom: the solver's plan leaves the headroom free, on the card's usable memory (issue 15)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from optsearch.candidates import SpaceOptions
+from optsearch.costmodel import estimate
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM, build_problem
+from optsearch.solver import solve
+from optsearch.spec.budget import Budget
+
+T4_USABLE_GIB = 14.755  # clusters/gpus.yaml: nvidia-smi's 15109 MiB on g4dn
+OPTIONS = SpaceOptions(micro_batch_sizes=(1, 2, 4), max_stages=4)
+
+
+@pytest.mark.parametrize("headroom", [0.0, 0.3, 0.5])
+def test_the_optimum_leaves_the_headroom_free(headroom):
+    problem = replace(build_problem("gpt2-medium", "amp-g4dn"), memory_headroom=headroom)
+    result = solve(problem, Budget(objective="time"), options=OPTIONS)
+    est = estimate(problem, result.plan)
+    assert result.status == "optimal" and est.fits
+    for stage in est.stages:
+        assert stage.memory_bytes <= (1 - headroom) * T4_USABLE_GIB * 2**30 * (1 + 1e-12)
+
+
+def test_more_headroom_never_gives_a_faster_plan():
+    times = []
+    for headroom in (0.0, 0.3, 0.5):
+        problem = replace(build_problem("gpt2-medium", "amp-g4dn"), memory_headroom=headroom)
+        times.append(estimate(problem, solve(problem, Budget(objective="time"), options=OPTIONS).plan).iteration_time_s)
+    assert times[0] <= times[1] <= times[2] and times[0] < times[2]
+
+
+def test_default_headroom_and_cli_option():
+    assert build_problem("gpt2-medium", "amp-g4dn").memory_headroom == DEFAULT_MEMORY_HEADROOM == 0.10
+    cmd = [sys.executable, "-m", "optsearch", "estimate", "--model", "gpt2-medium", "--cluster", "amp-g4dn", "--tp",
+           "1", "--dp", "16", "--micro-batch-size", "2", "--stages", "g4dn.12xlarge:24", "--json"]
+    loose = json.loads(subprocess.run(cmd + ["--memory-headroom", "0"], capture_output=True, text=True,
+                                      check=True).stdout)
+    tight = json.loads(subprocess.run(cmd + ["--memory-headroom", "0.3"], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert loose["stages"][0]["memory_capacity_gib"] == pytest.approx(T4_USABLE_GIB)
+    assert tight["stages"][0]["memory_capacity_gib"] == pytest.approx(0.7 * T4_USABLE_GIB)
+    assert loose["fits"] and not tight["fits"]  # 13.9 GiB: fits 14.8, not 10.3
+    bad = subprocess.run(cmd + ["--memory-headroom", "1.5"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--memory-headroom" in bad.stderr
