@@ -707,7 +707,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
             lm.var(u_(r), "bool")
     f = Formulation(problem=problem, budget=budget, cand=cand, c=c, lm=lm, block_starts=block_starts,
                     time_upper_s=0.0, patterns=patterns, stage_patterns=skel.stage_patterns,
-                    uniform_recompute=uniform, most=None if skel.most is None else skel.most.tolist())
+                    uniform_recompute=uniform, most=skel.most.tolist() if uniform and skel.most is not None else None)
     f.time_upper_s = _time_upper_bound(c, cand, budget, incumbent)
     U = f.time_upper_s
     for j in range(pp - 1):
