@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optsearch.plan import RECOMPUTE_MODES, Plan, Recompute
+from optsearch.plan import RECOMPUTE_MODES, Plan, Recompute, Stage
 from optsearch.problem import Problem
 from optsearch.spec import NodeTypeSpec
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
@@ -119,6 +119,22 @@ def type_sequence_allowed(problem: Problem, types: tuple[str, ...], options: Spa
     if options.same_gpus_per_node and len({problem.node(t).gpus_per_node for t in types}) > 1:
         return False
     return True
+
+
+def one_mode_variants(plan: Plan, options: SpaceOptions) -> list[Plan]:
+    """The plan itself where its recomputation is allowed; else, with uniform_recompute, the plan with one mode on
+    every stage that holds layers, for each mode from the most recomputing stage's on (a quick plan of the per-stage
+    heuristic made runnable: more recomputation never needs more memory in the cost model's terms, but may be slower,
+    so the caller prices them in order and keeps the first that fits)."""
+    if recompute_allowed(plan, options) or not options.uniform_recompute:
+        return [plan]
+    modes = options.recompute_modes
+    used = [modes.index(s.recompute) for s in plan.stages if s.num_layers > 0 and s.recompute in modes]
+    start = max(used, default=0)
+    return [Plan(tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size,
+                 stages=tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
+                                    recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages))
+            for mode in modes[start:]]
 
 
 def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:

@@ -29,7 +29,7 @@ def _restricted(problem, options: SpaceOptions, which: str) -> SpaceOptions:
     return replace(options, uniform_recompute=True, node_type_order=tuple(reversed(names)), same_gpus_per_node=True)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.sampled_from(["uniform", "fasop-like"]))
 def test_restricted_optimum_equals_brute_force_and_backends_agree(case, which):
     """One recomputation mode for every stage (and, fasop-like, a fixed node order and one GPU count per node): the
@@ -147,3 +147,15 @@ def test_cli_solve_target_then_launch_for_the_same_target(tmp_path):
     assert bad.code == 2 and "llama2-7b: the FASOP fork's run script" in bad.stderr
     unknown = run_cli("solve", "-m", "gpt2-xl", "-c", "fasop-a100-a10", "--target", "deepspeed")
     assert unknown.code == 2 and "--target = 'deepspeed': must be one of megatron, fasop" in unknown.stderr
+
+
+def test_one_mode_variants_of_a_mixed_quick_plan():
+    from optsearch.candidates import one_mode_variants
+
+    mixed = Plan(tp=1, dp=1, micro_batch_size=1, stages=(
+        Stage(node_type="a", num_layers=0), Stage(node_type="a", num_layers=2, recompute="selective"),
+        Stage(node_type="a", num_layers=2)))
+    variants = one_mode_variants(mixed, SpaceOptions(uniform_recompute=True))
+    assert [[s.recompute for s in v.stages] for v in variants] == [
+        ["none", "selective", "selective"], ["none", "full", "full"]]
+    assert one_mode_variants(mixed, SpaceOptions()) == [mixed]
