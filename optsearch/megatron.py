@@ -367,6 +367,8 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
     ]
     if job.distributed_optimizer:
         args.append("--use-distributed-optimizer")
+    if job.sequence_parallel and plan.tp > 1:
+        args.append("--sequence-parallel")
     padded = padded_vocab_size(model.vocab_size, plan.tp)
     notes.insert(0, (
         f"vocabulary: {model.vocab_size} tokens, padded by Megatron-LM to {padded} (a multiple of "
@@ -555,6 +557,8 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     args += recompute
     if problem.job.distributed_optimizer:
         args.append("--use-distributed-optimizer")
+    if problem.job.sequence_parallel and plan.tp > 1:
+        args.append("--sequence-parallel")  # the fork's 2023 Megatron-LM has it (megatron/arguments.py)
     nodes = launch_nodes(problem, plan)
     nproc = problem.node(jobs[0][0]).gpus_per_node
     lines = [

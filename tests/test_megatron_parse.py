@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import typing
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -62,6 +63,7 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", plan("10-13-13-12", "a10", "full")),  # first and last differ
         ("gpt2-xl", "fasop-a10", plan("20-28", "a10")),  # pp 2: first only
         ("gpt2-xl", "fasop-a100-a10", plan("0-16-16-16", "a100,a10*3", tp=2, dp=2)),  # layout, tp 2
+        ("gpt2-xl+sp", "fasop-a10", plan("12-12-12-12", "a10", "selective", tp=2, dp=2)),  # --sequence-parallel
     ]
 
 
@@ -107,7 +109,10 @@ def test_golden_arguments_pass_upstream_validation(upstream, monkeypatch, case):
 @pytest.mark.parametrize("index", range(len(_hand_made())))
 def test_hand_made_splits_pass_upstream_validation(upstream, monkeypatch, index):
     model, cluster, plan = _hand_made()[index]
-    _check(upstream, monkeypatch, build_problem(model, cluster), plan)
+    problem = build_problem(model.removesuffix("+sp"), cluster)
+    if model.endswith("+sp"):
+        problem = replace(problem, job=problem.job.model_copy(update={"sequence_parallel": True}))
+    _check(upstream, monkeypatch, problem, plan)
 
 
 def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
@@ -122,3 +127,4 @@ def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
     modes = {s.recompute for s in plan.stages if s.num_layers > 0}
     expected = {"none": None, "selective": "selective", "full": "full"}[modes.pop() if modes else "none"]
     assert args.recompute_granularity == expected
+    assert args.sequence_parallel == (problem.job.sequence_parallel and plan.tp > 1)

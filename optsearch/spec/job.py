@@ -27,6 +27,12 @@ class JobSpec(Spec):
     distributed_optimizer: bool = Field(
         default=False, description="Megatron's --use-distributed-optimizer: optimizer states sharded over dp."
     )
+    sequence_parallel: bool = Field(
+        default=False,
+        description="Megatron's --sequence-parallel wherever tp > 1: the activations tensor parallelism leaves "
+                    "whole (layer-norm and dropout inputs) are split over the tp ranks too (Korthikanti et al. 2022). "
+                    "Under the cost model it never costs time or memory, so it is on for every plan with tp > 1.",
+    )
 
     @model_validator(mode="after")
     def _exactly_one_length(self) -> "JobSpec":
