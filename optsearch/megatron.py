@@ -29,6 +29,7 @@ from optsearch.errors import SpecError, UnsupportedPlanError
 from optsearch.plan import Plan, Recompute, Stage, parse_balance, plan_from_dict
 from optsearch.problem import Problem
 from optsearch.spec import ModelSpec
+from optsearch.targets import FASOP, fasop_model, is_encoder_decoder, space_options
 
 # The upstream files the flags, defaults and rules below were read from: NVIDIA/Megatron-LM, main branch at commit
 # MEGATRON_LM_COMMIT (2026-08-22); each file's value is the last commit on main that changed it (all are ancestors
@@ -176,10 +177,6 @@ def padded_vocab_size(vocab_size: int, tp: int, divisible_by: int = MAKE_VOCAB_S
     _vocab_size_with_padding)."""
     multiple = divisible_by * tp
     return math.ceil(vocab_size / multiple) * multiple
-
-
-def is_encoder_decoder(model: ModelSpec) -> bool:
-    return any(k.cross_attention for k in model.kinds)
 
 
 def is_llama_family(model: ModelSpec) -> bool:
@@ -486,8 +483,6 @@ def fasop_node_jobs(problem: Problem, plan: Plan) -> tuple[tuple[str, int], ...]
     _02_hetero_slave_job.sh ranks its nodes 1, 2, ... in host-list order. So the plan's node types must form at most
     two runs along the pipeline, in the order the cluster file lists them (a100 before a10 in fasop-a100-a10, as the
     fork's scripts have it), and one NPROC_PER_NODE must serve every node."""
-    from optsearch.targets import FASOP, space_options
-
     order = space_options(FASOP, problem).node_type_order or ()
     runs = [plan.stages[i].node_type for i, _ in _runs(plan)]
     if len(runs) > 2 or len(set(runs)) != len(runs) or [t for t in order if t in runs] != runs:
@@ -521,8 +516,6 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     stages below --pipeline-model-parallel-split-rank run the encoder, and each takes its --balance entry
     (Megatron-LM-2/megatron/model/transformer.py; its own example is T5 with 11-13-11-13 and split rank 2).
     """
-    from optsearch.targets import fasop_model
-
     check_launchable(problem, plan)
     model = problem.model
     fork_model = fasop_model(model)
@@ -819,7 +812,8 @@ def memory_check(problem: Problem, plan: Plan) -> str | None:
 
 
 def launch_files(problem: Problem, plan: Plan, fmt: str, *, allow_recompute_superset: bool = False,
-                 master_port: int = DEFAULT_MASTER_PORT, allow_no_fit: bool = False) -> tuple[dict[str, str], list[str]]:
+                 master_port: int = DEFAULT_MASTER_PORT,
+                 allow_no_fit: bool = False) -> tuple[dict[str, str], list[str]]:
     """{file name: text} for one format, and notes for the user. Raises before anything is written.
 
     A plan whose own estimate does not fit in GPU memory is refused (UnsupportedPlanError), or with allow_no_fit

@@ -119,8 +119,8 @@ def fasop_model(model: ModelSpec) -> FasopModel:
                       f"heads, sequence {m.seq_length}" for m in FASOP_MODELS)
     raise UnsupportedPlanError(
         f"model {model.name}: the FASOP fork's run script (_01_run_inter.sh) has arguments for three models only "
-        f"({known}; learned positions, LayerNorm, biases, no gated MLP or grouped queries); plan and launch it for upstream Megatron-LM instead (--target megatron, "
-        "--format megatron)"
+        f"({known}; learned positions, LayerNorm, biases, no gated MLP or grouped queries); plan and launch it for "
+        "upstream Megatron-LM instead (--target megatron, --format megatron)"
     )
 
 

@@ -7,7 +7,8 @@ less recomputation is never slower, so the least mode that fits each stage domin
 heuristic). Where the target runs one mode on every stage (SpaceOptions.uniform_recompute), the modes are tried in
 order, the same on every stage with layers, and the first that fits every stage is kept: a later mode recomputes more,
 so it is never faster on any stage, nor cheaper on the same GPUs (exact again, with no assumption on memory). Node-type
-sequences the target cannot run (order, GPUs per node) are skipped. Instances whose plan count exceeds `max_plans` are refused, saying how many plans there are.
+sequences the target cannot run (order, GPUs per node) are skipped. Instances whose plan count exceeds `max_plans` are
+refused, saying how many plans there are.
 """
 
 from __future__ import annotations
