@@ -10,6 +10,9 @@ The search space (solver, exhaustive and DP baselines alike):
     node (a stage fills w / gpn nodes) or divides it (gpn / w consecutive stages share a node); every node
     rented is filled. (`optsearch estimate` also prices plans outside this space, e.g. half-used nodes.)
   * nodes rented per type <= available; every stage fits in GPU memory; the budgets hold.
+An engine target (targets.py) narrows the space to what that engine runs: one recomputation mode on every stage
+that holds layers (uniform_recompute), node types along the pipeline in a fixed order (node_type_order), one number
+of GPUs per node on every node used (same_gpus_per_node), and at most max_stages stages.
 A (gpu, layer kind, tp, b) missing from the profile makes that node type unusable for that candidate.
 """
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from optsearch.plan import RECOMPUTE_MODES, Plan, Recompute
+from optsearch.plan import RECOMPUTE_MODES, Plan, Recompute, Stage
 from optsearch.problem import Problem
 from optsearch.spec import NodeTypeSpec
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
@@ -30,6 +33,13 @@ class SpaceOptions:
     micro_batch_sizes: tuple[int, ...] = MICRO_BATCH_SIZES
     recompute_modes: tuple[Recompute, ...] = RECOMPUTE_MODES
     max_stages: int | None = None  # default: layers + 2
+    # One recomputation mode on every stage that holds layers (Megatron-LM applies --recompute-* to all stages);
+    # stages without layers recompute nothing. False: each stage picks its own mode (no engine runs that as is).
+    uniform_recompute: bool = False
+    # Node types must appear along the pipeline in this order (types not named: not used); None: any order.
+    node_type_order: tuple[str, ...] | None = None
+    # Every node type used has the same GPUs per node (a launcher with one --nproc-per-node for all nodes).
+    same_gpus_per_node: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,12 +110,52 @@ def max_stages(problem: Problem, options: SpaceOptions) -> int:
     return options.max_stages or problem.model.num_layers + 2
 
 
+def type_sequence_allowed(problem: Problem, types: tuple[str, ...], options: SpaceOptions) -> bool:
+    """The target's rules on the node types along the pipeline: their order, and one GPUs-per-node count."""
+    if options.node_type_order is not None:
+        rank = {name: i for i, name in enumerate(options.node_type_order)}
+        if any(t not in rank for t in types) or any(rank[a] > rank[b] for a, b in zip(types, types[1:])):
+            return False
+    if options.same_gpus_per_node and len({problem.node(t).gpus_per_node for t in types}) > 1:
+        return False
+    return True
+
+
+def one_mode_variants(plan: Plan, options: SpaceOptions) -> list[Plan]:
+    """The plan itself where its recomputation is allowed; else, with uniform_recompute, the plan with one mode on
+    every stage that holds layers, for each mode from the most recomputing stage's on (a quick plan of the per-stage
+    heuristic made runnable: more recomputation never needs more memory in the cost model's terms, but may be slower,
+    so the caller prices them in order and keeps the first that fits)."""
+    if recompute_allowed(plan, options) or not options.uniform_recompute:
+        return [plan]
+    modes = options.recompute_modes
+    used = [modes.index(s.recompute) for s in plan.stages if s.num_layers > 0 and s.recompute in modes]
+    start = max(used, default=0)
+    return [Plan(tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size,
+                 stages=tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
+                                    recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages))
+            for mode in modes[start:]]
+
+
+def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:
+    """Every stage's mode is allowed; with uniform_recompute, stages with layers share one mode, empty ones none."""
+    if any(s.recompute not in options.recompute_modes for s in plan.stages):
+        return False
+    if not options.uniform_recompute:
+        return True
+    if any(s.num_layers == 0 and s.recompute != options.recompute_modes[0] for s in plan.stages):
+        return False
+    return len({s.recompute for s in plan.stages if s.num_layers > 0}) <= 1
+
+
 def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceOptions()) -> bool:
     """True when the plan is one the search methods consider (whole nodes, usable types, allowed degrees)."""
     if plan.tp not in tp_candidates(problem) or plan.micro_batch_size not in micro_batch_candidates(problem, options):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size)}
-    if any(s.node_type not in uses or s.recompute not in options.recompute_modes for s in plan.stages):
+    if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):
+        return False
+    if not type_sequence_allowed(problem, tuple(s.node_type for s in plan.stages), options):
         return False
     if any(s.num_layers == 0 for s in plan.stages[1:-1]) or plan.pp > max_stages(problem, options):
         return False

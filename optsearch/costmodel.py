@@ -183,22 +183,26 @@ def p2p_send_s(problem: Problem, sender: str, receiver: str, same_node: bool, gp
 def layer_activation_bytes(
     problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int, recompute: Recompute
 ) -> float:
-    """Stored activations of one layer for one micro-batch (Korthikanti et al. 2022, Table 2, no SP).
+    """Stored activations of one layer for one micro-batch (Korthikanti et al. 2022, Table 2).
 
     none: s b h (10 + 24/t + 5 a s / (h t)) or the profile's measured bytes; selective: s b h (10 + 24/t);
-    full: 2 s b h (only the layer input is kept).
+    full: 2 s b h (only the layer input is kept). With sequence parallelism (job.sequence_parallel and t > 1) the
+    10 s b h that tensor parallelism leaves whole is split over the t ranks too: none s b h (34/t + 5 a s / (h t))
+    (a measured value loses 10 s b h (1 - 1/t)), selective 34 s b h / t, full 2 s b h / t (the kept layer input is
+    the sequence-sharded residual stream).
     """
     model = problem.model
     sbh = model.seq_length * micro_batch_size * model.hidden_size
     cross = 2 if kind.cross_attention else 1
+    split = tp if problem.job.sequence_parallel and tp > 1 else 1  # what the 10 s b h and the input divide by
     if recompute == "full":
-        return 2.0 * sbh
+        return 2.0 * sbh / split
     if recompute == "selective":
-        return sbh * (10 + 24 / tp) * cross
+        return sbh * (10 / split + 24 / tp) * cross
     entry = problem.profile.get(problem.node(node_type).gpu, kind.name, tp, micro_batch_size)
     if entry.activation_bytes is not None:
-        return entry.activation_bytes
-    return korthikanti_activation_bytes(model, micro_batch_size, tp) * cross
+        return entry.activation_bytes - 10 * sbh * (1 - 1 / split) * cross
+    return (korthikanti_activation_bytes(model, micro_batch_size, tp) - 10 * sbh * (1 - 1 / split)) * cross
 
 
 def full_layer_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, mbs: int) -> float:

@@ -1,9 +1,11 @@
 """Plan -> Megatron-LM: command-line arguments, partition strings, torchrun and Slurm launch scripts; and back.
 
 Everything here is a pure function of a (Problem, Plan). Output targets upstream Megatron-LM (Megatron-Core
-training scripts `pretrain_gpt.py` / `pretrain_t5.py`); every flag was checked against the upstream sources named
-in MEGATRON_LM_SOURCES (docs/launch.md keeps the flag table). A plan Megatron-LM cannot run raises
-UnsupportedPlanError with the reason, never a silently different launch.
+training scripts `pretrain_gpt.py` / `examples/t5/pretrain_t5.py`) or FASOP's fork (targets.py declares what each
+runs); every upstream flag was checked against the sources named in MEGATRON_LM_SOURCES (docs/launch.md keeps the
+flag table) and is run through upstream's own parse_args and validate_args by tests/test_megatron_parse.py where a
+checkout is at hand. A plan the engine cannot run raises UnsupportedPlanError with the reason, never a silently
+different launch.
 
 Rank order. Megatron's default order is tensor fastest, then data, then pipeline ('tp-cp-ep-dp-pp'), so pipeline
 stage i holds global ranks [i w, (i + 1) w), w = tp x dp. torchrun numbers global ranks node by node in node-rank
@@ -22,21 +24,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from optsearch.costmodel import check_plan, place
+from optsearch.costmodel import check_plan, estimate, place
 from optsearch.errors import SpecError, UnsupportedPlanError
 from optsearch.plan import Plan, Recompute, Stage, parse_balance, plan_from_dict
 from optsearch.problem import Problem
 from optsearch.spec import ModelSpec
+from optsearch.targets import FASOP, fasop_model, is_encoder_decoder, space_options
 
-# The upstream files the flags, defaults and rules below were read from (NVIDIA/Megatron-LM, main branch).
+# The upstream files the flags, defaults and rules below were read from: NVIDIA/Megatron-LM, main branch at commit
+# MEGATRON_LM_COMMIT (2026-08-22); each file's value is the last commit on main that changed it (all are ancestors
+# of MEGATRON_LM_COMMIT: `git merge-base --is-ancestor`).
+MEGATRON_LM_COMMIT = "d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 MEGATRON_LM_SOURCES = {
-    "megatron/training/arguments.py": "000c4ac24f61159c138b0975def722c65245983c",
-    "megatron/core/transformer/pipeline_parallel_layer_layout.py": "00caa53af30912914981c86f39db123961678bbd",
-    "megatron/core/transformer/transformer_config.py": "002526d81b81f6ab534e93844f9a228709887494",
-    "pretrain_t5.py": "00caa53af30912914981c86f39db123961678bbd",
+    "megatron/training/arguments.py": "d96d76c068191a6d3bb448ab561822120c9527ba",
+    "megatron/core/transformer/pipeline_parallel_layer_layout.py": "db57c152e672e99bfdb0b57a93d3bad479c1b559",
+    "megatron/core/transformer/transformer_config.py": "d98e8a64ddf34856e74b24714e3bedb2f5a39553",
+    "examples/t5/pretrain_t5.py": "223e244f5e172d5d94dd256b7b5beb180bf680ca",
+    "examples/llama/train_llama3_8b_h100_fp8.sh": "779c5b748dbcf00ad9e36d539c576b404ab4abe9",
 }
-MEGATRON_LM_TARGET = "NVIDIA/Megatron-LM main (Megatron-Core >= 0.13; --pipeline-model-parallel-layout needs it)"
+MEGATRON_LM_TARGET = (f"NVIDIA/Megatron-LM main at {MEGATRON_LM_COMMIT[:12]} (Megatron-Core >= 0.13; "
+                      "--pipeline-model-parallel-layout needs it)")
 FASOP_FORK = "github.com/AvatarHwang/FASOP, folder Megatron-LM-2 (a 2023 Megatron-LM fork with --balance)"
+T5_ENTRY = "examples/t5/pretrain_t5.py"  # moved from the repository root to examples/t5/ upstream
+GPT_ENTRY = "pretrain_gpt.py"
 
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron-LM's default --make-vocab-size-divisible-by
 DEFAULT_MASTER_PORT = 6000
@@ -169,8 +179,9 @@ def padded_vocab_size(vocab_size: int, tp: int, divisible_by: int = MAKE_VOCAB_S
     return math.ceil(vocab_size / multiple) * multiple
 
 
-def is_encoder_decoder(model: ModelSpec) -> bool:
-    return any(k.cross_attention for k in model.kinds)
+def is_llama_family(model: ModelSpec) -> bool:
+    """Llama-style: gated (SwiGLU) MLP, RMSNorm, rotary positions, no biases."""
+    return model.gated_mlp and model.norm == "rmsnorm" and model.position_embedding == "rotary" and not model.bias
 
 
 def _check_model_kinds(model: ModelSpec) -> None:
@@ -322,6 +333,9 @@ def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
         args.append("--disable-bias-linear")
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
+    if is_llama_family(model):
+        # Llama trains without dropout (upstream's examples/llama scripts pass both; Megatron's default is 0.1)
+        args += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
     args += ["--make-vocab-size-divisible-by", str(MAKE_VOCAB_SIZE_DIVISIBLE_BY)]
     return args
 
@@ -332,7 +346,7 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
     model, job = problem.model, problem.job
     if is_encoder_decoder(model) and plan.pp > 1:
         raise UnsupportedPlanError(
-            f"plan: pp = {plan.pp} for encoder-decoder model {model.name}: upstream pretrain_t5.py raises "
+            f"plan: pp = {plan.pp} for encoder-decoder model {model.name}: upstream {T5_ENTRY} raises "
             "'Pipeline parallelism is not supported for T5' (and --pipeline-model-parallel-layout rejects encoder "
             "layers); re-plan with pp = 1, or use --format fasop for the FASOP fork"
         )
@@ -350,6 +364,8 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
     ]
     if job.distributed_optimizer:
         args.append("--use-distributed-optimizer")
+    if job.sequence_parallel and plan.tp > 1:
+        args.append("--sequence-parallel")
     padded = padded_vocab_size(model.vocab_size, plan.tp)
     notes.insert(0, (
         f"vocabulary: {model.vocab_size} tokens, padded by Megatron-LM to {padded} (a multiple of "
@@ -358,7 +374,7 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
     ))
     notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x pp) = {plan.num_gpus} / "
                  f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
-    entry = "pretrain_t5.py" if is_encoder_decoder(model) else "pretrain_gpt.py"
+    entry = T5_ENTRY if is_encoder_decoder(model) else GPT_ENTRY
     return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
 
 
@@ -459,68 +475,122 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
 # ---- the FASOP fork ----------------------------------------------------------------------------------------
 
 
+def fasop_node_jobs(problem: Problem, plan: Plan) -> tuple[tuple[str, int], ...]:
+    """(node type, nodes) of each Slurm job of the fork, in node-rank order: its master job's nodes first (node rank
+    0 on), then its slave job's. Refuses a plan the fork's scripts cannot place (UnsupportedPlanError).
+
+    The fork has no flag for the node order: _02_hetero_master_job.sh starts node rank 0 (the A100 node) and
+    _02_hetero_slave_job.sh ranks its nodes 1, 2, ... in host-list order. So the plan's node types must form at most
+    two runs along the pipeline, in the order the cluster file lists them (a100 before a10 in fasop-a100-a10, as the
+    fork's scripts have it), and one NPROC_PER_NODE must serve every node."""
+    order = space_options(FASOP, problem).node_type_order or ()
+    runs = [plan.stages[i].node_type for i, _ in _runs(plan)]
+    if len(runs) > 2 or len(set(runs)) != len(runs) or [t for t in order if t in runs] != runs:
+        raise UnsupportedPlanError(
+            f"plan: node types along the pipeline {' -> '.join(runs)}: the FASOP fork's scripts fix the node order "
+            f"(the master job's node, the A100 node of FASOP's cluster, is node rank 0; the slave job's nodes follow), "
+            f"so they run at most two node types, in the cluster's order ({', '.join(order)}); it has no flag for "
+            "another order. Re-plan with `solve --target fasop`"
+        )
+    gpns = {problem.node(t).gpus_per_node for t in runs}
+    if len(gpns) > 1:
+        raise UnsupportedPlanError(
+            f"plan: node types {', '.join(runs)} have {' and '.join(map(str, sorted(gpns)))} GPUs per node; the FASOP "
+            "fork starts NPROC_PER_NODE processes on every node (one value). Re-plan with `solve --target fasop`"
+        )
+    counts: dict[str, int] = {}
+    for n in launch_nodes(problem, plan):
+        if n.nproc != problem.node(n.node_type).gpus_per_node:
+            raise UnsupportedPlanError(
+                f"plan: node {n.host} would run {n.nproc} of its {problem.node(n.node_type).gpus_per_node} GPUs; the "
+                "FASOP fork starts NPROC_PER_NODE processes on every node, so every node must be full"
+            )
+        counts[n.node_type] = counts.get(n.node_type, 0) + 1
+    return tuple((t, counts[t]) for t in runs)
+
+
 def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bool = False) -> tuple[str, list[str]]:
     """The FASOP fork's settings (its _00_conf.sh variables) and arguments -> (text, notes).
 
-    The fork takes the split as --balance (transformer layers per stage, '-'-joined). For encoder-decoder models it
-    ignores --balance and splits the encoder and the decoder evenly at --pipeline-model-parallel-split-rank.
+    The fork takes the split as --balance (transformer layers per stage, '-'-joined), for encoder-decoder models too:
+    stages below --pipeline-model-parallel-split-rank run the encoder, and each takes its --balance entry
+    (Megatron-LM-2/megatron/model/transformer.py; its own example is T5 with 11-13-11-13 and split rank 2).
     """
     check_launchable(problem, plan)
     model = problem.model
+    fork_model = fasop_model(model)
+    jobs = fasop_node_jobs(problem, plan)
     recompute, notes = recompute_args(plan, allow_superset=allow_recompute_superset)
+    if model.ffn_hidden_size != fork_model.ffn_hidden_size:
+        notes.append(
+            f"ffn width: the fork's run script builds MODEL={fork_model.name} with ffn {fork_model.ffn_hidden_size}, "
+            f"this plan was priced with {model.name}'s {model.ffn_hidden_size}; edit --ffn-hidden-size in "
+            "_01_run_inter.sh to run what was priced"
+        )
     args = [
         "--tensor-model-parallel-size", str(plan.tp),
         "--pipeline-model-parallel-size", str(plan.pp),
         "--micro-batch-size", str(plan.micro_batch_size),
         "--global-batch-size", str(problem.job.global_batch_size),
+        "--balance", plan.balance,
     ]
     split_rank: int | None = None
     if is_encoder_decoder(model) and plan.pp > 1:
-        enc, dec = model.kinds
+        enc = model.kinds[0]
         counts = [s.num_layers for s in plan.stages]
         prefix = [sum(counts[: i + 1]) for i in range(plan.pp)]
-        if enc.num_layers not in prefix:
+        if enc.num_layers not in prefix or prefix.index(enc.num_layers) + 1 >= plan.pp:
             raise UnsupportedPlanError(
-                f"plan: no stage boundary falls between the {enc.num_layers} encoder and the decoder layers of "
-                f"{model.name}; the FASOP fork runs an encoder-decoder model with each stage wholly encoder or "
-                "decoder (--pipeline-model-parallel-split-rank)"
+                f"plan: partition {plan.balance}: no stage boundary falls between the {enc.num_layers} encoder and "
+                f"the decoder layers of {model.name}; the FASOP fork runs each stage wholly encoder or decoder "
+                "(--pipeline-model-parallel-split-rank)"
             )
         split_rank = prefix.index(enc.num_layers) + 1
-        enc_counts, dec_counts = counts[:split_rank], counts[split_rank:]
-        if len(set(enc_counts)) != 1 or len(set(dec_counts)) != 1:
-            raise UnsupportedPlanError(
-                f"plan: partition {plan.balance}: the FASOP fork ignores --balance for encoder-decoder models and "
-                f"splits the encoder evenly over {len(enc_counts)} stages and the decoder over {len(dec_counts)}; "
-                "this split is uneven"
-            )
         args += ["--pipeline-model-parallel-split-rank", str(split_rank)]
-    else:
-        args += ["--balance", plan.balance]
     args += recompute
     if problem.job.distributed_optimizer:
         args.append("--use-distributed-optimizer")
+    if problem.job.sequence_parallel and plan.tp > 1:
+        args.append("--sequence-parallel")  # the fork's 2023 Megatron-LM has it (megatron/arguments.py)
     nodes = launch_nodes(problem, plan)
+    nproc = problem.node(jobs[0][0]).gpus_per_node
     lines = [
         f"# FASOP fork settings for {_plan_summary(problem, plan)}",
         f"# Fork: {FASOP_FORK}.",
-        "# These are the variables of the fork's Megatron-LM-2/_00_conf.sh; its run script passes them on as",
-        "# FASOP_ARGS below. Model, data and precision arguments stay as the fork's scripts set them.",
+        "# These are the variables of the fork's Megatron-LM-2/_00_conf.sh (set them there: its if-block on MODEL",
+        "# sets HIDDEN_SIZE and NUM_LAYERS); its run script _01_run_inter.sh passes the model's arguments and",
+        "# --balance $PARTITION; FASOP_ARGS below lists every parallel argument the plan needs.",
         *(f"# note: {n}" for n in notes),
+        "# Node order (the fork has no flag for it; its Slurm scripts fix it):",
+    ]
+    first = 0
+    for k, (node_type, count) in enumerate(jobs):
+        script = ("_02_homo_job.sh" if len(jobs) == 1 else
+                  "_02_hetero_master_job.sh" if k == 0 else "_02_hetero_slave_job.sh")
+        stages = sorted({s for n in nodes if n.node_type == node_type for s in n.stages})
+        lines.append(f"#   node rank{'s' if count > 1 else ''} {_ranks(first, count)}: {count} x {node_type} "
+                     f"({script}, --nodes={count}), {_stages_text(stages)}")
+        first += count
+    lines += [
+        f"HOMOGENEOUS_CLUSTER={'true' if len(jobs) == 1 else 'false'}",
+        f"MODEL={shlex.quote(fork_model.name)}",
+        f"NPROC_PER_NODE={nproc}",
+        f"NNODES={len(nodes)}",
+        f"WORLD_SIZE={plan.num_gpus}",
         f"GLOBAL_BATCH_SIZE={problem.job.global_batch_size}",
         f"MICRO_BATCH_SIZE={plan.micro_batch_size}",
         f"TENSOR_MP_SIZE={plan.tp}",
         f"DP_SIZE={plan.dp}",
         f"PIPELINE_MP_SIZE={plan.pp}",
         f'PARTITION="{plan.balance}"',
+        f"ZERO={'true' if problem.job.distributed_optimizer else 'false'}",
     ]
     if split_rank is not None:
         lines += [
-            "# encoder-decoder: the fork ignores PARTITION here; stages below the split rank run the encoder",
+            "# encoder-decoder: stages below the split rank run the encoder, each with its PARTITION entry",
             f"PIPELINE_MODEL_PARALLEL_SPLIT_RANK={split_rank}",
         ]
     lines += [
-        f"NNODES={len(nodes)}",
-        f"WORLD_SIZE={plan.num_gpus}",
         "FASOP_ARGS=(",
         *_arg_lines(args),
         ")",
@@ -613,6 +683,11 @@ def args_file_text(problem: Problem, plan: Plan, margs: MegatronArgs) -> str:
         "# (--data-path, --tokenizer-type, --vocab-file, ...), learning-rate schedule and checkpointing.",
         *(f"# note: {n}" for n in margs.notes),
         f"MEGATRON_ENTRY={margs.entry}",
+    ]
+    if plan.tp > 1:
+        lines.append("export CUDA_DEVICE_MAX_CONNECTIONS=1  # upstream validate_args asserts it with tp > 1 "
+                     "(before Blackwell)")
+    lines += [
         "MEGATRON_ARGS=(",
         *_arg_lines(margs.args),
         ")",
@@ -722,15 +797,43 @@ def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
 # ---- all files of one format -------------------------------------------------------------------------------
 
 
+def memory_check(problem: Problem, plan: Plan) -> str | None:
+    """None when the cost model says every stage fits in GPU memory, else one line naming the worst stage."""
+    from optsearch.units import bytes_to_gib
+
+    est = estimate(problem, plan)
+    if est.fits:
+        return None
+    over = [(st.memory_bytes / st.memory_capacity_bytes, i, st) for i, st in enumerate(est.stages) if not st.fits]
+    _, i, st = max(over)
+    return (f"plan: stage {i} ({st.node_type}) needs {bytes_to_gib(st.memory_bytes):.1f} GiB per GPU, its GPU has "
+            f"{bytes_to_gib(st.memory_capacity_bytes):.1f} GiB usable after the "
+            f"{problem.memory_headroom:.0%} headroom ({len(over)} of {plan.pp} stages do not fit, by "
+            "optsearch's own estimate)")
+
+
 def launch_files(problem: Problem, plan: Plan, fmt: str, *, allow_recompute_superset: bool = False,
-                 master_port: int = DEFAULT_MASTER_PORT) -> tuple[dict[str, str], list[str]]:
-    """{file name: text} for one format, and notes for the user. Raises before anything is written."""
+                 master_port: int = DEFAULT_MASTER_PORT,
+                 allow_no_fit: bool = False) -> tuple[dict[str, str], list[str]]:
+    """{file name: text} for one format, and notes for the user. Raises before anything is written.
+
+    A plan whose own estimate does not fit in GPU memory is refused (UnsupportedPlanError), or with allow_no_fit
+    emitted with a warning note in the files and on stderr."""
     if fmt not in LAUNCH_FORMATS:
         raise SpecError(f"--format = {fmt!r}: must be one of {', '.join(LAUNCH_FORMATS)}")
+    check_launchable(problem, plan)
+    misfit = memory_check(problem, plan)
+    if misfit is not None and not allow_no_fit:
+        raise UnsupportedPlanError(f"{misfit}; it would run out of memory. Re-plan, or pass --allow-no-fit to "
+                                   "write the files anyway")
+    warning = [f"WARNING: does not fit: {misfit}"] if misfit is not None else []
     if fmt == "fasop":
         text, notes = fasop_settings(problem, plan, allow_recompute_superset=allow_recompute_superset)
-        return {FASOP_FILE: text}, notes
+        if warning:
+            text = text.replace("\n", f"\n# {warning[0]}\n", 1)
+        return {FASOP_FILE: text}, warning + notes
     margs = megatron_args(problem, plan, allow_recompute_superset=allow_recompute_superset)
+    margs = MegatronArgs(entry=margs.entry, args=margs.args, notes=tuple(warning) + margs.notes)
     files = {ARGS_FILE: args_file_text(problem, plan, margs)}
     if fmt in ("torchrun", "slurm"):
         nodes = launch_nodes(problem, plan)

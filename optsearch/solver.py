@@ -25,7 +25,8 @@ from optsearch.bounds import (
     degree_terms,
 )
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses,
+    one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_parameters, state_bytes_per_param
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
@@ -143,19 +144,27 @@ class Memo:
             return None
         return est if est.fits else None
 
+    def runnable(self, plan: Plan | None) -> tuple[Plan, Estimate] | None:
+        """A heuristic plan, priced; where the target runs one recomputation mode for all stages and the plan mixes
+        them, the first one-mode variant that fits (candidates.one_mode_variants)."""
+        for variant in one_mode_variants(plan, self.options) if plan is not None else []:
+            est = self.priced(variant)
+            if est is not None:
+                return variant, est
+        return None
+
     def plan_of(self, sk: Skeleton, seq: tuple[int, ...]) -> tuple[Plan, Estimate] | None:
         """The plan the heuristic makes of a node-type sequence (positional bound), priced; None when it has none."""
         key = (sk.cand.key, seq)
         if key not in self.sequences:
-            plan = plan_of(sk, seq)
-            est = self.priced(plan) if plan is not None else None
-            self.sequences[key] = (plan, est) if est is not None else None
+            found = self.runnable(plan_of(sk, seq))
+            self.sequences[key] = found
         return self.sequences[key]
 
     def quick_plans(self, sk: Skeleton) -> list[tuple[Plan, Estimate]]:
         """The candidate's quick plans that are in the search space and fit in memory, priced."""
         if sk.cand.key not in self.quick:
-            self.quick[sk.cand.key] = [(plan, est) for plan in quick_plans(sk) if (est := self.priced(plan))]
+            self.quick[sk.cand.key] = [found for plan in quick_plans(sk) if (found := self.runnable(plan))]
         return self.quick[sk.cand.key]
 
 

@@ -450,12 +450,14 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
                     options: SpaceOptions = SpaceOptions()) -> Iterator[tuple[Plan, Estimate]]:
     """Every plan of the search space that meets the budget, priced, as exhaustive.py enumerates them (the least
     recomputation that fits each stage, which is never slower nor dearer than more)."""
-    from optsearch.baselines.exhaustive import _degree_candidates, _least_recompute, partitions, type_sequences
+    from optsearch.baselines.exhaustive import (
+        _allowed, _degree_candidates, _least_recompute, partitions, type_sequences,
+    )
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
         for pp in range(1, max_stages(problem, options) + 1):
-            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp):
+            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(num_layers, pp):
                     stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
                                    for t, k in zip(types, parts))

@@ -118,7 +118,7 @@ def test_t5_kv_channels_and_encoder_decoder_layers():
     problem, plan = _case("t5-fasop_fasop-a10")
     margs = megatron_args(problem, plan)
     joined = " ".join(margs.args)
-    assert margs.entry == "pretrain_t5.py"
+    assert margs.entry == "examples/t5/pretrain_t5.py"  # moved out of the repository root upstream
     assert "--encoder-num-layers 24 --decoder-num-layers 24" in joined
     assert "--kv-channels 128" in joined
     assert "--num-layers " not in joined  # upstream refuses --num-layers together with --encoder-num-layers
@@ -130,14 +130,54 @@ def test_t5_pipeline_refused_upstream():
         megatron_args(problem, plan)
 
 
-def test_t5_uneven_split_refused_by_fasop_fork():
-    problem, plan = _case("t5-fasop_fasop-a100-a10")
+def test_t5_fasop_fork_takes_any_balance_with_the_split_rank():
+    """The fork reads --balance for T5 too (its own example: 11-13-11-13, split rank 2); only a stage holding both
+    encoder and decoder layers is refused."""
+    problem, _ = _case("t5-fasop_fasop-a100-a10")
     uneven = Plan(tp=1, dp=4, micro_batch_size=1, stages=parse_balance("16-8-12-12", "a100,a10*3"))
-    with pytest.raises(UnsupportedPlanError, match="splits the encoder evenly over 2 stages"):
-        launch_files(problem, uneven, "fasop")
+    files, _ = launch_files(problem, uneven, "fasop")
+    text = files["fasop_conf.sh"]
+    assert 'PARTITION="16-8-12-12"' in text and "PIPELINE_MODEL_PARALLEL_SPLIT_RANK=2" in text
+    assert "--balance 16-8-12-12" in text and "--pipeline-model-parallel-split-rank 2" in text
+    assert "MODEL=T5" in text and "NPROC_PER_NODE=4" in text
     straddle = Plan(tp=1, dp=4, micro_batch_size=1, stages=parse_balance("12-16-8-12", "a100,a10*3"))
     with pytest.raises(UnsupportedPlanError, match="no stage boundary falls between the 24 encoder"):
         launch_files(problem, straddle, "fasop")
+
+
+def test_fasop_fork_writes_the_node_order_and_refuses_one_it_cannot_express():
+    problem, plan = _case("gpt2-xl_fasop-a100-a10")
+    text = launch_files(problem, plan, "fasop")[0]["fasop_conf.sh"]
+    assert "#   node rank 0: 1 x a100 (_02_hetero_master_job.sh, --nodes=1), stage 0" in text
+    assert "#   node ranks 1-7: 7 x a10 (_02_hetero_slave_job.sh, --nodes=7), stages 1-7" in text
+    assert "MODEL=gpt2\nNPROC_PER_NODE=4\nNNODES=8\nWORLD_SIZE=32" in text
+    a10_first = Plan(tp=1, dp=4, micro_batch_size=1, stages=parse_balance("6-6-6-6-6-6-12-0", "a10*6,a100,a10"))
+    with pytest.raises(UnsupportedPlanError, match="fix the node order"):
+        launch_files(problem, a10_first, "fasop")
+    launch_files(problem, a10_first, "torchrun")  # upstream with torchrun.sh: any order
+
+
+def test_llama_runs_without_dropout_and_tp_sets_cuda_device_max_connections():
+    problem, plan = _case("llama2-70b_aws-p4d")
+    files, _ = launch_files(problem, plan, "megatron")
+    text = files["megatron_args.sh"]
+    assert "export CUDA_DEVICE_MAX_CONNECTIONS=1" in text  # tp 8
+    assert "--attention-dropout 0.0" in text and "--hidden-dropout 0.0" in text
+    gpt_problem, gpt_plan = _case("gpt2-xl_fasop-a10")
+    gpt_text = launch_files(gpt_problem, gpt_plan, "megatron")[0]["megatron_args.sh"]
+    assert "CUDA_DEVICE_MAX_CONNECTIONS" not in gpt_text  # tp 1
+    assert "dropout" not in gpt_text  # GPT-2 keeps Megatron's default dropout
+
+
+def test_launch_refuses_a_plan_that_does_not_fit_unless_told():
+    problem, _ = _case("gpt2-xl_fasop-a10")
+    crammed = Plan(tp=1, dp=4, micro_batch_size=16, stages=parse_balance("48", "a10"))
+    with pytest.raises(UnsupportedPlanError, match=r"stage 0 \(a10\) needs .* GiB per GPU, its GPU has 20.2 GiB usable after the 10% headroom"):
+        launch_files(problem, crammed, "megatron")
+    files, notes = launch_files(problem, crammed, "fasop", allow_no_fit=True)
+    assert notes[0].startswith("WARNING: does not fit: plan: stage 0 (a10)")
+    assert "# WARNING: does not fit" in files["fasop_conf.sh"].splitlines()[1]
+
 
 
 @pytest.mark.parametrize(

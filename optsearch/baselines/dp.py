@@ -316,7 +316,8 @@ def _evaluate(problem, budget, types, tp, dp, mbs, m, recompute, usd_per_hour, b
     stats["plans_priced"] += 1
     if budget_violations(plan, est, budget):
         return None
-    assert in_search_space(problem, plan, options), plan
+    if not in_search_space(problem, plan, options):  # a node order or GPUs-per-node mix the target cannot run
+        return None
     key = (objective_value(est, budget.objective), plan.num_gpus)
     if best is None or key < best[0]:
         return (key, plan, est)

@@ -4,7 +4,11 @@ Every (tp, dp, micro-batch, pp), every sequence of node types along the pipeline
 availability, and every partition of the layers into contiguous stages is priced with `costmodel.estimate`.
 Recomputation is not enumerated blindly: for fixed other choices, stage i's memory depends only on its own mode and
 less recomputation is never slower, so the least mode that fits each stage dominates every other choice (exact, not a
-heuristic). Instances whose plan count exceeds `max_plans` are refused, saying how many plans there are.
+heuristic). Where the target runs one mode on every stage (SpaceOptions.uniform_recompute), the modes are tried in
+order, the same on every stage with layers, and the first that fits every stage is kept: a later mode recomputes more,
+so it is never faster on any stage, nor cheaper on the same GPUs (exact again, with no assumption on memory). Node-type
+sequences the target cannot run (order, GPUs per node) are skipped. Instances whose plan count exceeds `max_plans` are
+refused, saying how many plans there are.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from dataclasses import replace
 
 from optsearch.candidates import (
     NodeUse, SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    type_sequence_allowed,
 )
 from optsearch.costmodel import Estimate, estimate
 from optsearch.errors import OptsearchError
@@ -31,9 +36,14 @@ class TooManyPlans(OptsearchError):
     exit_code = 2
 
 
-def type_sequences(uses: list[NodeUse], pp: int, max_gpus: int | None, w: int) -> Iterator[tuple[str, ...]]:
-    """Node type of every stage, as a sequence of whole-node blocks within node availability."""
+def type_sequences(uses: list[NodeUse], pp: int, max_gpus: int | None, w: int,
+                   allowed=None) -> Iterator[tuple[str, ...]]:
+    """Node type of every stage, as a sequence of whole-node blocks within node availability (and, when given,
+    accepted by allowed(types): the target's rules)."""
     if max_gpus is not None and pp * w > max_gpus:
+        return
+    if allowed is not None:
+        yield from (t for t in type_sequences(uses, pp, max_gpus, w) if allowed(t))
         return
     left = {u.name: u.node.num_nodes_available for u in uses}
 
@@ -92,16 +102,31 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
             )
             if n_parts == 0:
                 continue
-            for _ in type_sequences(uses, pp, budget.max_gpus, tp * dp):
+            for _ in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 total += n_parts
                 if limit is not None and total > limit:
                     return total
     return total
 
 
+def _allowed(problem: Problem, options: SpaceOptions):
+    """The target's rule on node-type sequences, or None when any sequence runs."""
+    if options.node_type_order is None and not options.same_gpus_per_node:
+        return None
+    return lambda types: type_sequence_allowed(problem, types, options)
+
+
 def _least_recompute(problem: Problem, plan: Plan, options: SpaceOptions) -> tuple[Plan, Estimate] | None:
     """Raise each stage's recomputation until it fits (see module doc); None when some stage never fits."""
     modes = options.recompute_modes
+    if options.uniform_recompute:
+        for mode in modes:
+            stages = tuple(replace(s, recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages)
+            uniform = replace(plan, stages=stages)
+            est = estimate(problem, uniform)
+            if est.fits:
+                return uniform, est
+        return None
     level = [0] * plan.pp
     while True:
         est = estimate(problem, plan)
@@ -138,7 +163,7 @@ def solve_exhaustive(
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
         for pp in range(1, max_stages(problem, options) + 1):
-            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp):
+            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(L, pp):
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)

@@ -9,8 +9,8 @@ from rich.table import Table
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options,
-    HeadroomOpt,
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TargetOpt, TokensOpt,
+    problem_from_options, space_from_target, HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
@@ -45,6 +45,7 @@ def compare_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method.")] = False,
 ) -> None:
@@ -57,11 +58,13 @@ def compare_command(
                                    memory_headroom=memory_headroom)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
+    options = space_from_target(target, problem)
 
     def done(result) -> None:
         stderr.print(f"[dim]{result.method}: {result.status} in {result.solve_time_s:.2f} s[/dim]", highlight=False)
 
-    rows = compare(problem, budget, chosen, time_limit_s=time_limit, max_plans=max_plans, on_done=done)
+    rows = compare(problem, budget, chosen, time_limit_s=time_limit, options=options, max_plans=max_plans,
+                   on_done=done)
     if as_json:
         stdout.out(dumps(comparison_json(rows)), end="", highlight=False)
     else:

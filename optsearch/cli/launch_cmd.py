@@ -10,7 +10,7 @@ import typer
 
 from optsearch.cli import app
 from optsearch.cli.estimate_cmd import _plan_from_options
-from optsearch.cli.options import ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, TokensOpt
+from optsearch.cli.options import ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, TokensOpt
 from optsearch.errors import SpecError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, load_plan_for_launch
 from optsearch.plan import RECOMPUTE_MODES
@@ -18,8 +18,9 @@ from optsearch.problem import build_problem
 from optsearch.report import stderr, stdout, write_atomic
 
 FORMAT_HELP = (
-    "megatron: upstream Megatron-LM arguments (megatron_args.sh); fasop: the FASOP fork's --balance settings "
-    "(fasop_conf.sh); torchrun: megatron_args.sh + torchrun.sh (one torchrun line per node) + hostfile; "
+    "megatron: upstream Megatron-LM main arguments (megatron_args.sh; plans of `solve --target megatron`); fasop: the "
+    "FASOP fork's _00_conf.sh settings with MODEL, NPROC_PER_NODE, the node order and --balance (fasop_conf.sh; plans "
+    "of `solve --target fasop`); torchrun: megatron_args.sh + torchrun.sh (one torchrun line per node) + hostfile; "
     "slurm: megatron_args.sh + torchrun.sh + job.sbatch (one hetjob component per run of same-type stages)."
 )
 
@@ -63,9 +64,15 @@ def launch_command(
         typer.Option(help="If stages mix recomputation modes (Megatron-LM sets one for all), launch the least "
                           "recomputation covering every stage instead of refusing."),
     ] = False,
+    allow_no_fit: Annotated[
+        bool,
+        typer.Option("--allow-no-fit", help="Write the files even when optsearch's own estimate says a stage does not "
+                                            "fit in GPU memory (refused otherwise); a warning goes into them."),
+    ] = False,
     master_port: Annotated[
         int, typer.Option(min=1, max=65535, help="torchrun --master-port (torchrun and slurm formats).")
     ] = DEFAULT_MASTER_PORT,
+    profile: ProfileOpt = "analytic",
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
@@ -73,7 +80,8 @@ def launch_command(
     """Emit what launches the plan on Megatron-LM: arguments, partition strings, torchrun and Slurm scripts."""
     if fmt not in LAUNCH_FORMATS:
         raise SpecError(f"--format = {fmt!r}: must be one of {', '.join(LAUNCH_FORMATS)}")
-    problem = build_problem(model, cluster, global_batch_size=global_batch_size, iterations=iterations, tokens=tokens)
+    problem = build_problem(model, cluster, profile=profile, global_batch_size=global_batch_size, iterations=iterations,
+                            tokens=tokens)
     if plan_file is not None:
         given = [n for n, v in (("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
                                 ("--stages", stages), ("--balance", balance), ("--layout", layout)) if v is not None]
@@ -84,7 +92,7 @@ def launch_command(
         plan = _plan_from_options(tp, dp, None, micro_batch_size, stages, balance, node_order, recompute, None,
                                   layout=layout)
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
-                                master_port=master_port)
+                                master_port=master_port, allow_no_fit=allow_no_fit)
     for note in notes:
         stderr.print(f"note: {note}", highlight=False, markup=False)
     if out is None:

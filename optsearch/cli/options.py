@@ -42,6 +42,20 @@ SetOpt = Annotated[
     typer.Option("--set", help="Edit the cluster, job or model, repeatable: node_types.NAME.FIELD=VALUE "
                                "(count = num_nodes_available), job.FIELD=VALUE, model.FIELD=VALUE, cluster.FIELD=VALUE."),
 ]
+TargetOpt = Annotated[
+    str,
+    typer.Option("--target", help="The engine the plan is for; only plans it runs as emitted are searched. megatron: "
+                                  "upstream Megatron-LM main (one recomputation mode for all stages, T5 without "
+                                  "pipeline parallelism); fasop: FASOP's fork (its three models, node types in the "
+                                  "cluster's order, one GPU count per node). See docs/launch.md."),
+]
+
+
+def space_from_target(target: str, problem: Problem):
+    """The search space (SpaceOptions) of the engine target (optsearch.targets), refusing models it cannot run."""
+    from optsearch.targets import get_target, space_options
+
+    return space_options(get_target(target), problem)
 
 
 def problem_from_options(

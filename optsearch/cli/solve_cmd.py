@@ -10,7 +10,7 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
-    problem_from_options, HeadroomOpt,
+    TargetOpt, problem_from_options, space_from_target, HeadroomOpt,
 )
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import dumps, solve_json, solve_summary, stderr, stdout, write_atomic
@@ -94,6 +94,7 @@ def solve_command(
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
     edits: SetOpt = None,
+    target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
     out: Annotated[
         Optional[Path],
@@ -113,14 +114,16 @@ def solve_command(
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
                                    memory_headroom=memory_headroom)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
+    options = space_from_target(target, problem)
     if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise SpecError(f"--out {out}: folder {out.parent} does not exist")
-    result = solve(problem, budget, solver=solver, time_limit_s=time_limit, gap=gap,
+    result = solve(problem, budget, solver=solver, time_limit_s=time_limit, gap=gap, options=options,
                    progress=progress_printer(quiet or as_json))
     if result.plan is None:
         if result.status == "timeout":
             raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
-        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, time_limit_s=time_limit))
+        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, options=options,
+                                                 time_limit_s=time_limit))
     payload = solve_json(result, problem)
     if out is not None:
         # The file carries no timing, so the same inputs write a byte-identical file.

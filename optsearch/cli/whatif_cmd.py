@@ -13,8 +13,8 @@ from rich.table import Table
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt, problem_from_options,
-    HeadroomOpt,
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TargetOpt, TokensOpt,
+    problem_from_options, space_from_target, HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, SolverOpt, budget_from_options,
@@ -249,6 +249,7 @@ def whatif_command(
     max_gpus: MaxGpusOpt = None,
     max_usd_per_hour: MaxRateOpt = None,
     edits: SetOpt = None,
+    target: TargetOpt = "megatron",
     solver: SolverOpt = "cpsat",
     time_limit: PerSolveLimitOpt = None,
     profile: ProfileOpt = "analytic",
@@ -296,12 +297,14 @@ def whatif_command(
         with ProgressBar("clusters", quiet or as_json) as bar:
             for i, problem in enumerate(problems):
                 bar.tick(i, len(problems), problem.cluster.name)
-                points += whatif.compare_clusters([problem], budget, spec, **kw)
+                points += whatif.compare_clusters([problem], budget, spec, options=space_from_target(target, problem),
+                                                  **kw)
             bar.tick(len(problems), len(problems), "")
         title = f"{problems[0].model.name}: {budget.describe()} on {', '.join(names)}"
         emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster")
         return
     problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+    kw["options"] = space_from_target(target, problem)
     if marginal:
         with ProgressBar("marginal", quiet or as_json) as bar:
             base, changes = whatif.marginal(problem, budget, tick=bar.tick, **kw)
@@ -328,6 +331,7 @@ def pareto_command(
     max_gpus: MaxGpusOpt = None,
     max_usd_per_hour: MaxRateOpt = None,
     edits: SetOpt = None,
+    target: TargetOpt = "megatron",
     solver: SolverOpt = "cpsat",
     time_limit: PerSolveLimitOpt = None,
     profile: ProfileOpt = "analytic",
@@ -348,12 +352,14 @@ def pareto_command(
 
     problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
+    options = space_from_target(target, problem)
     with ProgressBar("frontier points", quiet or as_json) as bar:
-        points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, tick=bar.tick)
+        points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, options=options, tick=bar.tick)
     if not points:
         from optsearch.solver import explain_infeasible
 
-        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, time_limit_s=time_limit))
+        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, options=options,
+                                                 time_limit_s=time_limit))
     emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, frontier=True, swept="max_time_s",
          title=f"{problem.model.name} on {problem.cluster.name}: Pareto frontier of training time and cost")
     if not quiet and any(p.result.status != "optimal" for p in points):

@@ -12,9 +12,11 @@ Decisions:
     M           time     max_s t[s] (epigraph of the 1F1B max term)
     A, O        time     largest DP all-reduce, largest optimizer step
     E           time     tied-embedding gradient all-reduce between the first and the last stage (pp > 1)
-    u           binary   the first and the last stage are on different nodes (only when E has a term)
+    u_emb       binary   the first and the last stage are on different nodes (only when E has a term)
     T           time     one iteration
     v[s,g]      time     T if b[s,g] = 1 else 0 (exact McCormick product of a binary and T, for cost = price x time)
+    u[r]        binary   the plan-wide recomputation mode (only where the target runs one mode on every stage)
+    a[q]        binary   the plan uses nodes with q GPUs (only where the target needs one GPUs-per-node count)
 All coefficients come from the cost model's own per-layer functions (costmodel.py).
 """
 
@@ -141,6 +143,8 @@ def e_(j: int) -> str: return f"e_{j}"
 def t_(s: int) -> str: return f"t_{s}"
 def v_(s: int, g: int) -> str: return f"v_{s}_{g}"
 def x_(s: int, g: int, n: int) -> str: return f"x_{s}_{g}_{n}"
+def u_(r: int) -> str: return f"u_{r}"
+def a_(q: int) -> str: return f"a_{q}"
 
 
 def by_stage(patterns: dict[tuple[int, int, int], int] | None) -> dict[int, list[tuple[int, int]]]:
@@ -201,6 +205,8 @@ class Formulation:
     patterns: dict[tuple[int, int, int], int] | None = None  # pattern mode: (s, g, n) -> recompute index
     stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
     slower_than_s: float = 0.0  # T >= this / iterations (add_slower_than)
+    uniform_recompute: bool = False  # one mode u[r] on every stage that holds layers
+    most: Any = None  # pattern mode: [s, g, r] -> most layers that fit (most_layers)
 
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
         """(g, n) of every pattern of stage s."""
@@ -572,6 +578,12 @@ def pattern_compute_s(f: Formulation | Skeleton, s: int, g: int, n: int) -> floa
     return n * c.step_s[g][r][0] + (c.embedding_s[g] if s == 0 else 0.0) + (c.head_s[g] if s == pp - 1 else 0.0)
 
 
+def pattern_compute_at(f: Formulation | Skeleton, s: int, g: int, n: int, r: int) -> float:
+    """Compute time of pattern (s, g, n) in mode r (rather than its least mode)."""
+    c, pp = f.c, f.cand.pp
+    return n * c.step_s[g][r][0] + (c.embedding_s[g] if s == 0 else 0.0) + (c.head_s[g] if s == pp - 1 else 0.0)
+
+
 def add_pattern_choice(f: Formulation) -> None:
     """sum_n x[s,g,n] == z[s,g]   (a stage of type g takes exactly one layer count that fits in memory)"""
     for s in range(f.cand.pp):
@@ -607,6 +619,79 @@ def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
             o.add(-c.optimizer_s_per_param[g] * params, x_(s, g, n))
         f.lm.add(f"ar_{s}", a, ">=", 0, "time")
         f.lm.add(f"op_{s}", o, ">=", 0, "time")
+
+
+
+# ---- what the target runs (targets.py) ---------------------------------------------------------------------
+
+def add_uniform_recompute(f: Formulation) -> None:
+    """sum_r u[r] == 1, and every stage that holds layers runs in mode u. One kind (patterns):
+    sum_{(g,n): n >= 1 layers do not fit on (s,g) in mode r} x[s,g,n] + u[r] <= 1;
+    t[s] >= sum_{g,n} compute_r[s,g,n] x[s,g,n] + e[s-1] + e[s] - D_r[s] (1 - u[r]), D_r[s] = max (compute_r - least).
+    Several kinds: sum_g y[s,g,r] <= u[r] (r != none, or a middle stage); sum_{g,k} n[s,g,none,k] <= L u[none] on an
+    end stage (which may hold no layer and then recomputes nothing)."""
+    R, pp = len(f.c.modes), f.cand.pp
+    f.lm.add("u_one", Lin.of(*((1, u_(r)) for r in range(R))), "==", 1, "count")
+    if f.patterns is None:
+        total = sum(f.c.kind_layers)
+        for s in range(pp):
+            for r in range(R):
+                if r == 0 and s in (0, pp - 1):
+                    lin = Lin.of(*((1, n_(s, g, 0, k)) for g in range(len(f.cand.uses))
+                                   for k in range(len(f.c.kind_layers))), (-total, u_(0)))
+                else:
+                    lin = Lin.of(*((1, y_(s, g, r)) for g in range(len(f.cand.uses))), (-1, u_(r)))
+                f.lm.add(f"ur_{s}_{r}", lin, "<=", 0, "count")
+        return
+    for s in range(pp):
+        for r in range(R):
+            misfit = Lin.of(*((1, x_(s, g, n)) for (g, n) in f.patterns_of(s) if n >= 1 and f.most[s][g][r] < n))
+            if misfit.terms:
+                f.lm.add(f"ufit_{s}_{r}", misfit.add(1, u_(r)), "<=", 1, "count")
+            lin, extra = Lin.of((1, t_(s))), 0.0
+            for (g, n) in f.patterns_of(s):
+                least = pattern_compute_s(f, s, g, n)
+                at_r = pattern_compute_at(f, s, g, n, r) if n >= 1 and f.most[s][g][r] >= n else least
+                extra = max(extra, at_r - least)
+                lin.add(-at_r, x_(s, g, n))
+            if extra > 0:
+                lin = _minus_sends(lin, s, pp).add(-extra, u_(r))
+                f.lm.add(f"ust_{s}_{r}", lin, ">=", -extra, "time")
+
+
+def add_node_type_order(f: Formulation, order: tuple[str, ...]) -> None:
+    """z[j,g] + z[j+1,h] <= 1 where h comes before g in the target's order;  z[s,g] == 0 for a type it does not name"""
+    rank = {name: i for i, name in enumerate(order)}
+    names = [u.name for u in f.cand.uses]
+    for s in range(f.cand.pp):
+        for g, name in enumerate(names):
+            if name not in rank:
+                f.lm.add(f"ord0_{s}_{g}", Lin.of((1, z_(s, g))), "==", 0, "count")
+    for j in range(f.cand.pp - 1):
+        for g, a in enumerate(names):
+            for h, b in enumerate(names):
+                if a in rank and b in rank and rank[b] < rank[a]:
+                    f.lm.add(f"ord_{j}_{g}_{h}", Lin.of((1, z_(j, g)), (1, z_(j + 1, h))), "<=", 1, "count")
+
+
+def add_same_gpus_per_node(f: Formulation) -> None:
+    """sum_q a[q] <= 1;  z[s,g] <= a[gpus per node of g]   (every node used has the same GPUs per node)"""
+    counts = sorted({u.node.gpus_per_node for u in f.cand.uses})
+    if len(counts) < 2:
+        return
+    for q in counts:
+        f.lm.var(a_(q), "bool")
+    f.lm.add("gpn_one", Lin.of(*((1, a_(q)) for q in counts)), "<=", 1, "count")
+    for s in range(f.cand.pp):
+        for g, use in enumerate(f.cand.uses):
+            f.lm.add(f"gpn_{s}_{g}", Lin.of((1, z_(s, g)), (-1, a_(use.node.gpus_per_node))), "<=", 0, "count")
+
+
+def chosen_mode(f: Formulation, sol: Solution) -> int | None:
+    """The plan-wide recomputation index u, or None where each stage picks its own."""
+    if not f.uniform_recompute:
+        return None
+    return max(range(len(f.c.modes)), key=lambda r: sol.values[u_(r)])
 
 
 # ---- build and decode ---------------------------------------------------------------------------------------
@@ -660,8 +745,13 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
     if patterns is not None:
         for (s, g, n) in patterns:
             lm.var(x_(s, g, n), "bool")
+    uniform = options.uniform_recompute and R > 1
+    if uniform:
+        for r in range(R):
+            lm.var(u_(r), "bool")
     f = Formulation(problem=problem, budget=budget, cand=cand, c=c, lm=lm, block_starts=block_starts,
-                    time_upper_s=0.0, patterns=patterns, stage_patterns=skel.stage_patterns)
+                    time_upper_s=0.0, patterns=patterns, stage_patterns=skel.stage_patterns,
+                    uniform_recompute=uniform, most=skel.most.tolist() if uniform and skel.most is not None else None)
     f.time_upper_s = _time_upper_bound(c, cand, budget, incumbent)
     U = f.time_upper_s
     for j in range(pp - 1):
@@ -698,6 +788,12 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_optimizer(f)                # O >= optimizer step of every stage
         add_memory(f)                   # per-GPU bytes <= capacity
     add_embedding_allreduce(f)          # E >= tied-embedding all-reduce (first <-> last stage)
+    if uniform:
+        add_uniform_recompute(f)        # one recomputation mode on every stage with layers
+    if options.node_type_order is not None:
+        add_node_type_order(f, options.node_type_order)  # node types in the target's order
+    if options.same_gpus_per_node:
+        add_same_gpus_per_node(f)       # one GPUs-per-node count
     add_pipeline_max(f)                 # M >= t[s]
     add_iteration_time(f)               # T >= (m-1) M + sum t + A + O
     if need_cost:
@@ -714,9 +810,10 @@ def decode(f: Formulation, sol: Solution) -> Plan:
     val = sol.values
     stages = []
     if f.patterns is not None:
+        u = chosen_mode(f, sol)
         for s in range(f.cand.pp):
             g, n = max(f.patterns_of(s), key=lambda gn: val[x_(s, *gn)])
-            r = f.patterns[(s, g, n)]
+            r = f.patterns[(s, g, n)] if u is None or n == 0 else u
             stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
         return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
     for s in range(f.cand.pp):

@@ -1,0 +1,146 @@
+"""Engine targets: what each training engine can run, as a small declared capability set.
+
+A plan is only worth proving optimal if the engine it is meant for runs it as emitted. Each target says which
+recomputation it can express, which models it has arguments for, whether the node order along the pipeline is free,
+and how many GPUs per node its launcher starts. `space_options` turns a target into the search space (SpaceOptions)
+that solve, whatif, pareto, compare and the brute-force baseline all search; `check_model` refuses a model the target
+cannot train; `megatron.launch_files` emits the plan for it.
+
+megatron: upstream NVIDIA/Megatron-LM, main branch. `--recompute-granularity`, `--recompute-method` and
+    `--recompute-num-layers` apply to every pipeline stage alike (megatron/training/arguments.py; the transformer
+    block reads one config): one mode for all stages, or block recomputation of the first N layers of every stage.
+    Decoder-only models run with pretrain_gpt.py; encoder-decoder (T5) with examples/t5/pretrain_t5.py, which raises
+    "Pipeline parallelism is not supported for T5", so pp = 1. The node order is free: torchrun.sh and the hostfile
+    give every node its rank, and each node its own --nproc-per-node.
+fasop: FASOP's fork (github.com/AvatarHwang/FASOP, Megatron-LM-2, 2023). The same recompute flags, read the same way
+    (megatron/model/transformer.py). Its run script (_01_run_inter.sh) has arguments for three models only, chosen by
+    MODEL (gpt2: 48 layers, hidden 1600, 16 heads, sequence 1024; Bert: 24, 1024, 16, 512; T5: 24 + 24, hidden 1024, 32
+    heads of 128, ffn 3072, sequence 512), and --balance splits the layers, for T5 too (stages before
+    --pipeline-model-parallel-split-rank run the encoder). Its Slurm scripts fix the order of the nodes: the master
+    job's node (the A100 node, hgx partition) is node rank 0 and the slave job's nodes (A10) follow
+    (_02_hetero_master_job.sh, _02_hetero_slave_job.sh), so the node types run in the cluster file's order (a100
+    before a10 in fasop-a100-a10). One NPROC_PER_NODE serves every node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Literal, get_args
+
+from optsearch.candidates import SpaceOptions
+from optsearch.errors import SpecError, UnsupportedPlanError
+from optsearch.problem import Problem
+from optsearch.spec import ModelSpec
+
+TargetName = Literal["megatron", "fasop"]
+TARGETS: tuple[TargetName, ...] = get_args(TargetName)
+DEFAULT_TARGET: TargetName = "megatron"
+
+RecomputeGranularity = Literal["per-stage", "one-mode", "one-mode-or-block"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FasopModel:
+    """One model the FASOP fork's run script has arguments for (MODEL=name)."""
+
+    name: str  # the fork's MODEL value
+    num_layers: int
+    encoder_layers: int | None  # encoder-decoder models: the encoder's share
+    hidden_size: int
+    num_attention_heads: int
+    seq_length: int
+    ffn_hidden_size: int  # what the script passes (--ffn-hidden-size, else Megatron's 4 x hidden)
+
+
+# Megatron-LM-2/_00_conf.sh (NUM_LAYERS, HIDDEN_SIZE) and _01_run_inter.sh (MODEL_ARGS) of FASOP's repository.
+FASOP_MODELS: tuple[FasopModel, ...] = (
+    FasopModel(name="gpt2", num_layers=48, encoder_layers=None, hidden_size=1600, num_attention_heads=16,
+               seq_length=1024, ffn_hidden_size=6400),
+    FasopModel(name="Bert", num_layers=24, encoder_layers=None, hidden_size=1024, num_attention_heads=16,
+               seq_length=512, ffn_hidden_size=4096),
+    FasopModel(name="T5", num_layers=48, encoder_layers=24, hidden_size=1024, num_attention_heads=32,
+               seq_length=512, ffn_hidden_size=3072),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Target:
+    name: TargetName
+    description: str
+    recompute: RecomputeGranularity  # one-mode: one --recompute-* setting for every stage
+    node_order_free: bool  # False: node types along the pipeline in the cluster file's order
+    same_gpus_per_node: bool  # one --nproc-per-node for every node
+    encoder_decoder_max_pp: int | None  # None: any pp
+
+    def summary(self) -> str:
+        order = "free node order" if self.node_order_free else "node types in the cluster's order"
+        gpn = "one GPU count per node for all nodes" if self.same_gpus_per_node else "any GPUs per node"
+        rc = {"per-stage": "recomputation per stage", "one-mode": "one recomputation mode for all stages",
+              "one-mode-or-block": "one recomputation mode for all stages (or block: first N layers of each)"}
+        return f"{self.name}: {self.description}; {rc[self.recompute]}; {order}; {gpn}"
+
+
+MEGATRON = Target(
+    name="megatron", description="upstream NVIDIA/Megatron-LM (main)", recompute="one-mode-or-block",
+    node_order_free=True, same_gpus_per_node=False, encoder_decoder_max_pp=1,
+)
+FASOP = Target(
+    name="fasop", description="FASOP's Megatron-LM fork (AvatarHwang/FASOP, Megatron-LM-2)",
+    recompute="one-mode-or-block", node_order_free=False, same_gpus_per_node=True, encoder_decoder_max_pp=None,
+)
+_BY_NAME = {t.name: t for t in (MEGATRON, FASOP)}
+
+
+def get_target(name: str) -> Target:
+    if name not in _BY_NAME:
+        raise SpecError(f"--target = {name!r}: must be one of {', '.join(TARGETS)}")
+    return _BY_NAME[name]
+
+
+def is_encoder_decoder(model: ModelSpec) -> bool:
+    return any(k.cross_attention for k in model.kinds)
+
+
+def fasop_model(model: ModelSpec) -> FasopModel:
+    """The fork's MODEL whose arguments build this model, or UnsupportedPlanError naming the first difference."""
+    kinds = model.kinds
+    enc = kinds[0].num_layers if is_encoder_decoder(model) else None
+    wanted = dict(num_layers=model.num_layers, encoder_layers=enc, hidden_size=model.hidden_size,
+                  num_attention_heads=model.num_attention_heads, seq_length=model.seq_length)
+    shape_ok = (len(kinds) == 1 and enc is None) or (len(kinds) == 2 and enc is not None)
+    same_family = [m for m in FASOP_MODELS if (m.encoder_layers is None) == (enc is None)]
+    for m in same_family:
+        if shape_ok and all(getattr(m, k) == v for k, v in wanted.items()):
+            if (model.gated_mlp or model.norm != "layernorm" or model.position_embedding != "learned"
+                    or model.kv_heads != model.num_attention_heads or not model.bias):
+                break
+            return m
+    known = "; ".join(f"MODEL={m.name}: {m.num_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} "
+                      f"heads, sequence {m.seq_length}" for m in FASOP_MODELS)
+    raise UnsupportedPlanError(
+        f"model {model.name}: the FASOP fork's run script (_01_run_inter.sh) has arguments for three models only "
+        f"({known}; learned positions, LayerNorm, biases, no gated MLP or grouped queries); plan and launch it for "
+        "upstream Megatron-LM instead (--target megatron, --format megatron)"
+    )
+
+
+def check_model(target: Target, problem: Problem) -> None:
+    """Refuse a model the target has no arguments for (UnsupportedPlanError, exit 2)."""
+    if target.name == "fasop":
+        fasop_model(problem.model)
+
+
+def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOptions()) -> SpaceOptions:
+    """The search space the target runs: base narrowed by the target's capabilities (check_model first)."""
+    check_model(target, problem)
+    options = base
+    if target.recompute != "per-stage":
+        options = replace(options, uniform_recompute=True)
+    if not target.node_order_free:
+        options = replace(options, node_type_order=tuple(n.name for n in problem.cluster.node_types))
+    if target.same_gpus_per_node:
+        options = replace(options, same_gpus_per_node=True)
+    if target.encoder_decoder_max_pp is not None and is_encoder_decoder(problem.model):
+        most = options.max_stages or problem.model.num_layers + 2
+        options = replace(options, max_stages=min(most, target.encoder_decoder_max_pp))
+    return options

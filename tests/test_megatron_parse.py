@@ -1,0 +1,130 @@
+"""The emitted upstream arguments, run through Megatron-LM's own parse_args and validate_args (issue 16).
+
+Needs a Megatron-LM checkout: set OPTSEARCH_MEGATRON_LM to its root (e.g. `git clone https://github.com/NVIDIA/Megatron-LM`
+at the commit docs/launch.md names). Skipped otherwise, and skipped, naming the module, when the checkout cannot be
+imported here. PyPI's megatron-core wheel ships only megatron/core, not megatron/training/arguments.py, so it cannot
+stand in. On a CPU-only machine upstream's import chain also needs `triton` (any build; it is only imported), and
+upstream main uses typing.override (Python 3.12): on 3.11 the test takes it from typing_extensions.
+
+For every golden plan that the megatron format emits, and a few hand-made splits, the test parses the arguments,
+validates them with WORLD_SIZE = the plan's GPUs and the environment megatron_args.sh exports (so a missing
+CUDA_DEVICE_MAX_CONNECTIONS=1 with tp > 1 fails upstream's own assertion; the GPU is taken to be a Hopper, before
+Blackwell, where that assertion holds), and compares Megatron's dp and per-pipeline-rank layer count with the plan.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+import typing
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from optsearch.megatron import args_file_text, megatron_args
+from optsearch.plan import Plan, parse_balance, plan_from_dict
+from optsearch.problem import build_problem
+
+CHECKOUT = os.environ.get("OPTSEARCH_MEGATRON_LM")
+GOLDEN = Path(__file__).resolve().parent / "golden" / "launch"
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    if not CHECKOUT or not (Path(CHECKOUT) / "megatron" / "training" / "arguments.py").is_file():
+        pytest.skip("set OPTSEARCH_MEGATRON_LM to a Megatron-LM checkout to run upstream's parse_args")
+    if not hasattr(typing, "override"):  # upstream main targets Python >= 3.12
+        import typing_extensions
+
+        typing.override = typing_extensions.override
+    sys.path.insert(0, CHECKOUT)
+    try:
+        arguments = importlib.import_module("megatron.training.arguments")
+        argument_utils = importlib.import_module("megatron.training.argument_utils")
+        block = importlib.import_module("megatron.core.transformer.transformer_block")
+    except ImportError as err:
+        pytest.skip(f"Megatron-LM at {CHECKOUT} does not import here: {err}")
+    return arguments, argument_utils, block
+
+
+def _golden_cases() -> list[str]:
+    return sorted(p.name for p in GOLDEN.iterdir()
+                  if (p / "plan.json").is_file() and not (p / "megatron.refused").is_file())
+
+
+def _hand_made() -> list[tuple[str, str, Plan]]:
+    plan = lambda balance, order, recompute="none", tp=1, dp=4: Plan(  # noqa: E731
+        tp=tp, dp=dp, micro_batch_size=1, stages=parse_balance(balance, order, recompute))
+    return [
+        ("gpt2-xl", "fasop-a10", plan("12-12-12-12", "a10", "selective")),  # even: no partition flag
+        ("gpt2-xl", "fasop-a10", plan("10-13-13-12", "a10", "full")),  # first and last differ
+        ("gpt2-xl", "fasop-a10", plan("20-28", "a10")),  # pp 2: first only
+        ("gpt2-xl", "fasop-a100-a10", plan("0-16-16-16", "a100,a10*3", tp=2, dp=2)),  # layout, tp 2
+        ("gpt2-xl+sp", "fasop-a10", plan("12-12-12-12", "a10", "selective", tp=2, dp=2)),  # --sequence-parallel
+    ]
+
+
+def _run_upstream(upstream, monkeypatch, problem, plan: Plan):
+    arguments, argument_utils, block = upstream
+    margs = megatron_args(problem, plan)
+    exported = "export CUDA_DEVICE_MAX_CONNECTIONS=1" in args_file_text(problem, plan, margs)
+    user = ["--lr", "1e-4", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(problem.model.vocab_size),
+            "--mock-data"]  # the user's part: data, tokenizer, learning rate
+    monkeypatch.setattr(sys, "argv", ["pretrain", *margs.args, *user])
+    monkeypatch.setenv("WORLD_SIZE", str(plan.num_gpus))
+    monkeypatch.setenv("RANK", "0")
+    if exported:
+        monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+    else:
+        monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    monkeypatch.setattr(arguments, "get_device_arch_version", lambda: 9)  # a Hopper GPU, none on this machine
+    args = arguments.parse_args()
+    arguments.validate_args(args)
+    return margs, args, argument_utils, block
+
+
+def _layers_per_rank(args, argument_utils, block, pp: int) -> list[int]:
+    try:
+        importlib.import_module("transformer_engine")
+    except ImportError:
+        args.apply_rope_fusion = False  # a kernel choice; without Transformer Engine the config refuses it
+    config = argument_utils.core_transformer_config_from_args(args)
+    layout = config.pipeline_model_parallel_layout
+    if layout is not None:
+        return [layout.get_num_layers_to_build(pp_rank=r) for r in range(pp)]
+    return [block.get_num_layers_to_build(config, pp_rank=r) for r in range(pp)]
+
+
+@pytest.mark.parametrize("case", _golden_cases())
+def test_golden_arguments_pass_upstream_validation(upstream, monkeypatch, case):
+    model, cluster = case.split("_", 1)
+    problem = build_problem(model, cluster)
+    plan = plan_from_dict(json.loads((GOLDEN / case / "plan.json").read_text()), case)
+    _check(upstream, monkeypatch, problem, plan)
+
+
+@pytest.mark.parametrize("index", range(len(_hand_made())))
+def test_hand_made_splits_pass_upstream_validation(upstream, monkeypatch, index):
+    model, cluster, plan = _hand_made()[index]
+    problem = build_problem(model.removesuffix("+sp"), cluster)
+    if model.endswith("+sp"):
+        problem = replace(problem, job=problem.job.model_copy(update={"sequence_parallel": True}))
+    _check(upstream, monkeypatch, problem, plan)
+
+
+def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
+    margs, args, argument_utils, block = _run_upstream(upstream, monkeypatch, problem, plan)
+    assert args.data_parallel_size == plan.dp
+    assert args.tensor_model_parallel_size == plan.tp and args.pipeline_model_parallel_size == plan.pp
+    counts = [s.num_layers for s in plan.stages]
+    if args.encoder_num_layers is not None and problem.model.num_layers != args.num_layers:  # T5, pp = 1
+        assert plan.pp == 1 and args.encoder_num_layers + args.num_layers == counts[0]
+    else:
+        assert _layers_per_rank(args, argument_utils, block, plan.pp) == counts
+    modes = {s.recompute for s in plan.stages if s.num_layers > 0}
+    expected = {"none": None, "selective": "selective", "full": "full"}[modes.pop() if modes else "none"]
+    assert args.recompute_granularity == expected
+    assert args.sequence_parallel == (problem.job.sequence_parallel and plan.tp > 1)
