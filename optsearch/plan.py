@@ -108,13 +108,10 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
 
 
 def load_plan(path: Path) -> Plan:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}: not valid JSON: {err}") from None
-    return plan_from_dict(data, str(path))
+    """The plan in a plan file (a regular UTF-8 JSON file of bounded size: optsearch.planfile.read_plan_file)."""
+    from optsearch.planfile import read_plan_file
+
+    return plan_from_dict(read_plan_file(path), str(path))
 
 
 def parse_stages(text: str) -> tuple[Stage, ...]:

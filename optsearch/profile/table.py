@@ -222,11 +222,13 @@ def parse_yaml(text: str, name: str) -> ProfileTable:
     return table
 
 
+PROFILE_LIMIT_BYTES = 256 * 2**20
+
+
 def load_table(path: Path) -> ProfileTable:
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
+    from optsearch.spec.base import read_text
+
+    text = read_text(path, limit_bytes=PROFILE_LIMIT_BYTES, error=ProfileError)  # regular UTF-8 files only
     if path.suffix.lower() in (".yaml", ".yml"):
         return parse_yaml(text, str(path))
     return parse_csv(text, str(path))

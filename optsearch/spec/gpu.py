@@ -9,11 +9,11 @@ from optsearch.spec.base import Spec
 
 class GpuSpec(Spec):
     name: str = Field(description="Catalog name, e.g. 'A100-SXM-80GB'.", min_length=1)
-    memory_gib: float = Field(gt=0, description="Device memory in GiB (2^30 bytes) as the vendor sells it.")
+    memory_gib: float = Field(gt=0, le=10_000, description="Device memory in GiB (2^30 bytes) as the vendor sells it.")
     peak_fp16_tflop_per_s: float = Field(
-        gt=0, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
+        ge=1e-3, le=1e6, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
     )
-    hbm_gbyte_per_s: float = Field(gt=0, description="Device memory bandwidth in GB/s (10^9 bytes per second).")
+    hbm_gbyte_per_s: float = Field(ge=1e-3, le=1e7, description="Device memory bandwidth in GB/s (10^9 bytes per second).")
     source: str = Field(default="", description="Where the numbers come from (datasheet).")
 
 
