@@ -83,6 +83,10 @@ def problem_from_options(
     )
 
 
+class OutOfTime(InfeasibleError):
+    """--time-limit ran out outside the solver (exit code 1, like a solve that found no plan in time)."""
+
+
 @contextmanager
 def time_limit_covers_setup(time_limit_s: float | None, option: str = "--time-limit"):
     """--time-limit bounds the whole command, not only the solver: the solver gets what is left after reading the
@@ -95,7 +99,7 @@ def time_limit_covers_setup(time_limit_s: float | None, option: str = "--time-li
             return None
         remaining = time_limit_s - (time.monotonic() - start)
         if remaining <= 0:
-            raise InfeasibleError(f"no plan within {option} {time_limit_s:g} s: reading and setting up the problem "
+            raise OutOfTime(f"no plan within {option} {time_limit_s:g} s: reading and setting up the problem "
                                   f"took {time.monotonic() - start:.3g} s; raise the limit")
         return remaining
 
@@ -107,7 +111,7 @@ def time_limit_covers_setup(time_limit_s: float | None, option: str = "--time-li
     grace_s = max(2.0, 0.25 * time_limit_s)
 
     def on_alarm(signum, frame):
-        raise InfeasibleError(f"no plan within {option} {time_limit_s:g} s: stopped after "
+        raise OutOfTime(f"no plan within {option} {time_limit_s:g} s: stopped after "
                               f"{time.monotonic() - start:.3g} s, before the search could finish setting up; raise "
                               "the limit")
 

@@ -10,7 +10,7 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
-    problem_from_options, time_limit_covers_setup,
+    OutOfTime, problem_from_options, time_limit_covers_setup,
 )
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import check_output_file, dumps, solve_json, solve_summary, stderr, stdout, write_atomic
@@ -145,10 +145,15 @@ def solve_command(
         problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits)
         with SolveProgress(budget.objective, quiet or as_json) as progress:
             result = solve(problem, budget, solver=solver, time_limit_s=left(), gap=gap, progress=progress)
-    if result.plan is None:
-        if result.status == "timeout":
-            raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
-        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, time_limit_s=time_limit))
+        if result.plan is None:
+            if result.status == "timeout":
+                raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
+            try:
+                reason = explain_infeasible(problem, budget, solver=solver, time_limit_s=left())
+            except OutOfTime:
+                reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
+                          f"--time-limit {time_limit:g} s")
+            raise InfeasibleError(reason)
     payload = solve_json(result, problem)
     payload["problem"] = problem_record(problem, model_ref=model, cluster_ref=cluster, profile_ref=profile,
                                         edits=edits, budget=budget)

@@ -174,6 +174,13 @@ def _add_row(table: ProfileTable, row: dict[str, object], where: str) -> None:
 
 
 def parse_csv(text: str, name: str) -> ProfileTable:
+    try:
+        return _parse_csv(text, name)
+    except csv.Error as err:  # e.g. a field longer than the csv module's limit: not a profile table
+        raise ProfileError(f"{name}: not a valid CSV profile table: {err}") from None
+
+
+def _parse_csv(text: str, name: str) -> ProfileTable:
     table = ProfileTable(name=name)
     lines = text.splitlines()
     body_start = 0
