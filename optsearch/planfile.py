@@ -127,8 +127,10 @@ def problem_from_record(record: Any, source: str, *, profile: str | None = None)
 def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str | None, profile: str | None,
                      global_batch_size: int | None = None, iterations: int | None = None, tokens: int | None = None,
                      warn: Callable[[str], None] = lambda line: None):
-    """The problem to price a plan file against: the recorded one, with a --model, --cluster or --profile given
-    beside the file in place of the recorded one (`warn` says so when it differs), then the job overrides.
+    """(problem, replaced): the problem to price a plan file against: the recorded one, with a --model, --cluster or
+    --profile given beside the file in place of the recorded one (`warn` says so when it differs), then the job
+    overrides. `replaced` names what differs from what the file was solved for ("model", "cluster", "job"): the
+    derived fields that depend on it are not checked against the file's.
 
     A file without a recorded problem (written before plan files recorded it) needs --model and --cluster."""
     from optsearch.catalog import load_cluster, load_model
@@ -140,10 +142,12 @@ def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str
         if missing:
             raise SpecError(f"{source}: the file does not record the model and cluster it was solved for (written by "
                             f"an older optsearch); give {' and '.join(missing)}")
-        return build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
-                             iterations=iterations, tokens=tokens)
+        problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
+                                iterations=iterations, tokens=tokens)
+        return problem, {"model", "cluster", "job"}  # nothing recorded: its derived fields may be for another problem
     problem = problem_from_record(record, source, profile=profile)
     model_spec, cluster_spec = problem.model, problem.cluster
+    replaced: set[str] = set()
     for flag, ref, key, load in (("--model", model, "model", load_model), ("--cluster", cluster, "cluster",
                                                                             load_cluster)):
         if ref is None:
@@ -154,8 +158,10 @@ def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str
             continue  # the same spec the plan was solved for (its --set edits stay applied)
         warn(f"{flag} {ref} differs from the {key} {source} was solved for ({recorded.get('ref')}, sha256 "
              f"{str(recorded.get('sha256'))[:12]}, now {spec_sha256(given)[:12]}): pricing the plan on {ref}")
+        replaced.add(key)
         if key == "model":
             model_spec = given
+            replaced.add("job")
         else:
             cluster_spec = given
     if profile is not None and profile != (record.get("profile") or {}).get("ref"):
@@ -167,7 +173,8 @@ def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str
     if (global_batch_size, iterations, tokens) != (None, None, None):
         problem = build_problem(problem.model, problem.cluster, profile=problem.profile, job=problem.job,
                                 global_batch_size=global_batch_size, iterations=iterations, tokens=tokens)
-    return problem
+        replaced.add("job")
+    return problem, replaced
 
 
 def _recorded_profile(problem, record: dict):
@@ -184,9 +191,12 @@ def load_plan_file(path: Path, plan_reader: Callable[[Any, str], Plan] = plan_fr
 # ---- derived fields ------------------------------------------------------------------------------------------
 
 
-def check_derived_fields(data: dict, plan: Plan, problem, source: str) -> None:
+def check_derived_fields(data: dict, plan: Plan, problem, source: str,
+                         replaced: frozenset[str] | set[str] = frozenset()) -> None:
     """Refuse a plan file whose derived fields disagree with its stages: an edit to `nodes`, `balance`,
-    `num_micro_batches` or a stage's `gpu` alone changes nothing, so it is a contradiction, not a plan."""
+    `num_micro_batches` or a stage's `gpu` alone changes nothing, so it is a contradiction, not a plan.
+    `replaced` (from problem_for_plan): with another job, num_micro_batches is not checked; with another cluster,
+    nodes and the stages' gpu are not."""
     from optsearch.costmodel import estimate
 
     body = data["plan"] if isinstance(data.get("plan"), dict) else data
@@ -198,7 +208,7 @@ def check_derived_fields(data: dict, plan: Plan, problem, source: str) -> None:
     if "balance" in body and body["balance"] != plan.balance:
         refuse("balance", body["balance"], f"the stages hold {plan.balance} layers; balance is derived from the "
                                            "stages: edit stages[].num_layers (or delete balance)")
-    if "num_micro_batches" in body:
+    if "num_micro_batches" in body and "job" not in replaced:
         m = body["num_micro_batches"]
         ok = isinstance(m, int) and not isinstance(m, bool) and m == est.num_micro_batches
         if not ok:
@@ -206,13 +216,13 @@ def check_derived_fields(data: dict, plan: Plan, problem, source: str) -> None:
             refuse("num_micro_batches", shown,
                    f"must be global batch / (dp x micro-batch) = {problem.job.global_batch_size} / ({plan.dp} x "
                    f"{plan.micro_batch_size}) = {est.num_micro_batches}")
-    if "nodes" in body:
+    if "nodes" in body and "cluster" not in replaced:
         nodes = body["nodes"]
         if not isinstance(nodes, dict) or {k: v for k, v in nodes.items() if v != 0} != dict(est.nodes):
             refuse("nodes", nodes, f"the stages rent {dict(sorted(est.nodes.items()))} (of "
                                    + ", ".join(f"{n.num_nodes_available} {n.name}" for n in problem.cluster.node_types)
                                    + " available); nodes is derived from the stages: edit the stages (or delete nodes)")
-    stages = body.get("stages") if isinstance(body.get("stages"), list) else []
+    stages = body.get("stages") if isinstance(body.get("stages"), list) and "cluster" not in replaced else []
     for i, (raw, stage) in enumerate(zip(stages, plan.stages)):
         if isinstance(raw, dict) and "gpu" in raw:
             gpu = problem.gpu_of(stage.node_type).name

@@ -421,3 +421,12 @@ def test_progress_speaks_in_plans_ruled_out_best_so_far_and_proven_gap():
     shown = SolveProgress("time", quiet=True).status(
         Progress(explored=0, total=10, pruned=0, incumbent=None, bound=None, candidate=None))
     assert shown.endswith("no plan yet")
+
+
+def test_a_job_override_beside_the_plan_reprices_instead_of_refusing(tmp_path, toy):
+    out = tmp_path / "plan.json"
+    solve_toy(toy, out)
+    run = run_cli("estimate", "--plan", str(out), "--global-batch-size", "16", "--json")
+    assert run.code in (0, None), run.stderr
+    plan = json.loads(out.read_text())["plan"]
+    assert json.loads(run.stdout)["num_micro_batches"] == 2 * plan["num_micro_batches"]

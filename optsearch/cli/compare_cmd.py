@@ -34,7 +34,8 @@ def compare_command(
     ] = "cbc,cpsat,dp,exhaustive",
     time_limit: Annotated[
         Optional[float],
-        typer.Option("--time-limit", min=0.01, max=1e7, help="Seconds each method may run; a method stopped by it says so."),
+        typer.Option("--time-limit", min=0.01, max=1e7,
+                     help="Seconds each method may run; a method stopped by it says so."),
     ] = None,
     max_plans: Annotated[
         Optional[int],

@@ -111,9 +111,10 @@ def plan_and_problem(plan_file: Path, model, cluster, profile, global_batch_size
     def warn(line: str) -> None:
         stderr.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
 
-    problem = problem_for_plan(data, str(plan_file), model=model, cluster=cluster, profile=profile,
-                               global_batch_size=global_batch_size, iterations=iterations, tokens=tokens, warn=warn)
-    check_derived_fields(data, plan, problem, str(plan_file))
+    problem, replaced = problem_for_plan(data, str(plan_file), model=model, cluster=cluster, profile=profile,
+                                         global_batch_size=global_batch_size, iterations=iterations, tokens=tokens,
+                                         warn=warn)
+    check_derived_fields(data, plan, problem, str(plan_file), replaced)
     return plan, problem
 
 

@@ -170,7 +170,8 @@ def calibrate_command(
     profile: PlanProfileOpt = None,
     warmup: Annotated[
         Optional[int],
-        typer.Option("--warmup", min=0, max=10**9, help="Iteration lines to skip at the start of each log (default: first 10%)."),
+        typer.Option("--warmup", min=0, max=10**9,
+                     help="Iteration lines to skip at the start of each log (default: first 10%)."),
     ] = None,
     tolerance: Annotated[
         float, typer.Option("--tolerance", min=0.0, max=1.0, help="Stop adding factors once the RMS relative error is this low.")

@@ -378,7 +378,8 @@ def pareto_command(
 
         raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, time_limit_s=time_limit))
     # no budget column: each point's deadline is the search's own step, not a budget the user set (the title says those)
-    emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, frontier=True, swept="max_time_s", budget_column=None,
+    emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, frontier=True, swept="max_time_s",
+         budget_column=None,
          title=f"{problem.model.name} on {problem.cluster.name}: Pareto frontier of training time and cost"
                + "".join(f", {limit}" for limit in budget.describe().split(", ")[1:]))
     if not quiet and any(p.result.status != "optimal" for p in points):

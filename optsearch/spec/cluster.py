@@ -18,12 +18,16 @@ class NodeTypeSpec(Spec):
     gpu: str = Field(min_length=1, description="GPU catalog name (or a name from this cluster's `gpus`).")
     gpus_per_node: int = Field(gt=0, le=1024, description="GPUs in one node.")
     num_nodes_available: int = Field(ge=0, le=100_000, description="How many nodes of this type can be rented at most.")
-    price_usd_per_node_hour: float = Field(ge=1e-4, le=1e6, description="Rental price in USD per node-hour (on-demand).")
+    price_usd_per_node_hour: float = Field(
+        ge=1e-4, le=1e6, description="Rental price in USD per node-hour (on-demand)."
+    )
     intra_node_link: Literal["nvlink", "pcie"] = Field(description="What connects the GPUs inside a node.")
     intra_node_gbyte_per_s: float = Field(
         ge=1e-3, le=1e6, description="Per-GPU one-direction bandwidth between GPUs of one node, GB/s (10^9 B/s)."
     )
-    inter_node_gbit_per_s: float = Field(ge=1e-3, le=1e7, description="Network bandwidth of the whole node (all NICs), Gbit/s.")
+    inter_node_gbit_per_s: float = Field(
+        ge=1e-3, le=1e7, description="Network bandwidth of the whole node (all NICs), Gbit/s."
+    )
     source: str = Field(default="", description="Where price and bandwidths come from.")
 
 

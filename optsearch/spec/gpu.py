@@ -13,7 +13,9 @@ class GpuSpec(Spec):
     peak_fp16_tflop_per_s: float = Field(
         ge=1e-3, le=1e6, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
     )
-    hbm_gbyte_per_s: float = Field(ge=1e-3, le=1e7, description="Device memory bandwidth in GB/s (10^9 bytes per second).")
+    hbm_gbyte_per_s: float = Field(
+        ge=1e-3, le=1e7, description="Device memory bandwidth in GB/s (10^9 bytes per second)."
+    )
     source: str = Field(default="", description="Where the numbers come from (datasheet).")
 
 

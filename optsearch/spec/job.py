@@ -11,7 +11,9 @@ from optsearch.spec.base import Spec
 
 
 class JobSpec(Spec):
-    global_batch_size: int = Field(gt=0, le=1_000_000, description="Sequences per optimizer step (all data-parallel replicas).")
+    global_batch_size: int = Field(
+        gt=0, le=1_000_000, description="Sequences per optimizer step (all data-parallel replicas)."
+    )
     train_iterations: int | None = Field(
         default=None, gt=0, le=10**10, description="Training length in optimizer steps. Give this or train_tokens."
     )

@@ -38,7 +38,8 @@ class ModelSpec(Spec):
     hidden_size: int = Field(gt=0, le=1_000_000, description="Model width h.")
     num_attention_heads: int = Field(gt=0, le=100_000, description="Attention (query) heads a.")
     num_kv_heads: int | None = Field(
-        default=None, gt=0, le=100_000, description="Key/value heads for grouped-query attention; default = attention heads."
+        default=None, gt=0, le=100_000,
+        description="Key/value heads for grouped-query attention; default = attention heads."
     )
     head_dim: int | None = Field(
         default=None, gt=0, le=100_000, description="Channels per head (T5's d_kv); default = hidden size / heads."
