@@ -306,10 +306,14 @@ def cli_cases(draw, files: Files) -> Case:
             add("--tp", ["1"], BAD_NUMBERS, always=True)
             add("--dp", ["1"], BAD_NUMBERS, always=True)
             add("--micro-batch-size", ["1"], BAD_NUMBERS, always=True)
-            shape = draw(st.sampled_from(["stages", "balance"]))
+            shape = draw(st.sampled_from(["stages", "balance", "layout"]))
             if shape == "stages":
                 add("--stages", ["fast:2,fast:2", "slow:4"], ["fast:99999999999999999999", "fast:-1", "fast", ""],
                     always=True)
+            elif shape == "layout":
+                add("--layout", ["E|t*2|t*2|L", "Et*2|t*2L"],
+                    ["E|t*99999999999999|L", "((t*1000)*1000)*1000", "x", "", "E|(t*2|)*99999999999999L"], always=True)
+                add("--node-order", ["fast", "slow,fast"], ["fast*99999999999999999999", "nope"], always=True)
             else:
                 add("--balance", ["2-2", "4"], ["2-x", "-", "99999999999999999999"], always=True)
                 add("--node-order", ["fast", "slow,fast"], ["fast*99999999999999999999", "nope"], always=True)
@@ -317,8 +321,9 @@ def cli_cases(draw, files: Files) -> Case:
     elif command == "launch":
         add(None, [f.good["plan"]], plan_bad, always=True)
         add("--format", ["megatron", "fasop", "torchrun", "slurm"], ["deepspeed", ""])
-        add("--out", [str(f.root / "launch")], [v for k, v in f.outputs_bad.items() if k != "folder"]
-            + [str(f.root / "file.txt")])  # a folder is what launch --out wants
+        # launch --out is a folder, created if missing
+        add("--out", [str(f.root / "launch"), f.outputs_bad["missing-folder"]],
+            [v for k, v in f.outputs_bad.items() if k not in ("folder", "missing-folder")] + [str(f.root / "file.txt")])
         add("--master-port", ["29500"], BAD_NUMBERS + ["70000"])
         if draw(st.booleans()):
             model_cluster(required=False)

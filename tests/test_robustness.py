@@ -373,6 +373,20 @@ def test_node_order_is_not_ignored_beside_stages(toy):
     assert run.error_line.startswith("error: --node-order goes with --balance or --layout")
 
 
+@pytest.mark.parametrize("args, message", [
+    (("--balance", "2-2", "--node-order", "fast*99999999999999999999"),
+     "error: --node-order gives 99999999999999999999 node types but --balance has 2 stages; give one type, one per "
+     "stage, or TYPE*COUNT runs"),
+    (("--layout", "E|t*99999999999999|L", "--node-order", "fast"),
+     "error: --layout = 'E|t*99999999999999|L': repeat counts [99999999999999] could expand to more than 1,000,000 "
+     "layers"),
+])
+def test_huge_repeat_counts_are_refused_before_expanding(toy, args, message):
+    run = run_cli("estimate", "-m", str(toy[0]), "-c", str(toy[1]), "--tp", "1", "--dp", "1", "--micro-batch-size",
+                  "1", *args)
+    assert run.code == 2 and run.error_line == message
+
+
 def test_balance_on_a_one_type_cluster_needs_no_node_order(tmp_path, toy):
     one = write_yaml(tmp_path / "one.yaml", {**TOY_CLUSTER, "node_types": TOY_CLUSTER["node_types"][:1]})
     run = run_cli("estimate", "-m", str(toy[0]), "-c", str(one), "--tp", "1", "--dp", "1", "--micro-batch-size", "1",

@@ -18,6 +18,7 @@ from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, pars
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
 
 DEGREE_MAX = 1_000_000  # tp, dp, pp and micro-batch: far beyond any cluster
+MAX_LAYOUT_EXPANSION = 1_000_000
 
 
 @app.command("estimate")
@@ -149,7 +150,16 @@ def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, 
             if recompute not in RECOMPUTE_MODES:
                 raise SpecError(f"--recompute = {recompute!r}: must be one of {', '.join(RECOMPUTE_MODES)}")
             if layout is not None:
+                import math
+                import re
+
                 from optsearch.megatron import layout_stages
+
+                # x*n repeats multiply when nested: bound the expansion before it is made ('t*10**14' filled memory)
+                counts = [int(n) for n in re.findall(r"\*\s*(\d+)", layout)]
+                if math.prod(counts) > MAX_LAYOUT_EXPANSION:
+                    raise SpecError(f"--layout = {layout!r}: repeat counts {counts} could expand to more than "
+                                    f"{MAX_LAYOUT_EXPANSION:,} layers")
 
                 parsed = layout_stages(layout, node_order, recompute)  # type: ignore[arg-type]
             else:
