@@ -29,6 +29,7 @@ stderr = Console(stderr=True, soft_wrap=True)
 
 
 def _umask() -> int:
+    """The process's umask (reading it means setting it: it is set back at once)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask

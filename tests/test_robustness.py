@@ -444,3 +444,15 @@ def test_a_job_override_beside_the_plan_reprices_instead_of_refusing(tmp_path, t
     assert run.code in (0, None), run.stderr
     plan = json.loads(out.read_text())["plan"]
     assert json.loads(run.stdout)["num_micro_batches"] == 2 * plan["num_micro_batches"]
+
+
+def test_launch_files_honour_the_umask(tmp_path, toy):
+    old = os.umask(0o077)
+    try:
+        run = run_cli("launch", "-m", str(toy[0]), "-c", str(toy[1]), *GOOD_PLAN, "-f", "torchrun", "--out",
+                      str(tmp_path / "launch"))
+    finally:
+        os.umask(old)
+    assert run.code in (0, None), run.stderr
+    assert stat.S_IMODE((tmp_path / "launch" / "torchrun.sh").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "launch" / "hostfile").stat().st_mode) == 0o600

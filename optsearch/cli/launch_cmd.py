@@ -15,7 +15,7 @@ from optsearch.errors import SpecError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import build_problem
-from optsearch.report import check_output_folder, stderr, stdout, write_atomic
+from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
 
 FORMAT_HELP = (
     "megatron: upstream Megatron-LM arguments (megatron_args.sh); fasop: the FASOP fork's --balance settings "
@@ -104,5 +104,6 @@ def launch_command(
     for name, text in files.items():
         path = out / name
         write_atomic(path, text)
-        os.chmod(path, 0o755 if name.endswith((".sh", ".sbatch")) else 0o644)
+        if name.endswith((".sh", ".sbatch")):  # scripts are executable, as far as the umask lets them be
+            os.chmod(path, 0o777 & ~_umask())
         stderr.print(f"wrote {path}", highlight=False, markup=False)
