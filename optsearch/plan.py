@@ -108,13 +108,10 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
 
 
 def load_plan(path: Path) -> Plan:
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}: not valid JSON: {err}") from None
-    return plan_from_dict(data, str(path))
+    """The plan in a plan file (a regular UTF-8 JSON file of bounded size: optsearch.planfile.read_plan_file)."""
+    from optsearch.planfile import read_plan_file
+
+    return plan_from_dict(read_plan_file(path), str(path))
 
 
 def parse_stages(text: str) -> tuple[Stage, ...]:
@@ -149,19 +146,23 @@ def parse_balance(balance: str, node_order: str, recompute: Recompute = "none") 
         raise SpecError(f"--balance = {balance!r}: expected layer counts joined by '-', e.g. 0-11-8-8-8-8-5-0") from None
     if any(n < 0 for n in layers):
         raise SpecError(f"--balance = {balance!r}: layer counts must be >= 0")
-    order: list[str] = []
+    runs: list[tuple[str, int]] = []
     for part in (p.strip() for p in node_order.split(",")):
         name, _, count = part.partition("*")
         try:
             repeat = int(count) if count else 1
         except ValueError:
             raise SpecError(f"--node-order item {part!r}: expected TYPE or TYPE*COUNT") from None
-        order.extend([name] * repeat)
-    if len(order) == 1:
-        order = order * len(layers)
-    if len(order) != len(layers):
+        if repeat < 1:
+            raise SpecError(f"--node-order item {part!r}: COUNT must be at least 1")
+        runs.append((name, repeat))
+    total = sum(repeat for _, repeat in runs)  # counted before the list is made: fast*10**20 would not fit in memory
+    if total == 1:
+        runs = [(runs[0][0], len(layers))]
+    elif total != len(layers):
         raise SpecError(
-            f"--node-order gives {len(order)} node types but --balance has {len(layers)} stages; "
+            f"--node-order gives {total} node types but --balance has {len(layers)} stages; "
             "give one type, one per stage, or TYPE*COUNT runs"
         )
+    order = [name for name, repeat in runs for _ in range(repeat)]
     return tuple(Stage(node_type=t, num_layers=n, recompute=recompute) for t, n in zip(order, layers))

@@ -28,20 +28,119 @@ stdout = Console(soft_wrap=True, width=_pipe_width())
 stderr = Console(stderr=True, soft_wrap=True)
 
 
+def _umask() -> int:
+    """The process's umask (reading it means setting it: it is set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Write text to path through a temporary file in the same folder and a rename: never half-written."""
+    """Write text to path through a temporary file in the same folder and a rename: never half-written. A new file
+    gets the mode the user's umask gives (as `open` would), a replaced file keeps its mode."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise SpecError(f"{path}: folder {directory} does not exist")
+    try:
+        mode = os.stat(path).st_mode & 0o777
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _probe_folder(directory: Path, what: str) -> None:
+    """Create and remove a temporary file in `directory`: the one test that also holds for root, read-only mounts
+    and /proc (where permission bits say nothing)."""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".optsearch-probe.", dir=directory)
+    except OSError as err:
+        raise SpecError(f"{what}: cannot write in folder {directory}: {err.strerror or err}") from None
+    os.close(fd)
+    Path(tmp).unlink(missing_ok=True)
+
+
+def check_output_file(path: Path | None, option: str, *, suffixes: tuple[str, ...] = ()) -> None:
+    """Before any work: `path` can be written as a file (its folder exists and takes files, it is not a folder or a
+    device), and, with `suffixes`, its extension is one of them. Raises SpecError naming the option."""
+    if path is None:
+        return
+    path = Path(path)
+    what = f"{option} {path}"
+    if str(path).endswith(("/", os.sep)) or path.is_dir():
+        raise SpecError(f"{what}: is a folder; give a file name")
+    if path.exists() and not path.is_file():
+        raise SpecError(f"{what}: exists and is not a regular file")
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise SpecError(f"{what}: folder {directory} does not exist")
+    if suffixes and path.suffix.lower().lstrip(".") not in suffixes:
+        raise SpecError(f"{what}: unknown file type {path.suffix or '(none)'!r}; use one of "
+                        + ", ".join("." + s for s in suffixes))
+    _probe_folder(directory, what)
+
+
+def check_output_folder(path: Path | None, option: str) -> None:
+    """Before any work: `path` is a folder that exists and takes files, or can be created (its nearest existing
+    parent takes files)."""
+    if path is None:
+        return
+    path = Path(path)
+    what = f"{option} {path}"
+    if path.exists() and not path.is_dir():
+        raise SpecError(f"{what}: exists and is not a folder")
+    existing = path
+    while not existing.exists():
+        if existing.parent == existing:
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SpecError(f"{what}: {existing} is not a folder")
+    _probe_folder(existing, what)
+
+
+def distinct_durations(seconds: list[float]) -> list[str]:
+    """Durations as people read them, with as much precision as it takes for different values to read differently
+    (a Pareto frontier whose times round to the same hour would look as if one row dominated another)."""
+    import math
+
+    def hours_fmt(decimals: int):
+        return lambda s: f"{s / 3600:,.{decimals}f} h"
+
+    formats = [format_duration, _days_hours_minutes, *(hours_fmt(d) for d in range(2, 10))]
+    return _distinct(seconds, formats, math.isfinite)
+
+
+def distinct_usd(amounts: list[float]) -> list[str]:
+    """USD amounts, with cents (and more) where whole dollars would make different amounts read the same."""
+    import math
+
+    formats = [format_usd, *((lambda d: (lambda x: f"${x:,.{d}f}"))(d) for d in range(2, 8))]
+    return _distinct(amounts, formats, math.isfinite)
+
+
+def _distinct(values: list[float], formats, finite) -> list[str]:
+    for fmt in formats:
+        texts = [fmt(v) for v in values]
+        if all(texts[i] != texts[j] for i in range(len(values)) for j in range(i)
+               if values[i] != values[j] and finite(values[i]) and finite(values[j])):
+            return texts
+    return texts
+
+
+def _days_hours_minutes(seconds: float) -> str:
+    minutes = int(round(seconds / 60))
+    days, rest = divmod(minutes, 1440)
+    hrs, mins = divmod(rest, 60)
+    return f"{days}d {hrs}h {mins}m" if days else f"{hrs}h {mins}m"
 
 
 def dumps(obj: Any) -> str:

@@ -15,6 +15,12 @@ BYTES_PER_GB = 1e9
 SECONDS_PER_MINUTE = 60.0
 SECONDS_PER_HOUR = 3600.0
 SECONDS_PER_DAY = 86400.0
+SECONDS_PER_YEAR = 365.25 * SECONDS_PER_DAY
+
+# Upper limits on what a user may ask for: far beyond any training run, and small enough that every quantity derived
+# from them stays representable (CP-SAT works in int64; a deadline of 1e308 s cannot be scaled into it).
+MAX_DURATION_S = 100 * SECONDS_PER_YEAR
+MAX_USD = 1e12
 
 
 def gib_to_bytes(gib: float) -> float:
@@ -47,9 +53,9 @@ _DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([dhms])")
 _DURATION_UNIT_S = {"d": SECONDS_PER_DAY, "h": SECONDS_PER_HOUR, "m": SECONDS_PER_MINUTE, "s": 1.0}
 
 
-def parse_duration_s(text: str, *, option: str = "duration") -> float:
-    """'90m', '36h', '7d', '1d12h', '1d 12h' (as format_duration writes it), '3600' or '3600s' -> seconds. Raises
-    SpecError on anything else."""
+def parse_duration_s(text: str, *, option: str = "duration", max_s: float = MAX_DURATION_S) -> float:
+    """'90m', '36h', '7d', '1d12h', '1d 12h' (as format_duration writes it), '3600' or '3600s' -> seconds, at most
+    `max_s` (100 years). Raises SpecError on anything else, the empty string included."""
     raw = re.sub(r"(?<=[dhms])\s+(?=\d)", "", text.strip().lower())
     try:
         value = float(raw)
@@ -62,11 +68,14 @@ def parse_duration_s(text: str, *, option: str = "duration") -> float:
         value = sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts)
     if not math.isfinite(value) or value <= 0:
         raise SpecError(f"{option} = {text!r}: must be a positive duration")
+    if value > max_s:
+        raise SpecError(f"{option} = {text!r}: must be at most {max_s / SECONDS_PER_YEAR:g} years ({max_s:,.0f} s)")
     return value
 
 
-def parse_money_usd(text: str, *, option: str = "money") -> float:
-    """'250000', '250,000', '$250000' -> 250000.0 USD. Raises SpecError on anything else."""
+def parse_money_usd(text: str, *, option: str = "money", max_usd: float = MAX_USD) -> float:
+    """'250000', '250,000', '$250000' -> 250000.0 USD, at most `max_usd` ($1 trillion). Raises SpecError on anything
+    else, the empty string included."""
     raw = text.strip().replace(",", "").removeprefix("$")
     try:
         value = float(raw)
@@ -74,6 +83,8 @@ def parse_money_usd(text: str, *, option: str = "money") -> float:
         raise SpecError(f"{option} = {text!r}: not an amount of USD; use a plain number such as 250000") from None
     if not math.isfinite(value) or value <= 0:
         raise SpecError(f"{option} = {text!r}: must be a positive amount of USD")
+    if value > max_usd:
+        raise SpecError(f"{option} = {text!r}: must be at most {format_usd(max_usd)}")
     return value
 
 

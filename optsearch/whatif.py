@@ -100,6 +100,9 @@ _SWEEP_NAMES: dict[str, Limit] = {"max-time": "max_time_s", "max_time": "max_tim
                                   "max_cost": "max_cost_usd"}
 
 
+MAX_SWEEP_POINTS = 1000
+
+
 def parse_sweep(text: str) -> Sweep:
     """'max-time=2d..30d:12' (12 evenly spaced values, both ends included), 'max-cost=50000..500000:10', or a list
     'max-time=2d,7d,30d'."""
@@ -116,6 +119,8 @@ def parse_sweep(text: str) -> Sweep:
         lo, hi, n = parse(m.group(1)), parse(m.group(2)), int(m.group(3))
         if n < 2:
             raise SpecError(f"{where}: POINTS = {n}: must be at least 2 (or give one value)")
+        if n > MAX_SWEEP_POINTS:
+            raise SpecError(f"{where}: POINTS = {n}: must be at most {MAX_SWEEP_POINTS} (each point is a solve)")
         if hi <= lo:
             raise SpecError(f"{where}: {m.group(2)} must be above {m.group(1)}")
         values = tuple(lo + (hi - lo) * i / (n - 1) for i in range(n))
@@ -123,6 +128,8 @@ def parse_sweep(text: str) -> Sweep:
         raise SpecError(f"{where}: a range needs a point count, e.g. {name.strip()}={spec.strip()}:10")
     else:
         values = tuple(parse(v) for v in spec.split(","))
+        if len(values) > MAX_SWEEP_POINTS:
+            raise SpecError(f"{where}: {len(values)} values: at most {MAX_SWEEP_POINTS} (each point is a solve)")
     return Sweep(limit=limit, values=values)
 
 

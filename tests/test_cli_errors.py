@@ -117,7 +117,7 @@ def test_negative_price_names_file_field_value_rule(toy, tmp_path):
     bad = write_yaml(tmp_path / "bad-cluster.yaml", data)
     run = estimate(toy[0], bad)
     assert run.code == 2
-    assert run.error_line == f"error: {bad}: node_types[0].price_usd_per_node_hour = -5: Input should be greater than 0"
+    assert run.error_line == f"error: {bad}: node_types[0].price_usd_per_node_hour = -5: Input should be greater than or equal to 0.0001"
 
 
 def test_missing_required_field(toy, tmp_path):
@@ -261,7 +261,7 @@ def test_python_m_optsearch_bad_spec(toy, tmp_path):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines() == [
-        f"error: {bad}: node_types[0].price_usd_per_node_hour = -5: Input should be greater than 0"
+        f"error: {bad}: node_types[0].price_usd_per_node_hour = -5: Input should be greater than or equal to 0.0001"
     ]
     assert proc.stdout == ""
 

@@ -16,6 +16,7 @@ from optsearch.solver import solve
 from optsearch.spec.budget import Budget
 
 T4_USABLE_GIB = 14.755  # clusters/gpus.yaml: nvidia-smi's 15109 MiB on g4dn
+A10G_USABLE_GIB = 22.488  # clusters/gpus.yaml: nvidia-smi's 23028 MiB
 OPTIONS = SpaceOptions(micro_batch_sizes=(1, 2, 4), max_stages=4)
 
 
@@ -50,3 +51,26 @@ def test_default_headroom_and_cli_option():
     assert loose["fits"] and not tight["fits"]  # 13.9 GiB: fits 14.8, not 10.3
     bad = subprocess.run(cmd + ["--memory-headroom", "1.5"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--memory-headroom" in bad.stderr
+
+
+def test_a_plan_file_records_its_headroom_and_target(tmp_path):
+    """`estimate --plan` and `launch` price the plan with the headroom it was solved with, not the default; a
+    --memory-headroom given beside the file replaces it."""
+    plan_path = tmp_path / "plan.json"
+    solve_cmd = [sys.executable, "-m", "optsearch", "solve", "-m", "gpt2-xl", "-c", "fasop-a10", "--minimize",
+                 "time", "--memory-headroom", "0.3", "--target", "fasop", "--out", str(plan_path), "--quiet"]
+    subprocess.run(solve_cmd, capture_output=True, text=True, check=True)
+    record = json.loads(plan_path.read_text())["problem"]
+    assert record["memory_headroom"] == 0.3 and record["target"] == "fasop"
+    estimate_cmd = [sys.executable, "-m", "optsearch", "estimate", "--plan", str(plan_path), "--json"]
+    again = json.loads(subprocess.run(estimate_cmd, capture_output=True, text=True, check=True).stdout)
+    assert again["stages"][0]["memory_capacity_gib"] == pytest.approx(0.7 * A10G_USABLE_GIB)
+    told = json.loads(subprocess.run(estimate_cmd + ["--memory-headroom", "0"], capture_output=True, text=True,
+                                     check=True).stdout)
+    assert told["stages"][0]["memory_capacity_gib"] == pytest.approx(A10G_USABLE_GIB)
+    record["memory_headroom"] = 7
+    data = json.loads(plan_path.read_text())
+    data["problem"] = record
+    plan_path.write_text(json.dumps(data))
+    bad = subprocess.run(estimate_cmd, capture_output=True, text=True)
+    assert bad.returncode == 2 and "problem.memory_headroom = 7" in bad.stderr

@@ -31,19 +31,19 @@ _CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "
 
 def main() -> None:
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except OptsearchError as err:
         print(f"error: {err}", file=sys.stderr)
         sys.exit(err.exit_code)
     except typer.Exit as ex:
-        sys.exit(ex.exit_code)
-    except typer.Abort:
-        print("aborted", file=sys.stderr)
-        sys.exit(130)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        code = ex.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        code = 130
     except _CLICK_EXCEPTION as err:  # a bad option value or an unknown option: one line, like our own errors
         if err.format_message():  # empty when no arguments were given: the help has been printed
             print(f"error: {err.format_message()}", file=sys.stderr)
         sys.exit(err.exit_code)
+    # typer turns a KeyboardInterrupt inside a command into exit code 130 and, without standalone mode, returns it
+    if code == 130:
+        print("interrupted", file=sys.stderr)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -35,11 +35,12 @@ def compare_command(
     ] = "cbc,cpsat,dp,exhaustive",
     time_limit: Annotated[
         Optional[float],
-        typer.Option("--time-limit", min=0.01, help="Seconds each method may run; a method stopped by it says so."),
+        typer.Option("--time-limit", min=0.01, max=1e7,
+                     help="Seconds each method may run; a method stopped by it says so."),
     ] = None,
     max_plans: Annotated[
         Optional[int],
-        typer.Option("--max-plans", min=1, help="exhaustive refuses instances with more plans than this (default 200,000)."),
+        typer.Option("--max-plans", min=1, max=10**9, help="exhaustive refuses instances with more plans than this (default 200,000)."),
     ] = None,
     profile: ProfileOpt = "analytic",
     global_batch_size: GlobalBatchOpt = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -9,24 +10,35 @@ import typer
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TokensOpt, problem_from_options,
-    HeadroomOpt,
+    GlobalBatchOpt, HeadroomOpt, IterationsOpt, JsonOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, TokensOpt,
+    problem_from_options,
 )
 from optsearch.costmodel import estimate
 from optsearch.errors import SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
-from optsearch.report import dumps, estimate_table, stdout, totals_table
+from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
+
+DEGREE_MAX = 1_000_000  # tp, dp, pp and micro-batch: far beyond any cluster
+MAX_LAYOUT_EXPANSION = 1_000_000
 
 
 @app.command("estimate")
 def estimate_command(
-    model: ModelOpt,
-    cluster: ClusterOpt,
-    profile: ProfileOpt = "analytic",
-    tp: Annotated[Optional[int], typer.Option(min=1, help="Tensor-parallel degree (same on every stage).")] = None,
-    dp: Annotated[Optional[int], typer.Option(min=1, help="Data-parallel degree (same on every stage).")] = None,
-    pp: Annotated[Optional[int], typer.Option(min=1, help="Pipeline stages (checked against the stages given).")] = None,
-    micro_batch_size: Annotated[Optional[int], typer.Option(min=1, help="Sequences per micro-batch.")] = None,
+    model: PlanModelOpt = None,
+    cluster: PlanClusterOpt = None,
+    profile: PlanProfileOpt = None,
+    tp: Annotated[
+        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Tensor-parallel degree (same on every stage).")
+    ] = None,
+    dp: Annotated[
+        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Data-parallel degree (same on every stage).")
+    ] = None,
+    pp: Annotated[
+        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Pipeline stages (checked against the stages given).")
+    ] = None,
+    micro_batch_size: Annotated[
+        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Sequences per micro-batch.")
+    ] = None,
     stages: Annotated[
         Optional[str],
         typer.Option(help="Stages in pipeline order: NODE_TYPE:LAYERS[:RECOMPUTE],... e.g. a100:12,a10:12:full"),
@@ -41,14 +53,17 @@ def estimate_command(
     node_order: Annotated[
         Optional[str],
         typer.Option(
-            help="With --balance or --layout: node type per stage: one for all, one per stage, or runs like a100*2,a10*6."
+            help="With --balance or --layout: node type per stage: one for all, one per stage, or runs like a100*2,a10*6. "
+                 "Not needed on a cluster of one node type."
         ),
     ] = None,
     recompute: Annotated[
         str, typer.Option(help=f"With --balance or --layout: recomputation on every stage ({', '.join(RECOMPUTE_MODES)}).")
     ] = "none",
     plan_file: Annotated[
-        Optional[Path], typer.Option("--plan", help="A plan JSON file (as written by `solve --out`).")
+        Optional[Path],
+        typer.Option("--plan", help="A plan JSON file (as written by `solve --out`): priced on the model, cluster, "
+                                    "profile and job it records, unless given here."),
     ] = None,
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
@@ -57,10 +72,25 @@ def estimate_command(
     as_json: JsonOpt = False,
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
-    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
-                                   memory_headroom=memory_headroom)
-    plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, plan_file,
-                              layout=layout)
+    if plan_file is not None:
+        given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout),
+                                ("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
+                                ("--node-order", node_order)) if v is not None]
+        if recompute != "none":
+            given.append("--recompute")
+        if given:
+            raise SpecError(f"--plan {plan_file}: the file gives the plan; drop {', '.join(given)}")
+        plan, problem = plan_and_problem(plan_file, model, cluster, profile, global_batch_size, iterations, tokens)
+        if pp is not None and pp != plan.pp:
+            raise SpecError(f"--pp = {pp} but {plan_file} has {plan.pp} stages")
+        if memory_headroom is not None:
+            problem = replace(problem, memory_headroom=memory_headroom)
+    else:
+        require_model_and_cluster(model, cluster, "without --plan")
+        problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
+                                       memory_headroom=memory_headroom)
+        plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, None,
+                                  layout=layout, cluster=problem.cluster)
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)
@@ -69,7 +99,35 @@ def estimate_command(
     stdout.print(totals_table(est))
 
 
-def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file, layout=None) -> Plan:
+def require_model_and_cluster(model: str | None, cluster: str | None, when: str) -> None:
+    missing = [n for n, v in (("--model", model), ("--cluster", cluster)) if v is None]
+    if missing:
+        raise SpecError(f"missing {' and '.join(missing)} ({when}; a plan file written by `solve --out` records them)")
+
+
+def plan_and_problem(plan_file: Path, model, cluster, profile, global_batch_size=None, iterations=None, tokens=None,
+                     plan_reader=None):
+    """The plan in a plan file and the problem it is priced on (optsearch.planfile): the recorded one, or the --model
+    / --cluster / --profile given (a difference from the recorded one is said on stderr). Its derived fields (nodes,
+    balance, num_micro_batches, stages[].gpu) must agree with its stages."""
+    from optsearch.planfile import check_derived_fields, load_plan_file, problem_for_plan
+
+    plan, data = load_plan_file(plan_file, plan_reader) if plan_reader else load_plan_file(plan_file)
+
+    def warn(line: str) -> None:
+        stderr.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
+
+    problem, replaced = problem_for_plan(data, str(plan_file), model=model, cluster=cluster, profile=profile,
+                                         global_batch_size=global_batch_size, iterations=iterations, tokens=tokens,
+                                         warn=warn)
+    check_derived_fields(data, plan, problem, str(plan_file), replaced)
+    return plan, problem
+
+
+def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file, layout=None,
+                       cluster=None) -> Plan:
+    """The plan the options give. With --balance or --layout on a cluster of one node type, --node-order defaults to
+    that type."""
     given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout), ("--plan", plan_file)) if v]
     if len(given) != 1:
         raise SpecError(
@@ -84,13 +142,29 @@ def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, 
         missing = [n for n, v in (("--tp", tp), ("--dp", dp), ("--micro-batch-size", mbs)) if v is None]
         if missing:
             raise SpecError(f"missing {', '.join(missing)} (needed with --stages, --balance or --layout)")
+        if stages is not None:
+            stray = [n for n, v in (("--node-order", node_order), ("--recompute", recompute != "none")) if v]
+            if stray:
+                raise SpecError(f"{', '.join(stray)} goes with --balance or --layout; --stages gives each stage's node "
+                                "type and recomputation (NODE_TYPE:LAYERS[:RECOMPUTE])")
         if balance is not None or layout is not None:
+            if node_order is None and cluster is not None and len(cluster.node_types) == 1:
+                node_order = cluster.node_types[0].name
             if node_order is None:
                 raise SpecError(f"{given[0]} needs --node-order (the node type of each stage)")
             if recompute not in RECOMPUTE_MODES:
                 raise SpecError(f"--recompute = {recompute!r}: must be one of {', '.join(RECOMPUTE_MODES)}")
             if layout is not None:
+                import math
+                import re
+
                 from optsearch.megatron import layout_stages
+
+                # x*n repeats multiply when nested: bound the expansion before it is made ('t*10**14' filled memory)
+                counts = [int(n) for n in re.findall(r"\*\s*(\d+)", layout)]
+                if math.prod(counts) > MAX_LAYOUT_EXPANSION:
+                    raise SpecError(f"--layout = {layout!r}: repeat counts {counts} could expand to more than "
+                                    f"{MAX_LAYOUT_EXPANSION:,} layers")
 
                 parsed = layout_stages(layout, node_order, recompute)  # type: ignore[arg-type]
             else:

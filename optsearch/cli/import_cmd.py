@@ -10,7 +10,7 @@ import typer
 from optsearch.cli import app
 from optsearch.errors import SpecError
 from optsearch.profile.importers import DEFAULT_GPU_MAPS, SOURCES, import_profile
-from optsearch.report import stderr, stdout
+from optsearch.report import check_output_file, stderr, stdout
 
 _DEFAULT_MAPS = "; ".join(
     f"{kind}: " + ", ".join(f"{k}={v}" for k, v in mapping.items()) for kind, mapping in DEFAULT_GPU_MAPS.items()
@@ -46,13 +46,14 @@ def import_profile_command(
         ),
     ] = None,
     algo: Annotated[
-        int, typer.Option(min=0, help="Aceso only: which profiled variant (algo0 or algo1 files); default 0.")
+        int, typer.Option(min=0, max=1, help="Aceso only: which profiled variant (algo0 or algo1 files); default 0.")
     ] = 0,
     out: Annotated[
         Optional[Path], typer.Option("--out", "-o", help="Write the table (CSV) here; without it, print it to stdout.")
     ] = None,
 ) -> None:
     """Import a published per-layer profile into optsearch's CSV format (use it with --profile)."""
+    check_output_file(out, "--out")  # before the work
     options = {}
     if algo != 0:
         if source_kind != "aceso":

@@ -9,13 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from optsearch.cli import app
-from optsearch.cli.estimate_cmd import _plan_from_options
-from optsearch.cli.options import ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, TokensOpt
+from optsearch.cli.estimate_cmd import _plan_from_options, plan_and_problem, require_model_and_cluster
+from optsearch.cli.options import GlobalBatchOpt, IterationsOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, TokensOpt
 from optsearch.errors import SpecError
-from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, load_plan_for_launch
+from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import build_problem
-from optsearch.report import stderr, stdout, write_atomic
+from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
 
 FORMAT_HELP = (
     "megatron: upstream Megatron-LM main arguments (megatron_args.sh; plans of `solve --target megatron`); fasop: the "
@@ -30,8 +30,8 @@ def launch_command(
     plan_file: Annotated[
         Optional[Path], typer.Argument(metavar="[PLAN.json]", help="A plan JSON file (as written by `solve --out`).")
     ] = None,
-    model: ModelOpt = ...,  # type: ignore[assignment]
-    cluster: ClusterOpt = ...,  # type: ignore[assignment]
+    model: PlanModelOpt = None,
+    cluster: PlanClusterOpt = None,
     fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "megatron",
     out: Annotated[
         Optional[Path],
@@ -72,7 +72,7 @@ def launch_command(
     master_port: Annotated[
         int, typer.Option(min=1, max=65535, help="torchrun --master-port (torchrun and slurm formats).")
     ] = DEFAULT_MASTER_PORT,
-    profile: ProfileOpt = "analytic",
+    profile: PlanProfileOpt = None,
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
@@ -80,22 +80,24 @@ def launch_command(
     """Emit what launches the plan on Megatron-LM: arguments, partition strings, torchrun and Slurm scripts."""
     if fmt not in LAUNCH_FORMATS:
         raise SpecError(f"--format = {fmt!r}: must be one of {', '.join(LAUNCH_FORMATS)}")
-    problem = build_problem(model, cluster, profile=profile, global_batch_size=global_batch_size, iterations=iterations,
-                            tokens=tokens)
+    check_output_folder(out, "--out")  # before any work
     if plan_file is not None:
         given = [n for n, v in (("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
-                                ("--stages", stages), ("--balance", balance), ("--layout", layout)) if v is not None]
+                                ("--stages", stages), ("--balance", balance), ("--layout", layout),
+                                ("--node-order", node_order)) if v is not None]
         if given:
             raise SpecError(f"{plan_file}: the plan file gives the plan; drop {', '.join(given)}")
-        plan = load_plan_for_launch(plan_file)
+        plan, problem = plan_and_problem(plan_file, model, cluster, profile, global_batch_size, iterations, tokens,
+                                         plan_reader=plan_for_launch)
     else:
+        require_model_and_cluster(model, cluster, "without PLAN.json")
+        problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
+                                iterations=iterations, tokens=tokens)
         plan = _plan_from_options(tp, dp, None, micro_batch_size, stages, balance, node_order, recompute, None,
-                                  layout=layout)
+                                  layout=layout, cluster=problem.cluster)
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
                                 master_port=master_port, allow_no_fit=allow_no_fit)
-    for note in notes:
-        stderr.print(f"note: {note}", highlight=False, markup=False)
-    if out is None:
+    if out is None:  # the printed files carry the notes as comments: not again on stderr
         for i, (name, text) in enumerate(files.items()):
             if len(files) > 1:
                 stdout.out(("\n" if i else "") + f"# ==> {name} <==", highlight=False)
@@ -103,9 +105,12 @@ def launch_command(
         return
     if out.exists() and not out.is_dir():
         raise SpecError(f"--out {out}: exists and is not a folder")
+    for note in notes:
+        stderr.print(f"note: {note}", highlight=False, markup=False)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
         path = out / name
         write_atomic(path, text)
-        os.chmod(path, 0o755 if name.endswith((".sh", ".sbatch")) else 0o644)
+        if name.endswith((".sh", ".sbatch")):  # scripts are executable, as far as the umask lets them be
+            os.chmod(path, 0o777 & ~_umask())
         stderr.print(f"wrote {path}", highlight=False, markup=False)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import signal
+import threading
+import time
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Annotated, Optional
 
 import typer
 
+from optsearch.errors import InfeasibleError
 from optsearch.problem import Problem, build_problem
 
 ModelOpt = Annotated[
@@ -23,13 +28,34 @@ ProfileOpt = Annotated[
         help="Per-layer timings: 'analytic' (roofline from datasheets, the default) or a profile CSV/YAML path.",
     ),
 ]
+# With a plan file: given beside it, these replace what the file records (and a difference is said on stderr).
+PlanModelOpt = Annotated[
+    Optional[str],
+    typer.Option("--model", "-m", help="Model catalog name or a YAML/JSON path. With a plan file: default the model "
+                                       "the file records (a different one given here is said on stderr)."),
+]
+PlanClusterOpt = Annotated[
+    Optional[str],
+    typer.Option("--cluster", "-c", help="Cluster catalog name or a YAML/JSON path. With a plan file: default the "
+                                         "cluster the file records."),
+]
+PlanProfileOpt = Annotated[
+    Optional[str],
+    typer.Option("--profile", "-p", help="Per-layer timings: 'analytic' (the default) or a profile CSV/YAML path. "
+                                         "With a plan file: default the profile the file records."),
+]
+# Upper limits: far beyond any training run (the spec fields have the same ones, optsearch/spec/job.py).
 GlobalBatchOpt = Annotated[
-    Optional[int], typer.Option("--global-batch-size", min=1, help="Override the job's global batch size.")
+    Optional[int],
+    typer.Option("--global-batch-size", min=1, max=1_000_000, help="Override the job's global batch size."),
 ]
 IterationsOpt = Annotated[
-    Optional[int], typer.Option("--iterations", min=1, help="Override the training length in optimizer steps.")
+    Optional[int],
+    typer.Option("--iterations", min=1, max=10**10, help="Override the training length in optimizer steps."),
 ]
-TokensOpt = Annotated[Optional[int], typer.Option("--tokens", min=1, help="Override the training length in tokens.")]
+TokensOpt = Annotated[
+    Optional[int], typer.Option("--tokens", min=1, max=10**16, help="Override the training length in tokens.")
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 HeadroomOpt = Annotated[
     Optional[float],
@@ -81,3 +107,44 @@ def problem_from_options(
     if memory_headroom is not None:
         problem = replace(problem, memory_headroom=memory_headroom)
     return problem
+
+
+class OutOfTime(InfeasibleError):
+    """--time-limit ran out outside the solver (exit code 1, like a solve that found no plan in time)."""
+
+
+@contextmanager
+def time_limit_covers_setup(time_limit_s: float | None, option: str = "--time-limit"):
+    """--time-limit bounds the whole command, not only the solver: the solver gets what is left after reading the
+    specs (`left()`), and a set-up that runs past the limit (a Python loop over an enormous spec the limits let
+    through) is stopped by an alarm a grace period later, as InfeasibleError (exit 1)."""
+    start = time.monotonic()
+
+    def left() -> float | None:
+        if time_limit_s is None:
+            return None
+        remaining = time_limit_s - (time.monotonic() - start)
+        if remaining <= 0:
+            raise OutOfTime(f"no plan within {option} {time_limit_s:g} s: reading and setting up the problem "
+                                  f"took {time.monotonic() - start:.3g} s; raise the limit")
+        return remaining
+
+    usable = (time_limit_s is not None and hasattr(signal, "setitimer")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield left
+        return
+    grace_s = max(2.0, 0.25 * time_limit_s)
+
+    def on_alarm(signum, frame):
+        raise OutOfTime(f"no plan within {option} {time_limit_s:g} s: stopped after "
+                              f"{time.monotonic() - start:.3g} s, before the search could finish setting up; raise "
+                              "the limit")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, time_limit_s + grace_s)
+    try:
+        yield left
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

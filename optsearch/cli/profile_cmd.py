@@ -11,30 +11,31 @@ from rich.table import Table
 
 from optsearch.catalog import gpu_catalog, load_model
 from optsearch.cli import app
-from optsearch.cli.options import ClusterOpt, GlobalBatchOpt, JsonOpt, ModelOpt, ProfileOpt, problem_from_options
+from optsearch.cli.options import (
+    GlobalBatchOpt, JsonOpt, ModelOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, problem_from_options,
+)
 from optsearch.errors import ProfileError, SpecError
-from optsearch.plan import load_plan
 from optsearch.profile.measure import CPU_GPU_NAME, DTYPES, CellResult, ProfileRequest
-from optsearch.report import dumps, stderr, stdout, write_atomic
+from optsearch.report import check_output_file, dumps, stderr, stdout, write_atomic
 
 
-def parse_int_list(text: str, option: str) -> tuple[int, ...]:
-    """'1,2,4,8' -> (1, 2, 4, 8); positive integers, no repeats."""
+def parse_int_list(text: str, option: str, max_value: int = 65_536) -> tuple[int, ...]:
+    """'1,2,4,8' -> (1, 2, 4, 8); positive integers up to max_value, no repeats."""
     try:
         values = tuple(int(p) for p in text.split(","))
     except ValueError:
         raise SpecError(f"{option} = {text!r}: expected comma-separated positive integers, e.g. 1,2,4,8") from None
     if any(v <= 0 for v in values):
         raise SpecError(f"{option} = {text!r}: every value must be a positive integer")
+    if any(v > max_value for v in values):
+        raise SpecError(f"{option} = {text!r}: every value must be at most {max_value:,}")
     if len(set(values)) != len(values):
         raise SpecError(f"{option} = {text!r}: a value is repeated")
     return values
 
 
 def _check_out(out: Path) -> None:
-    directory = out.parent if str(out.parent) else Path(".")
-    if not directory.is_dir():
-        raise SpecError(f"--out {out}: folder {directory} does not exist")
+    check_output_file(out, "--out")
 
 
 # ---- profile -----------------------------------------------------------------------------------------------------
@@ -49,8 +50,8 @@ def profile_command(
         str, typer.Option("--micro-batch-sizes", help="Micro-batch sizes to measure, comma-separated.")
     ] = "1,2,4,8",
     dtype: Annotated[str, typer.Option("--dtype", help=f"Compute dtype: {', '.join(DTYPES)}.")] = "bf16",
-    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed repeats per cell (the median is kept).")] = 20,
-    warmup: Annotated[int, typer.Option("--warmup", min=0, help="Untimed warm-up repeats per cell.")] = 5,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, max=100_000, help="Timed repeats per cell (the median is kept).")] = 20,
+    warmup: Annotated[int, typer.Option("--warmup", min=0, max=100_000, help="Untimed warm-up repeats per cell.")] = 5,
     gpu: Annotated[
         Optional[str],
         typer.Option("--gpu", help="GPU name for the gpu column (a catalog name, or the name a cluster's `gpus:` entry "
@@ -139,11 +140,26 @@ def _profile_report(request: ProfileRequest, results: list[CellResult], peak: fl
 
 # ---- calibrate ---------------------------------------------------------------------------------------------------
 
+MAX_LOG_BYTES = 2 * 2**30  # read_megatron_log reads a whole log into memory
+
+
+def _check_log(path: Path) -> None:
+    """A log is a regular file of at most MAX_LOG_BYTES: /dev/zero or a FIFO would never end."""
+    import os
+    import stat
+
+    try:
+        info = os.stat(path)
+    except OSError as err:
+        raise SpecError(f"--log {path}: cannot read: {err.strerror or err}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise SpecError(f"--log {path}: not a regular file (a folder, device, FIFO or socket)")
+    if info.st_size > MAX_LOG_BYTES:
+        raise SpecError(f"--log {path}: {info.st_size:,} bytes: larger than the {MAX_LOG_BYTES // 2**30} GiB limit")
+
 
 @app.command("calibrate")
 def calibrate_command(
-    model: ModelOpt,
-    cluster: ClusterOpt,
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the calibrated profile CSV.")],
     plan_files: Annotated[
         Optional[list[Path]],
@@ -156,15 +172,19 @@ def calibrate_command(
     runs_csv: Annotated[
         Optional[Path],
         typer.Option("--runs", help="Instead of --plan/--log: a CSV of recorded runs (the `optsearch validate` "
-                                    "format, docs/validation.md); its timed rows are the measurements."),
+                                    "format, docs/validation.md); its timed rows are the measurements. Needs "
+                                    "--model and --cluster."),
     ] = None,
-    profile: ProfileOpt = "analytic",
+    model: PlanModelOpt = None,
+    cluster: PlanClusterOpt = None,
+    profile: PlanProfileOpt = None,
     warmup: Annotated[
         Optional[int],
-        typer.Option("--warmup", min=0, help="Iteration lines to skip at the start of each log (default: first 10%)."),
+        typer.Option("--warmup", min=0, max=10**9,
+                     help="Iteration lines to skip at the start of each log (default: first 10%)."),
     ] = None,
     tolerance: Annotated[
-        float, typer.Option("--tolerance", min=0.0, help="Stop adding factors once the RMS relative error is this low.")
+        float, typer.Option("--tolerance", min=0.0, max=1.0, help="Stop adding factors once the RMS relative error is this low.")
     ] = 0.02,
     cluster_out: Annotated[
         Optional[Path],
@@ -188,12 +208,29 @@ def calibrate_command(
     if runs_csv is None and len(plan_files) not in (1, len(logs)):
         raise SpecError(f"--plan given {len(plan_files)} times for {len(logs)} --log files: give one plan for all "
                         "logs or one per log")
+    from optsearch.cli.estimate_cmd import plan_and_problem
+
     _check_out(out)
-    problem = problem_from_options(model, cluster, profile, global_batch_size, None, None)
+    check_output_file(cluster_out, "--cluster-out")
+    for log_path in logs:
+        _check_log(log_path)
     pairs = list(zip(plan_files * len(logs) if len(plan_files) == 1 else plan_files, logs))
-    observations = [] if runs_csv is None else cal.observations_from_runs(runs_csv, problem)
+    observations = []
+    problem = None
+    if runs_csv is not None:
+        if model is None or cluster is None:
+            raise SpecError("--runs: give --model and --cluster (the runs' model and cluster)")
+        problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, None, None)
+        observations = cal.observations_from_runs(runs_csv, problem)
     for plan_path, log_path in pairs:
-        plan = load_plan(plan_path)
+        # each plan file gives its problem (what it records, or --model/--cluster/--profile); the first one is fitted
+        plan, plan_problem = plan_and_problem(plan_path, model, cluster, profile, global_batch_size)
+        if problem is None:
+            problem = plan_problem
+        elif (plan_problem.model, plan_problem.cluster) != (problem.model, problem.cluster):
+            raise SpecError(f"{plan_path}: solved for {plan_problem.model.name} on {plan_problem.cluster.name}, but "
+                            f"{pairs[0][0]} for {problem.model.name} on {problem.cluster.name}: calibrate one model "
+                            "and cluster at a time")
         log = cal.read_megatron_log(log_path)
         cal.check_log_matches(log, problem, plan, str(plan_path))
         if not any(k in log.arguments for k in ("tensor_model_parallel_size", "pipeline_model_parallel_size")):
@@ -202,7 +239,8 @@ def calibrate_command(
         observations.append(cal.observe(log, plan, warmup))
     result = cal.fit(problem, observations, tolerance)
     table = cal.calibrated_table(problem, [o.plan for o in observations], result, name=str(out))
-    table.metadata.update(_calibration_metadata(problem, profile, observations, result))
+    table.metadata.update(_calibration_metadata(problem, profile or "as the plan file records",
+                                                observations, result))
     table.save(out)
     if result.bandwidth_factor is not None and cluster_out is not None:
         import yaml

@@ -10,26 +10,31 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
-    TargetOpt, problem_from_options, space_from_target, HeadroomOpt,
+    OutOfTime, TargetOpt, HeadroomOpt, problem_from_options, space_from_target, time_limit_covers_setup,
 )
 from optsearch.errors import InfeasibleError, SpecError
-from optsearch.report import dumps, solve_json, solve_summary, stderr, stdout, write_atomic
+from optsearch.report import check_output_file, dumps, solve_json, solve_summary, stderr, stdout, write_atomic
+from optsearch.spec.base import validate
 from optsearch.spec.budget import Budget
-from optsearch.units import format_usd, parse_duration_s, parse_money_usd
+from optsearch.units import format_duration, format_usd, parse_duration_s, parse_money_usd
 
 MinimizeOpt = Annotated[str, typer.Option("--minimize", help="What to minimize: cost (USD for the run) or time.")]
 MaxTimeOpt = Annotated[
     Optional[str], typer.Option("--max-time", help="Wall-clock budget for the whole training: 90m, 36h, 7d, 1d12h or seconds.")
 ]
 MaxCostOpt = Annotated[Optional[str], typer.Option("--max-cost", help="Dollar budget for the whole training, e.g. 250000.")]
-MaxGpusOpt = Annotated[Optional[int], typer.Option("--max-gpus", min=1, help="Use at most this many GPUs.")]
+MaxGpusOpt = Annotated[
+    Optional[int], typer.Option("--max-gpus", min=1, max=10_000_000, help="Use at most this many GPUs.")
+]
 MaxRateOpt = Annotated[Optional[str], typer.Option("--max-usd-per-hour", help="Rent at most this many USD per hour.")]
 SolverOpt = Annotated[
     str, typer.Option("--solver", help="cpsat (OR-Tools CP-SAT, the default: fastest in bench/) or cbc (MILP via PuLP's bundled CBC).")
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
-    typer.Option("--time-limit", min=0.01, help="Stop after this many seconds; the answer is then 'feasible' with its proven gap."),
+    typer.Option("--time-limit", min=0.01, max=1e7,
+                 help="Stop after this many seconds, reading the specs and setting up included; the answer is then "
+                      "'feasible' with its proven gap."),
 ]
 GapOpt = Annotated[
     float,
@@ -43,38 +48,59 @@ def budget_from_options(minimize: str, max_time: str | None, max_cost: str | Non
                         max_usd_per_hour: str | None) -> Budget:
     if minimize not in ("cost", "time"):
         raise SpecError(f"--minimize = {minimize!r}: must be cost or time")
-    return Budget(
-        objective=minimize,  # type: ignore[arg-type]
-        max_time_s=parse_duration_s(max_time, option="--max-time") if max_time else None,
-        max_cost_usd=parse_money_usd(max_cost, option="--max-cost") if max_cost else None,
-        max_gpus=max_gpus,
-        max_usd_per_hour=parse_money_usd(max_usd_per_hour, option="--max-usd-per-hour") if max_usd_per_hour else None,
-    )
+    # `is not None`: an empty --max-time '' is an error, not "no limit"
+    return validate(Budget, {
+        "objective": minimize,
+        "max_time_s": parse_duration_s(max_time, option="--max-time") if max_time is not None else None,
+        "max_cost_usd": parse_money_usd(max_cost, option="--max-cost") if max_cost is not None else None,
+        "max_gpus": max_gpus,
+        "max_usd_per_hour": (parse_money_usd(max_usd_per_hour, option="--max-usd-per-hour")
+                             if max_usd_per_hour is not None else None),
+    }, "budget")
 
 
-def progress_printer(quiet: bool, every_s: float = 1.0):
-    """Progress to stderr: models solved, candidates bounded, incumbent and the proven bound. A line is printed when
-    the incumbent improves, after a model solve, or at most once every `every_s` seconds."""
-    if quiet:
-        return None
-    import time
+class SolveProgress:
+    """A rich progress display on stderr, in the user's terms: plan shapes (tp, dp, micro-batch, pipeline depth and
+    node types) examined, ruled out by quick bounds, the best plan so far and the proven gap (how far the best plan
+    so far can be from the optimum). A no-op when quiet."""
 
-    from optsearch.solver import Progress
+    def __init__(self, objective: str, quiet: bool):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    last = {"at": 0.0, "incumbent": None, "explored": 0}
+        self.objective = objective
+        self.progress = None if quiet else Progress(
+            TextColumn("plan shapes examined"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[status]}"), console=stderr, transient=True)
+        self.task = None
 
-    def show(p: Progress) -> None:
-        now = time.monotonic()
-        if (p.incumbent == last["incumbent"] and p.explored == last["explored"]
-                and now - last["at"] < every_s):
-            return
-        last.update(at=now, incumbent=p.incumbent, explored=p.explored)
-        inc = "none" if p.incumbent is None else f"{p.incumbent:,.6g}"
-        stderr.print(f"[dim]{p.bounded} candidates bounded, {p.explored} models solved of {p.total} "
-                     f"({p.pruned} pruned by cheap bounds): bound {p.bound:,.6g}, incumbent {inc}[/dim]",
-                     highlight=False)
+    def __enter__(self):
+        if self.progress is not None:
+            self.progress.__enter__()
+            self.task = self.progress.add_task("", total=None, status="")
+        return self
 
-    return show
+    def __exit__(self, *exc):
+        if self.progress is not None:
+            self.progress.__exit__(*exc)
+
+    def value(self, x: float) -> str:
+        return format_usd(x) if self.objective == "cost" else format_duration(x)
+
+    def status(self, p) -> str:
+        """'2,935 ruled out by quick bounds, best so far $37,947, proven gap 0.22 %'."""
+        parts = [f"{p.pruned:,} ruled out by quick bounds", f"{p.explored:,} solved exactly"]
+        if p.incumbent is None:
+            parts.append("no plan yet")
+        else:
+            parts.append(f"best so far {self.value(p.incumbent)}")
+            if p.bound is not None and p.incumbent > 0:
+                parts.append(f"proven gap {max(0.0, 1 - p.bound / p.incumbent):.2%}")
+        return ", ".join(parts)
+
+    def __call__(self, p) -> None:
+        if self.progress is not None:
+            self.progress.update(self.task, completed=p.bounded, total=max(p.total, p.bounded),
+                                 status=self.status(p))
 
 
 @app.command("solve")
@@ -98,8 +124,11 @@ def solve_command(
     memory_headroom: HeadroomOpt = None,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", help="Write the result JSON here (atomically; no timing, so byte-identical across runs). "
-                                   "`estimate --plan` and `launch` read it."),
+        typer.Option("--out", help="Write the result JSON here (atomically), with the problem it was solved for "
+                                   "(specs, their sha256, job, edits, budget), so that `estimate --plan`, `launch` and "
+                                   "`calibrate` need nothing else. It carries no timing: a proven optimum (or a solve "
+                                   "stopped by --gap) writes a byte-identical file from the same inputs; a solve "
+                                   "stopped by --time-limit may stop at another plan or gap from run to run."),
     ] = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
@@ -109,22 +138,30 @@ def solve_command(
     Chooses the nodes to rent, the pipeline stages (node type, layers, recomputation), tp, dp and micro-batch size.
     Exit code 1 when no plan meets the budgets (the message names the binding budget), 2 on bad input.
     """
+    from optsearch.planfile import problem_record
     from optsearch.solver import explain_infeasible, solve
 
-    problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
-                                   memory_headroom=memory_headroom)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
-    options = space_from_target(target, problem)
-    if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
-        raise SpecError(f"--out {out}: folder {out.parent} does not exist")
-    result = solve(problem, budget, solver=solver, time_limit_s=time_limit, gap=gap, options=options,
-                   progress=progress_printer(quiet or as_json))
-    if result.plan is None:
-        if result.status == "timeout":
-            raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
-        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, options=options,
-                                                 time_limit_s=time_limit))
+    check_output_file(out, "--out")  # before any work
+    with time_limit_covers_setup(time_limit) as left:
+        problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
+                                       memory_headroom=memory_headroom)
+        options = space_from_target(target, problem)
+        with SolveProgress(budget.objective, quiet or as_json) as progress:
+            result = solve(problem, budget, solver=solver, time_limit_s=left(), gap=gap, options=options,
+                           progress=progress)
+        if result.plan is None:
+            if result.status == "timeout":
+                raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
+            try:
+                reason = explain_infeasible(problem, budget, solver=solver, options=options, time_limit_s=left())
+            except OutOfTime:
+                reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
+                          f"--time-limit {time_limit:g} s")
+            raise InfeasibleError(reason)
     payload = solve_json(result, problem)
+    payload["problem"] = problem_record(problem, model_ref=model, cluster_ref=cluster, profile_ref=profile,
+                                        edits=edits, budget=budget, target=target)
     if out is not None:
         # The file carries no timing, so the same inputs write a byte-identical file.
         write_atomic(out, dumps({k: v for k, v in payload.items() if k != "solve_time_s"}))

@@ -13,24 +13,35 @@ from rich.table import Table
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TargetOpt, TokensOpt,
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, SetOpt, TargetOpt, TokensOpt,
     problem_from_options, space_from_target, HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, SolverOpt, budget_from_options,
 )
 from optsearch.errors import InfeasibleError, SpecError
-from optsearch.report import dumps, solve_json, stderr, stdout, write_atomic
+from optsearch.report import (
+    check_output_file, distinct_durations, distinct_usd, dumps, solve_json, stderr, stdout, write_atomic,
+)
 from optsearch.units import format_duration, format_usd
 from optsearch.whatif import Point, Sweep, describe_change, parse_sweep
 
 PerSolveLimitOpt = Annotated[
     Optional[float],
-    typer.Option("--time-limit", min=0.01, help="Stop each solve after this many seconds (its point is then "
+    typer.Option("--time-limit", min=0.01, max=1e7, help="Stop each solve after this many seconds (its point is then "
                                                 "'feasible', not proven optimal)."),
 ]
 CsvOpt = Annotated[Optional[Path], typer.Option("--csv", help="Also write the points as CSV to this file.")]
-PlotOpt = Annotated[Optional[Path], typer.Option("--plot", help="Also draw cost against training time to this PNG.")]
+PLOT_SUFFIXES = ("png", "pdf", "svg", "jpg", "jpeg")
+PlotOpt = Annotated[
+    Optional[Path],
+    typer.Option("--plot", help="Also draw cost against training time to this file (.png, .pdf, .svg or .jpg)."),
+]
+JsonListOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print a JSON array, one object per point: solve --json's keys plus budget, how "
+                                "(solved, reused or implied), reason, label and cluster."),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
 
 CSV_COLUMNS = ("label", "cluster", "objective", "max_time_s", "max_cost_usd", "status", "how", "training_time_s",
@@ -83,22 +94,28 @@ def budget_text(p: Point, swept: str | None) -> str:
     return p.budget.describe()
 
 
-def points_table(points: list[Point], title: str, swept: str | None, first: str | None) -> tuple[Table, list[str]]:
+def points_table(points: list[Point], title: str, swept: str | None, first: str | None,
+                 budget_column: str | None = "budget") -> tuple[Table, list[str]]:
     """The table, and its footnotes: a reason that several rows share (up to the row's own budget, which the budget
-    column shows) is printed once below the table and the rows point to it, e.g. "[1]"."""
+    column shows) is printed once below the table and the rows point to it, e.g. "[1]". Times and costs carry the
+    precision it takes for different values to read differently. `budget_column`: the budget column's title (None:
+    no budget column)."""
     table = Table(title=title)
-    columns = ([first] if first else []) + ["budget", "status", "time", "cost", "nodes", "tp/dp/pp", "micro-batch",
-                                            "balance", "note"]
+    columns = ([first] if first else []) + ([budget_column] if budget_column else []) + [
+        "status", "time", "cost", "nodes", "tp/dp/pp", "micro-batch", "balance", "note"]
     for col in columns:
         table.add_column(col, justify="right" if col in ("time", "cost", "micro-batch") else "left")
     shared = [_shared_reason(p, swept) for p in points]
     counts = {r: shared.count(r) for r in shared if r}
     footnotes: list[str] = []
+    priced = [p for p in points if p.plan is not None and p.estimate is not None]
+    times = dict(zip(map(id, priced), distinct_durations([p.estimate.training_time_s for p in priced])))
+    costs = dict(zip(map(id, priced), distinct_usd([p.estimate.cost_usd for p in priced])))
     for p, common in zip(points, shared):
         row = [p.label] if first else []
-        row += [budget_text(p, swept), p.result.status]
+        row += ([budget_text(p, swept)] if budget_column else []) + [p.result.status]
         if p.plan is not None and p.estimate is not None:
-            row += [format_duration(p.estimate.training_time_s), format_usd(p.estimate.cost_usd), nodes_text(p),
+            row += [times[id(p)], costs[id(p)], nodes_text(p),
                     f"{p.plan.tp}/{p.plan.dp}/{p.plan.pp}", str(p.plan.micro_batch_size), p.plan.balance]
         else:
             row += ["", "", "", "", "", ""]
@@ -168,8 +185,15 @@ def plot_points(points: list[Point], path: Path, title: str, *, frontier: bool =
     plt.close(fig)
 
 
+def check_outputs(csv_path: Path | None, plot_path: Path | None) -> None:
+    """--csv and --plot are writable files of a known type: checked before any solve."""
+    check_output_file(csv_path, "--csv")
+    check_output_file(plot_path, "--plot", suffixes=PLOT_SUFFIXES)
+
+
 def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path: Path | None, title: str,
-         swept: str | None = None, first: str | None = None, frontier: bool = False) -> None:
+         swept: str | None = None, first: str | None = None, frontier: bool = False,
+         budget_column: str | None = "budget") -> None:
     if csv_path is not None:
         write_atomic(csv_path, points_csv(points))
     if plot_path is not None:
@@ -177,7 +201,7 @@ def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path
     if as_json:
         stdout.out(dumps([point_json(p) for p in points]), end="", highlight=False)
     else:
-        table, footnotes = points_table(points, title, swept, first)
+        table, footnotes = points_table(points, title, swept, first, budget_column)
         stdout.print(table)
         for line in footnotes:
             stdout.print(line, highlight=False, markup=False)
@@ -259,7 +283,7 @@ def whatif_command(
     memory_headroom: HeadroomOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
-    as_json: JsonOpt = False,
+    as_json: JsonListOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """What-if analysis: the optimal plan across a budget sweep, on several clusters, or with one node more or fewer.
@@ -269,6 +293,7 @@ def whatif_command(
     """
     from optsearch import whatif
 
+    check_outputs(csv_path, plot)
     modes = [n for n, v in (("--sweep", sweep), ("--compare-clusters", compare_clusters), ("--marginal", marginal))
              if v]
     if not modes:
@@ -341,17 +366,20 @@ def pareto_command(
     memory_headroom: HeadroomOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
-    as_json: JsonOpt = False,
+    as_json: JsonListOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """The exact Pareto frontier of (training time, USD cost): every non-dominated plan, fastest first.
+
+    Prints a table, one row per plan, its times and costs precise enough to tell rows apart; --json: a JSON array.
 
     Epsilon-constraint over the exact solver (docs/whatif.md says why it is exact); exit 1 when no plan exists.
     """
     from optsearch import whatif
 
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+    check_outputs(csv_path, plot)
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     options = space_from_target(target, problem)
     with ProgressBar("frontier points", quiet or as_json) as bar:
         points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, options=options, tick=bar.tick)
@@ -360,8 +388,11 @@ def pareto_command(
 
         raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, options=options,
                                                  time_limit_s=time_limit))
+    # no budget column: each point's deadline is the search's own step, not a budget the user set (the title says those)
     emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, frontier=True, swept="max_time_s",
-         title=f"{problem.model.name} on {problem.cluster.name}: Pareto frontier of training time and cost")
+         budget_column=None,
+         title=f"{problem.model.name} on {problem.cluster.name}: Pareto frontier of training time and cost"
+               + "".join(f", {limit}" for limit in budget.describe().split(", ")[1:]))
     if not quiet and any(p.result.status != "optimal" for p in points):
         stderr.print("[yellow]some solves stopped at --time-limit: the points are feasible plans, not a proven "
                      "frontier[/yellow]")

@@ -174,6 +174,13 @@ def _add_row(table: ProfileTable, row: dict[str, object], where: str) -> None:
 
 
 def parse_csv(text: str, name: str) -> ProfileTable:
+    try:
+        return _parse_csv(text, name)
+    except csv.Error as err:  # e.g. a field longer than the csv module's limit: not a profile table
+        raise ProfileError(f"{name}: not a valid CSV profile table: {err}") from None
+
+
+def _parse_csv(text: str, name: str) -> ProfileTable:
     table = ProfileTable(name=name)
     lines = text.splitlines()
     body_start = 0
@@ -222,11 +229,13 @@ def parse_yaml(text: str, name: str) -> ProfileTable:
     return table
 
 
+PROFILE_LIMIT_BYTES = 256 * 2**20
+
+
 def load_table(path: Path) -> ProfileTable:
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
+    from optsearch.spec.base import read_text
+
+    text = read_text(path, limit_bytes=PROFILE_LIMIT_BYTES, error=ProfileError)  # regular UTF-8 files only
     if path.suffix.lower() in (".yaml", ".yml"):
         return parse_yaml(text, str(path))
     return parse_csv(text, str(path))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -53,9 +55,13 @@ def format_validation_error(source: str, err: ValidationError, data: Any) -> str
     value = first.get("input", _value_at(data, loc))
     if first["type"] == "missing":
         line = f"{source}: {_field_path(loc)}: missing (required)"
+    elif first["type"] == "value_error" and isinstance(value, dict):
+        # a rule across fields (a model validator): its message names the fields; the path says where they are
+        line = f"{source}: {rule}" if not loc else f"{source}: {_field_path(loc)}: {rule}"
+    elif isinstance(value, (dict, list)):
+        line = f"{source}: {_field_path(loc)} = (a {'mapping' if isinstance(value, dict) else 'list'}): {rule}"
     else:
-        shown = value if not isinstance(value, (dict, list)) else type(value).__name__
-        line = f"{source}: {_field_path(loc)} = {shown!r}: {rule}"
+        line = f"{source}: {_field_path(loc)} = {value!r}: {rule}"
     if len(errors) > 1:
         line += f" (and {len(errors) - 1} more)"
     return line
@@ -71,17 +77,54 @@ def validate(cls: type[S], data: Any, source: str) -> S:
         raise SpecError(format_validation_error(source, err, data)) from None
 
 
+MAX_SPEC_BYTES = 8 * 2**20  # a spec or plan file is a few KiB; 8 MiB leaves room and bounds the time to read one
+
+
+def read_text(path: Path, *, limit_bytes: int = MAX_SPEC_BYTES, error: type[Exception] = SpecError) -> str:
+    """The UTF-8 text of a regular file of at most `limit_bytes`, or `error` with one line saying why not.
+
+    Devices, FIFOs and sockets (/dev/urandom, /dev/zero, a named pipe) are refused before they are opened for
+    reading, so nothing blocks or fills memory; a file of UTF-16 or binary bytes is refused by name."""
+    path = Path(path)
+    try:
+        info = os.stat(path)
+    except (OSError, ValueError) as err:
+        raise error(f"{path}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise error(f"{path}: is a folder, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{path}: not a regular file (a device, FIFO or socket); give a file")
+    if info.st_size > limit_bytes:
+        raise error(f"{path}: {info.st_size:,} bytes: larger than the {limit_bytes // 2**20} MiB limit for this file")
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(limit_bytes + 1)  # /proc files report size 0: read at most the limit
+    except OSError as err:
+        raise error(f"{path}: cannot read: {err.strerror or err}") from None
+    if len(raw) > limit_bytes:
+        raise error(f"{path}: larger than the {limit_bytes // 2**20} MiB limit for this file")
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise error(f"{path}: UTF-16 text; save it as UTF-8")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise error(f"{path}: binary data (a NUL byte at offset {nul}), not UTF-8 text")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise error(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
+
+
 def read_mapping(path: Path) -> dict[str, Any]:
     """Read a YAML or JSON file into a dict, raising SpecError (never a traceback) when it cannot be read."""
+    text = read_text(path)
+    kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
-    try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise SpecError(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {first}") from None
+        raise SpecError(f"{path}: not valid {kind}: {first}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: not valid {kind}: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
     return data

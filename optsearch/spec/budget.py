@@ -7,16 +7,20 @@ from typing import Literal
 from pydantic import Field
 
 from optsearch.spec.base import Spec
+from optsearch.units import MAX_DURATION_S, MAX_USD
 
 Objective = Literal["cost", "time"]
 
 
 class Budget(Spec):
     objective: Objective = Field(default="cost", description="Minimize USD for the whole run, or training time.")
-    max_time_s: float | None = Field(default=None, gt=0, description="Wall-clock limit for the whole training, s.")
-    max_cost_usd: float | None = Field(default=None, gt=0, description="Dollar limit for the whole training, USD.")
-    max_gpus: int | None = Field(default=None, gt=0, description="At most this many GPUs in the plan.")
-    max_usd_per_hour: float | None = Field(default=None, gt=0, description="At most this rental rate, USD/hour.")
+    max_time_s: float | None = Field(default=None, gt=0, le=MAX_DURATION_S,
+                                     description="Wall-clock limit for the whole training, s.")
+    max_cost_usd: float | None = Field(default=None, gt=0, le=MAX_USD,
+                                       description="Dollar limit for the whole training, USD.")
+    max_gpus: int | None = Field(default=None, gt=0, le=10_000_000, description="At most this many GPUs in the plan.")
+    max_usd_per_hour: float | None = Field(default=None, gt=0, le=MAX_USD,
+                                           description="At most this rental rate, USD/hour.")
 
     def describe(self) -> str:
         from optsearch.units import format_duration, format_usd

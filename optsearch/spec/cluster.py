@@ -16,16 +16,20 @@ class NodeTypeSpec(Spec):
         description="Node type name used in plans, e.g. 'p4d.24xlarge' or 'a10'. Letters, digits, '_' and '.'.",
     )
     gpu: str = Field(min_length=1, description="GPU catalog name (or a name from this cluster's `gpus`).")
-    gpus_per_node: int = Field(gt=0, description="GPUs in one node.")
-    num_nodes_available: int = Field(ge=0, description="How many nodes of this type can be rented at most.")
-    price_usd_per_node_hour: float = Field(gt=0, description="Rental price in USD per node-hour (on-demand).")
+    gpus_per_node: int = Field(gt=0, le=1024, description="GPUs in one node.")
+    num_nodes_available: int = Field(ge=0, le=100_000, description="How many nodes of this type can be rented at most.")
+    price_usd_per_node_hour: float = Field(
+        ge=1e-4, le=1e6, description="Rental price in USD per node-hour (on-demand)."
+    )
     intra_node_link: Literal["nvlink", "pcie"] = Field(description="What connects the GPUs inside a node.")
     intra_node_gbyte_per_s: float = Field(
-        gt=0, description="Per-GPU one-direction bandwidth between GPUs of one node, GB/s (10^9 B/s)."
+        ge=1e-3, le=1e6, description="Per-GPU one-direction bandwidth between GPUs of one node, GB/s (10^9 B/s)."
     )
-    inter_node_gbit_per_s: float = Field(gt=0, description="Network bandwidth of the whole node (all NICs), Gbit/s.")
+    inter_node_gbit_per_s: float = Field(
+        ge=1e-3, le=1e7, description="Network bandwidth of the whole node (all NICs), Gbit/s."
+    )
     intra_node_allreduce_gbyte_per_s: float | None = Field(
-        default=None, gt=0,
+        default=None, ge=1e-3, le=1e6,
         description="NCCL all-reduce bus bandwidth measured inside one node (nccl-tests busbw), GB/s; default: "
                     "intra_node_gbyte_per_s, x 0.5 on PCIe (see docs/cost-model.md, section 3).",
     )
@@ -45,7 +49,7 @@ class ClusterSpec(Spec):
         names = [n.name for n in self.node_types]
         dup = sorted({n for n in names if names.count(n) > 1})
         if dup:
-            raise ValueError(f"node type names must be unique; repeated: {dup}")
+            raise ValueError(f"node_types[].name must be unique; repeated: {', '.join(dup)}")
         return self
 
     def node_type(self, name: str) -> NodeTypeSpec:

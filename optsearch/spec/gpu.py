@@ -9,17 +9,19 @@ from optsearch.spec.base import Spec
 
 class GpuSpec(Spec):
     name: str = Field(description="Catalog name, e.g. 'A100-SXM-80GB'.", min_length=1)
-    memory_gib: float = Field(gt=0, description="Device memory in GiB (2^30 bytes) as the vendor sells it.")
+    memory_gib: float = Field(gt=0, le=10_000, description="Device memory in GiB (2^30 bytes) as the vendor sells it.")
     peak_fp16_tflop_per_s: float = Field(
-        gt=0, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
+        ge=1e-3, le=1e6, description="Peak dense (no sparsity) FP16/BF16 tensor-core throughput in TFLOP/s."
     )
-    hbm_gbyte_per_s: float = Field(gt=0, description="Device memory bandwidth in GB/s (10^9 bytes per second).")
+    hbm_gbyte_per_s: float = Field(
+        ge=1e-3, le=1e7, description="Device memory bandwidth in GB/s (10^9 bytes per second)."
+    )
     usable_memory_gib: float | None = Field(
-        default=None, gt=0,
+        default=None, gt=0, le=10_000,
         description="Memory the card exposes to programs (nvidia-smi's memory.total), GiB; default memory_gib.",
     )
     sustained_fp16_tflop_per_s: float | None = Field(
-        default=None, gt=0,
+        default=None, ge=1e-3, le=1e6,
         description="Sustained dense FP16/BF16 GEMM rate of large matrix products (benchmarks), TFLOP/s; "
                     "default 0.75 x peak.",
     )

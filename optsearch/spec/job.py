@@ -11,13 +11,16 @@ from optsearch.spec.base import Spec
 
 
 class JobSpec(Spec):
-    global_batch_size: int = Field(gt=0, description="Sequences per optimizer step (all data-parallel replicas).")
+    global_batch_size: int = Field(
+        gt=0, le=1_000_000, description="Sequences per optimizer step (all data-parallel replicas)."
+    )
     train_iterations: int | None = Field(
-        default=None, gt=0, description="Training length in optimizer steps. Give this or train_tokens."
+        default=None, gt=0, le=10**10, description="Training length in optimizer steps. Give this or train_tokens."
     )
     train_tokens: int | None = Field(
         default=None,
         gt=0,
+        le=10**16,
         description="Training length in tokens; iterations = ceil(tokens / (global batch x sequence length)).",
     )
     precision: Literal["fp16", "bf16"] = Field(
@@ -49,7 +52,8 @@ class JobSpec(Spec):
     @model_validator(mode="after")
     def _exactly_one_length(self) -> "JobSpec":
         if (self.train_iterations is None) == (self.train_tokens is None):
-            raise ValueError("give exactly one of train_iterations and train_tokens")
+            raise ValueError("give exactly one of train_iterations and train_tokens (train_iterations = "
+                             f"{self.train_iterations}, train_tokens = {self.train_tokens})")
         return self
 
     def iterations(self, seq_length: int) -> int:

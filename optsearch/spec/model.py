@@ -19,7 +19,7 @@ class LayerKindSpec(Spec):
         pattern=r"^[A-Za-z0-9_]+$",
         description="Profile key of this kind of transformer layer, e.g. 'encoder' or 'decoder'.",
     )
-    num_layers: int = Field(gt=0, description="How many layers of this kind, consecutively, in model order.")
+    num_layers: int = Field(gt=0, le=10_000, description="How many layers of this kind, consecutively, in model order.")
     cross_attention: bool = Field(
         default=False, description="Layer has a cross-attention block over the encoder output (T5 decoder)."
     )
@@ -34,19 +34,20 @@ class LayerKindSpec(Spec):
 class ModelSpec(Spec):
     name: str = Field(min_length=1, description="Catalog name, e.g. 'gpt2-xl'.")
     description: str = Field(default="", description="One line for `optsearch catalog models`.")
-    num_layers: int = Field(gt=0, description="Transformer layers in all (encoder + decoder for T5).")
-    hidden_size: int = Field(gt=0, description="Model width h.")
-    num_attention_heads: int = Field(gt=0, description="Attention (query) heads a.")
+    num_layers: int = Field(gt=0, le=10_000, description="Transformer layers in all (encoder + decoder for T5).")
+    hidden_size: int = Field(gt=0, le=1_000_000, description="Model width h.")
+    num_attention_heads: int = Field(gt=0, le=100_000, description="Attention (query) heads a.")
     num_kv_heads: int | None = Field(
-        default=None, gt=0, description="Key/value heads for grouped-query attention; default = attention heads."
+        default=None, gt=0, le=100_000,
+        description="Key/value heads for grouped-query attention; default = attention heads."
     )
     head_dim: int | None = Field(
-        default=None, gt=0, description="Channels per head (T5's d_kv); default = hidden size / heads."
+        default=None, gt=0, le=100_000, description="Channels per head (T5's d_kv); default = hidden size / heads."
     )
-    ffn_hidden_size: int = Field(gt=0, description="MLP inner width f.")
+    ffn_hidden_size: int = Field(gt=0, le=10_000_000, description="MLP inner width f.")
     gated_mlp: bool = Field(default=False, description="SwiGLU-style gated MLP (three f x h matrices).")
-    seq_length: int = Field(gt=0, description="Training sequence length s in tokens.")
-    vocab_size: int = Field(gt=0, description="Vocabulary size V (unpadded).")
+    seq_length: int = Field(gt=0, le=10_000_000, description="Training sequence length s in tokens.")
+    vocab_size: int = Field(gt=0, le=100_000_000, description="Vocabulary size V (unpadded).")
     tied_embeddings: bool = Field(default=True, description="LM head shares the input embedding matrix.")
     position_embedding: Literal["learned", "rotary", "relative"] = Field(
         default="learned", description="Learned absolute positions add s x h parameters; rotary/relative add none."
@@ -61,7 +62,7 @@ class ModelSpec(Spec):
     )
     default_job: JobSpec = Field(description="Training job used unless the CLI overrides it.")
     published_parameters: float | None = Field(
-        default=None, gt=0, description="Parameter count published for this model (checked by the tests)."
+        default=None, gt=0, le=1e16, description="Parameter count published for this model (checked by the tests)."
     )
     source: str = Field(default="", description="Where the shape comes from.")
 
