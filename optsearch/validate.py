@@ -30,6 +30,7 @@ from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import Plan, parse_stages
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, build_problem
+from optsearch.spec.base import read_text
 
 REQUIRED = ("run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
             "stages", "measured_iteration_s", "oom")
@@ -69,10 +70,7 @@ def _int(row: dict, key: str, where: str) -> int:
 
 def load_runs(path: Path) -> list[Run]:
     """Read and check a validation CSV; errors name the file, row and field."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
+    text = read_text(Path(path))  # a regular UTF-8 file of bounded size; anything else is one line of SpecError
     reader = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
     if missing:

@@ -256,7 +256,7 @@ def cli_cases(draw, files: Files) -> Case:
         "binary-json", "utf16-json", "list", "deep", "fifo", "folder", "missing", "dev-zero", "dev-urandom", "empty")]
     out_bad = list(f.outputs_bad.values())
     command = draw(st.sampled_from(["solve", "estimate", "launch", "compare", "whatif", "pareto", "calibrate",
-                                    "import-profile", "catalog", "profile"]))
+                                    "import-profile", "catalog", "profile", "validate"]))
     argv: list[str] = [command]
     invalid: list[str] = []
 
@@ -277,6 +277,10 @@ def cli_cases(draw, files: Files) -> Case:
         add("--iterations" if draw(st.booleans()) else "--tokens", ["100", "1000000"], BAD_NUMBERS)
         add("--profile", ["analytic"], spec_bad)
 
+    def target_headroom() -> None:
+        add("--target", ["megatron", "fasop"], ["deepspeed", ""])
+        add("--memory-headroom", ["0", "0.1", "0.5"], ["-0.1", "0.95", "nan", "1e308", "x", ""])
+
     def budget(minimize: bool = True) -> None:
         if minimize:
             add("--minimize", ["cost", "time"], ["money", ""])
@@ -290,6 +294,7 @@ def cli_cases(draw, files: Files) -> Case:
         budget()
         job()
         add("--solver", ["cpsat", "cbc"], ["gurobi", ""])
+        target_headroom()
         add("--time-limit", ["5", "0.5"], BAD_NUMBERS)
         add("--gap", ["0.01"], ["-1", "2", "nan"])
         add("--set", ["node_types.fast.count=1", "job.global_batch_size=16"],
@@ -333,6 +338,7 @@ def cli_cases(draw, files: Files) -> Case:
         # brute force ("exhaustive", the default's last method) takes half a minute on gpt2-small: toy model only
         exhaustive = ["cbc,exhaustive"] if argv[argv.index("--model") + 1] == f.good["model"] else []
         add("--methods", ["cpsat,dp", "cbc,cpsat,dp-amp", *exhaustive], ["nope", ""], always=True)
+        target_headroom()
         add("--time-limit", ["5"], BAD_NUMBERS)
         add("--max-plans", ["1000"], BAD_NUMBERS)
     elif command in ("whatif", "pareto"):
@@ -341,12 +347,20 @@ def cli_cases(draw, files: Files) -> Case:
             add("--sweep", ["max-time=20d..60d:3", "max-cost=1e5..1e6:2"],
                 ["max-time=1e308..1e309:3", "max-time=1d..2d:99999999999999", "max-time=", "x=1", ""], always=True)
         budget(minimize=False)
+        target_headroom()
         add("--time-limit", ["5"], BAD_NUMBERS)
         add("--csv", [str(f.root / "points.csv")], out_bad)
         add("--plot", [str(f.root / "points.png")], out_bad + [str(f.root / "sweep.txt")])
         add("--json", [""], [])
         if argv[-1] == "":
             argv.pop()
+    elif command == "validate":
+        add(None, [], [*spec_bad, f.good["model"]], always=True)
+        add("--memory-headroom", ["0.1"], ["-1", "nan", ""])
+    elif command == "calibrate" and draw(st.booleans()):
+        add("--runs", [], [*spec_bad, f.good["model"]], always=True)
+        model_cluster()
+        add("--out", [str(f.root / "calibrated.csv")], out_bad, always=True)
     elif command == "calibrate":
         add("--plan", [f.good["plan"]], plan_bad, always=True)
         add("--log", [], [f.bad["binary"], "/dev/zero", f.bad["fifo"], f.bad["missing"], f.bad["folder"],

@@ -40,6 +40,7 @@ from pathlib import Path
 from optsearch.errors import ProfileError, SpecError
 from optsearch.profile.table import ProfileEntry, ProfileTable
 from optsearch.spec import ModelSpec
+from optsearch.spec.base import read_text
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
 
 SOURCES = ("fasop", "metis", "aceso")
@@ -288,9 +289,7 @@ def import_metis(source: Path, model: str | ModelSpec, gpu_map: dict[str, str] |
         used.add(match["gpu"])
         tp, bs = int(match["tp"]), int(match["bs"])
         try:
-            data = json.loads(path.read_text())
-        except OSError as err:
-            raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
+            data = json.loads(read_text(path, error=ProfileError))
         except json.JSONDecodeError as err:
             raise ProfileError(f"{path}: not valid JSON: {err}") from None
         if not isinstance(data, dict):
@@ -371,10 +370,7 @@ def _aceso_size(model: str | ModelSpec) -> tuple[str, ModelSpec | None]:
 
 
 def _aceso_rows(path: Path) -> list[dict[str, str]]:
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise ProfileError(f"{path}: cannot read: {err.strerror or err}") from None
+    text = read_text(path, error=ProfileError)
     reader = csv.DictReader(text.splitlines())
     missing = [c for c in _ACESO_COLUMNS if c not in (reader.fieldnames or [])]
     if missing:
