@@ -22,8 +22,8 @@ Under solver.solve's window (only plans slower than W count) each composition's 
 and its cost per iteration to at least its own RATE x that, before the least over compositions is taken: sharper
 than raising the least ones (`bound_over_compositions`). The composition bounds themselves are budget-free, and the
 solver's memo keeps them for every later budget of a sweep.
-Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, full recomputation, nothing
-else on it); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
+Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, nothing else on it, in whichever
+recomputation mode lets it hold the most: `max_layers_per_stage`); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
 the candidate is infeasible.
 """
 
@@ -38,6 +38,7 @@ from optsearch.costmodel import (
     layer_activation_bytes, layer_step_s, num_micro_batches, optimizer_step_s, p2p_send_s, stage_parameters,
     state_bytes_per_param,
 )
+from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
 from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
@@ -87,15 +88,7 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     sends = [p2p_send_s(problem, g, h, False, w, mbs) for g in names for h in names]
     sends += [p2p_send_s(problem, u.name, u.name, True, w, mbs) for u in uses if u.stages_per_block > 1]
     state = state_bytes_per_param(problem.job, dp)
-    nmax = []
-    for g in names:
-        per_layer = min(
-            state / tp * model.layer_parameters(k) + layer_activation_bytes(problem, g, k, tp, mbs, "full")
-            for k in kinds
-        )
-        room = gib_to_bytes(problem.gpu_of(g).memory_gib) - MEMORY_RESERVE_BYTES - full_recompute_working_bytes(
-            problem, g, tp, mbs)
-        nmax.append(max(0, math.floor(room / per_layer)) if room > 0 else 0)
+    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs) for g in names]
     return DegreeTerms(
         m=num_micro_batches(problem.job, dp, mbs),
         tp=tp,
@@ -126,6 +119,30 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         capacity_bytes_max=max(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
         state_bytes_per_param=state,
     )
+
+
+def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int) -> int:
+    """NMAX[g]: the most layers one stage of this type can hold, over EVERY recomputation mode and layer kind.
+
+    A stage of n >= 1 layers in mode r needs at least reserve + [r = full] W + n min_k (state P_k / tp + act[r, k])
+    bytes per GPU (one micro-batch in flight, no embedding, head or logits), W being full recomputation's working
+    memory (one whole layer's activations, costmodel.full_recompute_working_bytes). So n <= the largest n_r of any
+    mode. No mode is assumed to need the least memory: full recomputation keeps only the layer input per layer but
+    adds W, and with long sequences selective may hold more layers (issue 14: 8 layers, hidden 1536, seq 8192 on a
+    24 GiB A10 fit 8 layers at b = 4 with selective and none with full). Every mode of the plan space is taken, so
+    the cap also holds under a restricted mode list. The quotient is rounded up by 1e-9 (the cost model sums in
+    another order) and capped at the model's layers."""
+    model = problem.model
+    state = state_bytes_per_param(problem.job, dp)
+    capacity = gib_to_bytes(problem.gpu_of(node_type).memory_gib) - MEMORY_RESERVE_BYTES
+    most = 0
+    for mode in RECOMPUTE_MODES:
+        per_layer = min(state / tp * model.layer_parameters(k)
+                        + layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for k in model.kinds)
+        room = capacity - (full_recompute_working_bytes(problem, node_type, tp, mbs) if mode == "full" else 0.0)
+        if room > 0:
+            most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
+    return min(most, model.num_layers)
 
 
 def _best_slots(values: tuple[float, ...], slots: tuple[int, ...], pp: int, *, largest: bool) -> float | None:

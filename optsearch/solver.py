@@ -505,5 +505,5 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                 f"alone need at least {bytes_to_gib(need):.1f} GiB per GPU on {gpu} ({bytes_to_gib(cap):.1f} GiB); "
                 f"add nodes with more memory, or change the job with --set")
     return (f"no plan fits in memory: the weights and optimizer states fit ({bytes_to_gib(need):.1f} GiB per GPU on "
-            f"{gpu}, {bytes_to_gib(cap):.1f} GiB), but with activations no stage layout fits, even with full "
-            f"recomputation; add nodes, or lower the micro-batch or sequence length with --set")
+            f"{gpu}, {bytes_to_gib(cap):.1f} GiB), but with activations no stage layout fits in any recomputation "
+            f"mode; add nodes, or lower the micro-batch or sequence length with --set")
