@@ -344,6 +344,7 @@ def solve(
     stopped_early = False
     within_gap = False
     milps = 0
+    rechecked = refuted = 0  # CBC infeasibility claims re-checked by CP-SAT, and those it refuted
     # A queue ordered by lower bound. A candidate first carries its cheap bound; each time it reaches the front its
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
     # in; when it reaches the front with its positional bound, its model is solved.
@@ -411,11 +412,21 @@ def solve(
         start_from = item.own_best
         sol, found, solves = _solve_model(problem, engine, f, remaining,
                                           hint(f, start_from[1]) if start_from else None)
+        checker = engine.name
+        if sol.status == "infeasible" and incumbent is None and engine.name == "cbc":
+            # CBC's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"): before
+            # any plan is known it decides a "no plan meets the budget" answer, so CP-SAT re-checks the same model.
+            rechecked += 1
+            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            sol, found, more = _solve_model(problem, CpSat(), f, left, None)
+            solves += more
+            checker = "cpsat"
+            refuted += found is not None
         milps += solves
         explored += 1
         if found is not None:
             plan, est = found
-            _check(problem, f, sol, plan, est, engine.name, slower_than_s)
+            _check(problem, f, sol, plan, est, checker, slower_than_s)
             incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
         if sol.status in ("feasible", "unknown"):  # stopped by the time limit inside this candidate
             stopped_early = True
@@ -429,6 +440,8 @@ def solve(
         open_bound = queue[0][0] if open_bound is None else min(open_bound, queue[0][0])
     stats = {"candidates_total": float(total), "candidates_after_bounds": float(len(bounded)),
              "candidates_explored": float(explored), "models_solved": float(milps)}
+    if rechecked:
+        stats.update(infeasible_claims_rechecked=float(rechecked), infeasible_claims_refuted=float(refuted))
     if incumbent is None:
         return SearchResult(method=solver, status="timeout" if stopped_early else "infeasible",
                             objective=budget.objective, solve_time_s=elapsed, stats=stats,
