@@ -10,6 +10,8 @@ p_g = USD per GPU-hour of g, w = tp x dp, m micro-batches, L layers.
   a stage of g holds at most k_g(M) = min(NMAX[g], floor((M - its sends) / step_min[g])) whole layers and SIGMA(M)
   pours the L layers into them fastest-first (`_pipeline_s`); PIPE denotes this bound below.
   A >= min_g alpha[g] x P_total / pp,   O >= min_g beta[g] x P_total / pp   (some stage holds >= 1/pp of the params)
+  Per composition also A >= max_{g present} alpha[g] x P_stage_min (likewise O with beta): every stage of g all-reduces
+  its own parameters, and every stage holds at least P_stage_min (`_least_stage_parameters`).
   T >= max((m - 1) SUM / pp + SUM, PIPE) + A_lb + O_lb
 Rent: rate >= w x (sum of the pp cheapest stage slots' p_g) = RATE.
 Cost per iteration >= max( RATE x T_lb,
@@ -74,6 +76,12 @@ class DegreeTerms:
     send_intra_s: tuple[float | None, ...]  # [g], None when g's stages never share a node
     capacity_bytes_max: float
     state_bytes_per_param: float
+    ends_params: tuple[float, float] = (0.0, 0.0)  # embedding + head of the model at pp = 1, and at pp > 1
+    least_stage_params: tuple[float, float, float] = (0.0, 0.0, 0.0)  # P_stage_min at pp = 1, 2, > 2
+
+    def all_params(self, pp: int) -> float:
+        """P_total: every layer, the embedding and the head (with the tied copy when pp > 1)."""
+        return self.layer_params + self.ends_params[pp > 1]
 
 
 def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
@@ -118,6 +126,8 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
                            for u in uses),
         capacity_bytes_max=max(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
         state_bytes_per_param=state,
+        ends_params=(stage_parameters(model, {}, True, True, 1), stage_parameters(model, {}, True, True, 2)),
+        least_stage_params=tuple(_least_stage_parameters(model, pp) for pp in (1, 2, 3)),
     )
 
 
@@ -287,7 +297,10 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     send_min = min(sends)
     ends = min(d.emb_s[g] for g in present) + min(d.head_s[g] for g in present)
     total = min(d.layer_work_s[g] for g in present) + ends + 2 * (pp - 1) * send_min
-    comm = (min(d.alpha[g] for g in present) + min(d.beta[g] for g in present)) * all_params / pp
+    # Every stage of g has A >= alpha_g x its parameters, and every stage holds at least P_stage_min of them.
+    least = d.least_stage_params[min(pp, 3) - 1]
+    comm = (max(min(d.alpha[g] for g in present) * all_params / pp, max(d.alpha[g] for g in present) * least)
+            + max(min(d.beta[g] for g in present) * all_params / pp, max(d.beta[g] for g in present) * least))
     pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends)
     iteration = pipeline + comm
     rate = d.w * sum(counts[g] * d.price_per_gpu_hour[g] for g in present)
@@ -297,6 +310,17 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
                 + min(d.price_per_gpu_hour[g] * d.head_s[g] for g in present) + 2 * (pp - 1) * p_min * send_min)
     cost = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
     return iteration, rate, cost / SECONDS_PER_HOUR
+
+
+def _least_stage_parameters(model, pp: int) -> float:
+    """P_stage_min: the fewest parameters any stage holds. A middle stage holds at least one layer (of the smallest
+    kind), the first the embedding, the last the head (with the tied copy when pp > 1), a single stage everything."""
+    one_layer = min(model.layer_parameters(k) for k in model.kinds)
+    if pp == 1:
+        return float(sum(model.layer_parameters(k) * k.num_layers for k in model.kinds)
+                     + stage_parameters(model, {}, True, True, 1))
+    ends = min(stage_parameters(model, {}, True, False, pp), stage_parameters(model, {}, False, True, pp))
+    return float(min(one_layer, ends) if pp > 2 else ends)
 
 
 def _least_rate_per_gpu(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) -> float:
@@ -361,7 +385,7 @@ def _holds_parameters(problem: Problem, d: DegreeTerms, pp: int) -> bool:
     L = problem.model.num_layers
     if sum(d.slots) < pp or (pp > 2 and L < pp - 2):
         return False
-    all_params = d.layer_params + stage_parameters(problem.model, {}, True, True, pp)
+    all_params = d.all_params(pp)
     return all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES <= d.capacity_bytes_max
 
 
@@ -373,7 +397,7 @@ def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Compo
         return None
     if not _holds_parameters(problem, d, pp):
         return ()
-    all_params = d.layer_params + stage_parameters(problem.model, {}, True, True, pp)
+    all_params = d.all_params(pp)
     return tuple(got for counts in comps if (got := _composition_bound(problem, d, pp, counts, all_params)))
 
 
@@ -411,7 +435,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
         return bound_over_compositions(problem, comps, budget)
     if not _holds_parameters(problem, d, pp):
         return CandidateBound(False)
-    all_params = d.layer_params + stage_parameters(model, {}, True, True, pp)
+    all_params = d.all_params(pp)
     hold = _best_slots(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pp, largest=True)
     if hold is None or hold < L:
         return CandidateBound(False)

@@ -107,13 +107,16 @@ def solve_command(
     Chooses the nodes to rent, the pipeline stages (node type, layers, recomputation), tp, dp and micro-batch size.
     Exit code 1 when no plan meets the budgets (the message names the binding budget), 2 on bad input.
     """
-    from optsearch.solver import explain_infeasible, solve
+    from optsearch.solver import explain_infeasible, process_age_s, solve
 
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     if out is not None and not (out.parent if str(out.parent) else Path(".")).is_dir():
         raise SpecError(f"--out {out}: folder {out.parent} does not exist")
-    result = solve(problem, budget, solver=solver, time_limit_s=time_limit, gap=gap,
+    # --time-limit bounds the whole command: the start-up already spent is taken off it, and 5 % is kept for the
+    # report after the solve
+    left_s = None if time_limit is None else max(0.0, 0.95 * time_limit - process_age_s())
+    result = solve(problem, budget, solver=solver, time_limit_s=left_s, gap=gap,
                    progress=progress_printer(quiet or as_json))
     if result.plan is None:
         if result.status == "timeout":
