@@ -86,6 +86,43 @@ def _show(row: dict) -> None:
           f"value {row.get('objective_value')}", flush=True)
 
 
+def _value(row: dict) -> str:
+    if row.get("objective_value") is None:
+        return "-"
+    if row["objective"] == "cost":
+        return f"${row['objective_value']:,.0f}"
+    from optsearch.units import format_duration
+    return format_duration(row["objective_value"])
+
+
+def table(rows: list[dict]) -> str:
+    """One line per (model, cluster, row): the solver's answer, and the DP baseline's where it ran."""
+    dp = {(r["model"], r["cluster"], r["row"]): r for r in rows if r["method"] == "dp"}
+    out = ["| model | cluster | row | status | gap | first plan | wall | objective | goal met | dp |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["method"] == "dp":
+            continue
+        gap = "-" if r.get("gap") is None else f"{r['gap']:.2%}"
+        first = "-" if r.get("first_plan_s") is None else f"{r['first_plan_s']:.2f} s"
+        wall = f"{r.get('wall_s', 0):.2f} s"
+        limit = r["time_limit"]
+        goals = []
+        if r.get("gap") is not None and r["gap"] <= 0.01 and r.get("wall_s", 0) <= 10.0:
+            goals.append("1%")
+        if r.get("first_plan_s") is not None and r["first_plan_s"] <= 2.0:
+            goals.append("first")
+        if r.get("wall_s", 0) <= 1.1 * limit:
+            goals.append("limit")
+        if r["status"] == "infeasible":
+            goals = ["limit", "(no plan exists)"] if r.get("wall_s", 0) <= 1.1 * limit else ["(no plan exists)"]
+        d = dp.get((r["model"], r["cluster"], r["row"]))
+        dp_cell = "" if d is None else f"{d['status']} {_value(d)}"
+        out.append(f"| {r['model']} | {r['cluster']} | {r['row']} | {r['status']} | {gap} | {first} | {wall} | "
+                   f"{_value(r)} | {', '.join(goals)} | {dp_cell} |")
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time-limit", type=float, default=10.0)
@@ -93,11 +130,15 @@ def main() -> None:
     parser.add_argument("--clusters", default=",".join(CLUSTERS))
     parser.add_argument("--solver", default="cpsat")
     parser.add_argument("--dp", action="store_true", help="the DP baseline beside every row")
+    parser.add_argument("--table", action="store_true", help="print the records of --out as a markdown table")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "objective_grid.json")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(json.loads(args.one))))
+        return
+    if args.table:
+        print(table(json.loads(args.out.read_text())))
         return
     from optsearch.catalog import model_names
 

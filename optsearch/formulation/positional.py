@@ -487,6 +487,17 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
     # on their best types, or whose floors already break the budget (no plan there), and stop at the first M whose
     # floors reach the cutoff (every later M has a larger floor).
+    # R(M), S(M) and C(M) never grow with M (a larger M allows every layout a smaller one allows), so their values at
+    # the largest mark (where every allowed count is allowed) are floors at every mark: one programme each, often far
+    # above the structural floors. With m = 1 the bound's minimum sits at that mark, and the walk below ends there.
+    top = np.nonzero(tab.possible)[0][-1:]
+    if len(top):
+        rent_top = float(tab.rent_at(top)[0])
+        if not math.isfinite(rent_top):
+            return PositionalBound(math.inf, ())  # no layout holds the layers at any M
+        rent_floor = max(rent_floor, rent_top * (1 - 1e-12))
+        sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
+        comm_s = max(comm_s, float(tab.comm_at(top)[0]))
     floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
     floor = value_of(np.full(len(marks), rent_floor), floor_iteration)
     useful = tab.possible & meets(np.full(len(marks), rent_floor), floor_iteration)
@@ -516,6 +527,12 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         return value, weight
 
     found: list[tuple[float, int, float]] = []  # (bound, mark index, weight of the rent in the combined objective)
+    if len(top) and len(index) and index[-1] == top[0]:  # the largest mark first: its bound is one programme away
+        value, weight = refine(top, np.array([rent_top]), np.array([comm_s]))
+        if np.isfinite(value[0]):
+            best = min(best, float(value[0]))
+        found += [(float(value[0]), int(top[0]), float(weight[0]))] if value[0] < cutoff else []
+        index = index[:-1]
     for i in range(0, len(index), CHUNK):
         ix = index[i:i + CHUNK]
         Ms = marks[ix]
