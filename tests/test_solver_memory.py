@@ -89,7 +89,7 @@ def _modes_used(plan: Plan | None) -> str:
     return "none" if plan is None else "+".join(sorted({s.recompute for s in plan.stages}))
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_tight_memory_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -108,7 +108,7 @@ def test_tight_memory_optimum_equals_brute_force_and_backends_agree(case):
                 name, got.objective_value, truth.objective_value, got.plan, truth.plan)
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_tight_memory_bounds_lie_below_every_plan(case):
     problem, options, objective, kind, factor = case
