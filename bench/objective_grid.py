@@ -98,19 +98,21 @@ def _value(row: dict) -> str:
 def table(rows: list[dict]) -> str:
     """One line per (model, cluster, row): the solver's answer, and the DP baseline's where it ran."""
     dp = {(r["model"], r["cluster"], r["row"]): r for r in rows if r["method"] == "dp"}
-    out = ["| model | cluster | row | status | gap | first plan | wall | objective | goal met | dp |",
+    out = ["| model | cluster | row | status | gap | first plan: in solve / in process | wall | objective | goal met "
+           "| dp |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r["method"] == "dp":
             continue
         gap = "-" if r.get("gap") is None else f"{r['gap']:.2%}"
-        first = "-" if r.get("first_plan_s") is None else f"{r['first_plan_s']:.2f} s"
+        in_solve = None if r.get("first_plan_s") is None else r["first_plan_s"] - r["setup_s"]
+        first = "-" if in_solve is None else f"{in_solve:.2f} s / {r['first_plan_s']:.2f} s"
         wall = f"{r.get('wall_s', 0):.2f} s"
         limit = r["time_limit"]
         goals = []
         if r.get("gap") is not None and r["gap"] <= 0.01 and r.get("wall_s", 0) <= 10.0:
             goals.append("1%")
-        if r.get("first_plan_s") is not None and r["first_plan_s"] <= 2.0:
+        if in_solve is not None and in_solve <= 2.0:
             goals.append("first")
         if r.get("wall_s", 0) <= 1.1 * limit:
             goals.append("limit")

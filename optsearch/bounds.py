@@ -25,7 +25,8 @@ and its cost per iteration to at least its own RATE x that, before the least ove
 than raising the least ones (`bound_over_compositions`). The composition bounds themselves are budget-free, and the
 solver's memo keeps them for every later budget of a sweep.
 Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, nothing else on it, in whichever
-recomputation mode lets it hold the most: `max_layers_per_stage`); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
+recomputation mode lets it hold the most: `max_layers_per_stage`);
+if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
 the candidate is infeasible.
 """
 

@@ -377,7 +377,7 @@ def solve(
     stopped_early = False
     within_gap = False
     milps = 0
-    rechecked = refuted = 0  # CBC infeasibility claims re-checked by CP-SAT, and those it refuted
+    rechecked = refuted = 0  # infeasibility claims re-checked by the other backend, and those it refuted
     # A queue ordered by lower bound. A candidate first carries its cheap bound; each time it reaches the front its
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
     # in; when it reaches the front with its positional bound, its model is solved.
@@ -473,14 +473,17 @@ def solve(
         sol, found, solves = _solve_model(problem, engine, f, remaining,
                                           hint(f, start_from[1]) if start_from else None)
         checker = engine.name
-        if sol.status == "infeasible" and incumbent is None and engine.name == "cbc":
-            # CBC's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"): before
-            # any plan is known it decides a "no plan meets the budget" answer, so CP-SAT re-checks the same model.
+        if sol.status == "infeasible" and incumbent is None:
+            # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):
+            # before any plan is known it decides a "no plan meets the budget" answer, so the other backend re-checks
+            # the same model (CBC's cuts, and CP-SAT's rounding of a budget row at a plan's exact value, have each
+            # excluded a plan that meets the budget).
             rechecked += 1
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-            sol, found, more = _solve_model(problem, CpSat(), f, left, None)
+            other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
+            sol, found, more = _solve_model(problem, other_engine, f, left, None)
             solves += more
-            checker = "cpsat"
+            checker = other_engine.name
             refuted += found is not None
         milps += solves
         explored += 1

@@ -61,7 +61,8 @@ def test_both_budgets_exactly_at_a_feasible_plans_values(case, objective, where)
     assert not budget_violations(plan, est, budget)
     truth = solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS)
     assert truth.status == "optimal"
-    event(f"the plan is the optimum: {math.isclose(truth.objective_value, (est.cost_usd if objective == 'cost' else est.training_time_s), rel_tol=1e-12)}")
+    own = est.cost_usd if objective == "cost" else est.training_time_s
+    event(f"the plan is the optimum: {math.isclose(truth.objective_value, own, rel_tol=1e-12)}")
     for name in ("cbc", "cpsat"):
         got = solve(problem, budget, solver=name, options=options)
         assert got.status == "optimal", (name, got.status, got.message)
@@ -109,9 +110,9 @@ def test_a_false_cbc_infeasibility_claim_is_refuted_by_the_recheck(monkeypatch):
 
 
 def test_cbc_with_cuts_called_a_feasible_budget_infeasible(monkeypatch):
-    """Found by fuzzing with both budgets at the fastest plan's values, minimizing cost: CBC with its default cuts called the only
-    surviving candidate's model infeasible. Without cuts it is solved; with cuts the CP-SAT re-check refutes the
-    claim. Either safeguard alone gives the brute-force optimum."""
+    """Found by fuzzing with both budgets at the fastest plan's values, minimizing cost: CBC with its default cuts
+    called the only surviving candidate's model infeasible. Without cuts it is solved; with cuts the seeds or the
+    CP-SAT re-check still give the brute-force optimum."""
     from optsearch import solver as solver_module
     from optsearch.spec import GpuSpec
 
@@ -153,3 +154,19 @@ def test_cbc_with_cuts_called_a_feasible_budget_infeasible(monkeypatch):
     with_cuts = solve(problem, budget, solver="cbc", options=options)
     assert with_cuts.status == "optimal"
     assert math.isclose(with_cuts.objective_value, truth.objective_value, rel_tol=REL)
+
+
+def test_cpsat_rounding_at_a_budget_equal_to_the_only_plans_cost_is_rechecked():
+    """Megatron 39B on FASOP's cluster has one plan that fits; with the cost budget set at exactly its cost, CP-SAT's
+    rounded cost row called the model infeasible (found by bench/objective_grid.py). Before any plan is known its
+    claim is re-checked by CBC, which finds the plan."""
+    from optsearch.edits import edited_problem
+
+    problem = edited_problem("megatron-39b", "fasop-a100-a10", [])
+    cheapest = solve(problem, Budget(objective="cost"))
+    assert cheapest.status == "optimal"
+    budget = Budget(objective="time", max_cost_usd=cheapest.estimate.cost_usd)
+    for name in ("cpsat", "cbc"):
+        got = solve(problem, budget, solver=name)
+        assert got.status == "optimal", (name, got.status, got.stats)
+        assert not budget_violations(got.plan, got.estimate, budget)
