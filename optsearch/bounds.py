@@ -10,6 +10,8 @@ p_g = USD per GPU-hour of g, w = tp x dp, m micro-batches, L layers.
   a stage of g holds at most k_g(M) = min(NMAX[g], floor((M - its sends) / step_min[g])) whole layers and SIGMA(M)
   pours the L layers into them fastest-first (`_pipeline_s`); PIPE denotes this bound below.
   A >= min_g alpha[g] x P_total / pp,   O >= min_g beta[g] x P_total / pp   (some stage holds >= 1/pp of the params)
+  Per composition also A >= max_{g present} alpha[g] x P_stage_min (likewise O with beta): every stage of g all-reduces
+  its own parameters, and every stage holds at least P_stage_min (`_least_stage_parameters`).
   T >= max((m - 1) SUM / pp + SUM, PIPE) + A_lb + O_lb
 Rent: rate >= w x (sum of the pp cheapest stage slots' p_g) = RATE.
 Cost per iteration >= max( RATE x T_lb,
@@ -22,8 +24,9 @@ Under solver.solve's window (only plans slower than W count) each composition's 
 and its cost per iteration to at least its own RATE x that, before the least over compositions is taken: sharper
 than raising the least ones (`bound_over_compositions`). The composition bounds themselves are budget-free, and the
 solver's memo keeps them for every later budget of a sweep.
-Memory: a stage of type g holds at most NMAX[g] layers (one micro-batch in flight, full recomputation, nothing
-else on it); if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
+Memory: a stage of type g holds at most NMAX[g] layers (capacity: the usable memory less the headroom; one micro-batch in flight, nothing else on it, in whichever
+recomputation mode lets it hold the most: `max_layers_per_stage`);
+if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
 the candidate is infeasible.
 """
 
@@ -34,13 +37,14 @@ from dataclasses import dataclass
 
 from optsearch.candidates import NodeUse
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
+    MEMORY_RESERVE_BYTES, dp_allreduce_s, memory_capacity_bytes, embedding_step_s, full_recompute_working_bytes, head_step_s,
     layer_activation_bytes, layer_step_s, num_micro_batches, optimizer_step_s, p2p_send_s, stage_parameters,
     state_bytes_per_param,
 )
+from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
-from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+from optsearch.units import SECONDS_PER_HOUR
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +77,12 @@ class DegreeTerms:
     send_intra_s: tuple[float | None, ...]  # [g], None when g's stages never share a node
     capacity_bytes_max: float
     state_bytes_per_param: float
+    ends_params: tuple[float, float] = (0.0, 0.0)  # embedding + head of the model at pp = 1, and at pp > 1
+    least_stage_params: tuple[float, float, float] = (0.0, 0.0, 0.0)  # P_stage_min at pp = 1, 2, > 2
+
+    def all_params(self, pp: int) -> float:
+        """P_total: every layer, the embedding and the head (with the tied copy when pp > 1)."""
+        return self.layer_params + self.ends_params[pp > 1]
 
 
 def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
@@ -87,15 +97,7 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     sends = [p2p_send_s(problem, g, h, False, w, mbs) for g in names for h in names]
     sends += [p2p_send_s(problem, u.name, u.name, True, w, mbs) for u in uses if u.stages_per_block > 1]
     state = state_bytes_per_param(problem.job, dp)
-    nmax = []
-    for g in names:
-        per_layer = min(
-            state / tp * model.layer_parameters(k) + layer_activation_bytes(problem, g, k, tp, mbs, "full")
-            for k in kinds
-        )
-        room = gib_to_bytes(problem.gpu_of(g).memory_gib) - MEMORY_RESERVE_BYTES - full_recompute_working_bytes(
-            problem, g, tp, mbs)
-        nmax.append(max(0, math.floor(room / per_layer)) if room > 0 else 0)
+    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs) for g in names]
     return DegreeTerms(
         m=num_micro_batches(problem.job, dp, mbs),
         tp=tp,
@@ -123,9 +125,35 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
         send_intra_s=tuple(p2p_send_s(problem, u.name, u.name, True, w, mbs) if u.stages_per_block > 1 else None
                            for u in uses),
-        capacity_bytes_max=max(gib_to_bytes(problem.gpu_of(g).memory_gib) for g in names),
+        capacity_bytes_max=max(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         state_bytes_per_param=state,
+        ends_params=(stage_parameters(model, {}, True, True, 1), stage_parameters(model, {}, True, True, 2)),
+        least_stage_params=tuple(_least_stage_parameters(model, pp) for pp in (1, 2, 3)),
     )
+
+
+def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int) -> int:
+    """NMAX[g]: the most layers one stage of this type can hold, over EVERY recomputation mode and layer kind.
+
+    A stage of n >= 1 layers in mode r needs at least reserve + [r = full] W + n min_k (state P_k / tp + act[r, k])
+    bytes per GPU (one micro-batch in flight, no embedding, head or logits), W being full recomputation's working
+    memory (one whole layer's activations, costmodel.full_recompute_working_bytes). So n <= the largest n_r of any
+    mode. No mode is assumed to need the least memory: full recomputation keeps only the layer input per layer but
+    adds W, and with long sequences selective may hold more layers (issue 14: 8 layers, hidden 1536, seq 8192 on a
+    24 GiB A10 fit 8 layers at b = 4 with selective and none with full). Every mode of the plan space is taken, so
+    the cap also holds under a restricted mode list. The quotient is rounded up by 1e-9 (the cost model sums in
+    another order) and capped at the model's layers."""
+    model = problem.model
+    state = state_bytes_per_param(problem.job, dp)
+    capacity = memory_capacity_bytes(problem, problem.node(node_type).gpu) - MEMORY_RESERVE_BYTES
+    most = 0
+    for mode in RECOMPUTE_MODES:
+        per_layer = min(state / tp * model.layer_parameters(k)
+                        + layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for k in model.kinds)
+        room = capacity - (full_recompute_working_bytes(problem, node_type, tp, mbs) if mode == "full" else 0.0)
+        if room > 0:
+            most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
+    return min(most, model.num_layers)
 
 
 def _best_slots(values: tuple[float, ...], slots: tuple[int, ...], pp: int, *, largest: bool) -> float | None:
@@ -270,7 +298,10 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     send_min = min(sends)
     ends = min(d.emb_s[g] for g in present) + min(d.head_s[g] for g in present)
     total = min(d.layer_work_s[g] for g in present) + ends + 2 * (pp - 1) * send_min
-    comm = (min(d.alpha[g] for g in present) + min(d.beta[g] for g in present)) * all_params / pp
+    # Every stage of g has A >= alpha_g x its parameters, and every stage holds at least P_stage_min of them.
+    least = d.least_stage_params[min(pp, 3) - 1]
+    comm = (max(min(d.alpha[g] for g in present) * all_params / pp, max(d.alpha[g] for g in present) * least)
+            + max(min(d.beta[g] for g in present) * all_params / pp, max(d.beta[g] for g in present) * least))
     pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends)
     iteration = pipeline + comm
     rate = d.w * sum(counts[g] * d.price_per_gpu_hour[g] for g in present)
@@ -280,6 +311,17 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
                 + min(d.price_per_gpu_hour[g] * d.head_s[g] for g in present) + 2 * (pp - 1) * p_min * send_min)
     cost = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
     return iteration, rate, cost / SECONDS_PER_HOUR
+
+
+def _least_stage_parameters(model, pp: int) -> float:
+    """P_stage_min: the fewest parameters any stage holds. A middle stage holds at least one layer (of the smallest
+    kind), the first the embedding, the last the head (with the tied copy when pp > 1), a single stage everything."""
+    one_layer = min(model.layer_parameters(k) for k in model.kinds)
+    if pp == 1:
+        return float(sum(model.layer_parameters(k) * k.num_layers for k in model.kinds)
+                     + stage_parameters(model, {}, True, True, 1))
+    ends = min(stage_parameters(model, {}, True, False, pp), stage_parameters(model, {}, False, True, pp))
+    return float(min(one_layer, ends) if pp > 2 else ends)
 
 
 def _least_rate_per_gpu(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) -> float:
@@ -344,7 +386,7 @@ def _holds_parameters(problem: Problem, d: DegreeTerms, pp: int) -> bool:
     L = problem.model.num_layers
     if sum(d.slots) < pp or (pp > 2 and L < pp - 2):
         return False
-    all_params = d.layer_params + stage_parameters(problem.model, {}, True, True, pp)
+    all_params = d.all_params(pp)
     return all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES <= d.capacity_bytes_max
 
 
@@ -356,7 +398,7 @@ def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Compo
         return None
     if not _holds_parameters(problem, d, pp):
         return ()
-    all_params = d.layer_params + stage_parameters(problem.model, {}, True, True, pp)
+    all_params = d.all_params(pp)
     return tuple(got for counts in comps if (got := _composition_bound(problem, d, pp, counts, all_params)))
 
 
@@ -394,7 +436,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
         return bound_over_compositions(problem, comps, budget)
     if not _holds_parameters(problem, d, pp):
         return CandidateBound(False)
-    all_params = d.layer_params + stage_parameters(model, {}, True, True, pp)
+    all_params = d.all_params(pp)
     hold = _best_slots(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pp, largest=True)
     if hold is None or hold < L:
         return CandidateBound(False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,9 @@ from optsearch.candidates import (
     NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses,
     one_mode_variants, tp_candidates,
 )
-from optsearch.costmodel import MEMORY_RESERVE_BYTES, Estimate, estimate, stage_parameters, state_bytes_per_param
+from optsearch.costmodel import (
+    MEMORY_RESERVE_BYTES, Estimate, estimate, memory_capacity_bytes, stage_parameters, state_bytes_per_param,
+)
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
@@ -37,12 +40,12 @@ from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
-from optsearch.formulation.positional import positional_bound
+from optsearch.formulation.positional import OutOfTime, positional_bound
 from optsearch.plan import Plan
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK, BUDGET_REL, SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
-from optsearch.units import SECONDS_PER_HOUR, gib_to_bytes
+from optsearch.units import SECONDS_PER_HOUR
 
 SOLVERS = ("cbc", "cpsat")
 # CP-SAT is the default: on FASOP's cluster it proves the optimum in seconds where CBC needs minutes (docs/solver.md).
@@ -259,6 +262,7 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 
 
 MAX_ROUNDING_CUTS = 20
+QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
@@ -317,6 +321,7 @@ def solve(
     memo: Memo | None = None,
     gap: float = 0.0,
     slower_than_s: float = 0.0,
+    first_plan_only: bool = False,
 ) -> SearchResult:
     """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
 
@@ -330,8 +335,18 @@ def solve(
     beats warm_start: warm_start is the proven optimum under a deadline of slower_than_s (a cost sweep's previous,
     tighter point), or no plan is this fast (below the least time). Every bound then uses T >= slower_than_s and
     rent x T >= rent x slower_than_s, and every model the rows of model.add_slower_than.
+    first_plan_only: stop at the first plan that meets the budget (status "feasible"); the seed of a budget search.
+
+    A first plan, early: a candidate that reaches the front of the queue while no plan is known gets its quick plans
+    before its positional bound (which on a deep pipeline of a large pool can take many seconds). Minimizing time
+    under a cost budget, or cost under a deadline, starts with a seed search (`first_plan_only`) for the other
+    objective under the same budget, for up to half the time left: its candidates come in order of that budget's own
+    quantity, so the first plan it meets does meet it, where the objective's own order may visit thousands of
+    candidates whose quick plans break it. Time limit: the positional programmes stop at the deadline (OutOfTime),
+    leaving the candidate with its cheaper bound.
     """
     start = time.perf_counter()
+    deadline = None if time_limit_s is None else start + time_limit_s
     engine = backend(solver)
     if not 0.0 <= gap < 1.0:
         raise SpecError(f"--gap = {gap!r}: must be at least 0 and below 1 (a fraction: 0.01 is 1 %)")
@@ -348,11 +363,32 @@ def solve(
             warm_est = None
         if warm_est is not None and not budget_violations(warm_start, warm_est, budget):
             incumbent = (objective_value(warm_est, budget.objective), warm_start, warm_est, None)
+    # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds (pattern
+    # mode; a few milliseconds each).
+    for item in bounded[:QUICK_SEEDS] if incumbent is None else ():
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+        if own is not None and (incumbent is None or own[0] < incumbent[0]):
+            incumbent = (own[0], own[1], own[2], None)
+    seed_s = None
+    other = "time" if budget.objective == "cost" else "cost"
+    if (incumbent is None and not first_plan_only and slower_than_s == 0.0
+            and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None):
+        share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
+        seed = solve(problem, budget.model_copy(update={"objective": other}), solver=solver, time_limit_s=share,
+                     options=options, memo=memo, first_plan_only=True)
+        seed_s = seed.solve_time_s
+        if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
+                                                                                          budget):
+            incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
+    first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = False
     within_gap = False
     milps = 0
+    rechecked = refuted = 0  # infeasibility claims re-checked by the other backend, and those it refuted
     # A queue ordered by lower bound. A candidate first carries its cheap bound; each time it reaches the front its
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
     # in; when it reaches the front with its positional bound, its model is solved.
@@ -368,6 +404,11 @@ def solve(
     heapq.heapify(queue)
     while queue:
         lower, key, i, item = queue[0]
+        if first_plan_s is None and incumbent is not None:
+            first_plan_s = time.perf_counter() - start
+        if first_plan_only and incumbent is not None:
+            stopped_early = True
+            break
         if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
             break  # every remaining candidate has a bound at least as large
         if incumbent is not None and lower >= incumbent[0] * (1 - gap):
@@ -391,12 +432,28 @@ def solve(
             sk = memo.skeleton(item.cand)
             found: list[tuple[Plan, Estimate]] = []
             sharper = lower
+            # The cheap quick plans first: a first plan, and a cutoff for the positional bound (which on a deep
+            # pipeline of a large pool can take seconds)
+            quick_first = incumbent is None or lower < incumbent[0] * (1 - INCUMBENT_REL)
+            if quick_first:
+                found += memo.quick_plans(sk)
+                own = _best_meeting(budget, found)
+                if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                    incumbent = (own[0], own[1], own[2], None)
+                    if first_plan_only:
+                        heapq.heappush(queue, (lower, key, i, item))
+                        continue
             if sk.most is not None:  # pattern mode (one layer kind)
-                pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
-                                       slower_than_s=slower_than_s)
+                try:
+                    pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
+                                           slower_than_s=slower_than_s, deadline=deadline)
+                except OutOfTime:  # the candidate keeps its refined bound and stays open
+                    heapq.heappush(queue, (lower, key, i, item))
+                    stopped_early = True
+                    break
                 sharper = max(lower, pos.bound)
                 found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
-            if sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
+            if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
             if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
@@ -412,19 +469,38 @@ def solve(
         if sk.most is not None and budget.objective == "cost":
             # The candidate's own least time (its positional bound with time as the objective): the model's rows
             # T >= T_lo and v >= T_lo b give its LP relaxation cost >= rent x T_lo.
-            fastest = positional_bound(sk, budget.model_copy(update={"objective": "time"}), slower_than_s=slower_than_s)
-            if math.isfinite(fastest.bound):
-                least_s = max(least_s, fastest.bound)
+            try:
+                fastest = positional_bound(sk, budget.model_copy(update={"objective": "time"}),
+                                           slower_than_s=slower_than_s, deadline=deadline)
+                if math.isfinite(fastest.bound):
+                    least_s = max(least_s, fastest.bound)
+            except OutOfTime:  # the rows are only a strengthening; the model is right without them
+                pass
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL,
                   skel=sk, slower_than_s=least_s)
+        if deadline is not None:  # the bound and the build above took some of it
+            remaining = deadline - time.perf_counter()
         start_from = item.own_best
         sol, found, solves = _solve_model(problem, engine, f, remaining,
                                           hint(f, start_from[1]) if start_from else None)
+        checker = engine.name
+        if sol.status == "infeasible" and incumbent is None:
+            # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):
+            # before any plan is known it decides a "no plan meets the budget" answer, so the other backend re-checks
+            # the same model (CBC's cuts, and CP-SAT's rounding of a budget row at a plan's exact value, have each
+            # excluded a plan that meets the budget).
+            rechecked += 1
+            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
+            sol, found, more = _solve_model(problem, other_engine, f, left, None)
+            solves += more
+            checker = other_engine.name
+            refuted += found is not None
         milps += solves
         explored += 1
         if found is not None:
             plan, est = found
-            _check(problem, f, sol, plan, est, engine.name, slower_than_s)
+            _check(problem, f, sol, plan, est, checker, slower_than_s)
             incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
         if sol.status in ("feasible", "unknown"):  # stopped by the time limit inside this candidate
             stopped_early = True
@@ -438,10 +514,17 @@ def solve(
         open_bound = queue[0][0] if open_bound is None else min(open_bound, queue[0][0])
     stats = {"candidates_total": float(total), "candidates_after_bounds": float(len(bounded)),
              "candidates_explored": float(explored), "models_solved": float(milps)}
+    if seed_s is not None:
+        stats["seed_s"] = seed_s
+    if incumbent is not None:
+        stats["first_plan_s"] = elapsed if first_plan_s is None else first_plan_s
+    if rechecked:
+        stats.update(infeasible_claims_rechecked=float(rechecked), infeasible_claims_refuted=float(refuted))
     if incumbent is None:
         return SearchResult(method=solver, status="timeout" if stopped_early else "infeasible",
                             objective=budget.objective, solve_time_s=elapsed, stats=stats,
-                            message="stopped at the time limit before any plan was found" if stopped_early else "")
+                            message=("stopped at the time limit before any plan that meets the budget was found "
+                                     "(not a proof that none exists)") if stopped_early else "")
     value, plan, est, solver_value = incumbent
     if stopped_early or within_gap:
         bound = min(value, open_bound) if open_bound is not None else None
@@ -452,6 +535,19 @@ def solve(
     return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
                         estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,
                         stats=stats)
+
+
+def process_age_s() -> float:
+    """Seconds since this process started (Linux: /proc; elsewhere 0). The CLI takes them off --time-limit, so that
+    the limit holds for the wall time of the whole command, interpreter start and imports included."""
+    try:
+        with open("/proc/self/stat") as stat:
+            started_ticks = float(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as uptime:
+            up_s = float(uptime.read().split()[0])
+        return max(0.0, up_s - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = DEFAULT_SOLVER, options: SpaceOptions = SpaceOptions(),
@@ -503,7 +599,7 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                     pp = max(1, min(slots, max_stages(problem, options)))
                     all_params = layer_params + stage_parameters(model, {}, True, True, pp)
                     need = all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES
-                    cap = gib_to_bytes(problem.gpu_of(u.name).memory_gib)
+                    cap = memory_capacity_bytes(problem, u.node.gpu)
                     if best is None or need - cap < best[0] - best[1]:
                         best = (need, cap, problem.gpu_of(u.name).name)
     if best is None:
@@ -514,5 +610,5 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                 f"alone need at least {bytes_to_gib(need):.1f} GiB per GPU on {gpu} ({bytes_to_gib(cap):.1f} GiB); "
                 f"add nodes with more memory, or change the job with --set")
     return (f"no plan fits in memory: the weights and optimizer states fit ({bytes_to_gib(need):.1f} GiB per GPU on "
-            f"{gpu}, {bytes_to_gib(cap):.1f} GiB), but with activations no stage layout fits, even with full "
-            f"recomputation; add nodes, or lower the micro-batch or sequence length with --set")
+            f"{gpu}, {bytes_to_gib(cap):.1f} GiB), but with activations no stage layout fits in any recomputation "
+            f"mode; add nodes, or lower the micro-batch or sequence length with --set")

@@ -139,7 +139,7 @@ def solve_command(
     Exit code 1 when no plan meets the budgets (the message names the binding budget), 2 on bad input.
     """
     from optsearch.planfile import problem_record
-    from optsearch.solver import explain_infeasible, solve
+    from optsearch.solver import explain_infeasible, process_age_s, solve
 
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     check_output_file(out, "--out")  # before any work
@@ -147,8 +147,11 @@ def solve_command(
         problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
                                        memory_headroom=memory_headroom)
         options = space_from_target(target, problem)
+        # --time-limit bounds the whole command: the start-up already spent (interpreter and imports included) is
+        # taken off it, and 5 % is kept for the report after the solve
+        left_s = None if time_limit is None else max(0.0, min(left(), 0.95 * time_limit - process_age_s()))
         with SolveProgress(budget.objective, quiet or as_json) as progress:
-            result = solve(problem, budget, solver=solver, time_limit_s=left(), gap=gap, options=options,
+            result = solve(problem, budget, solver=solver, time_limit_s=left_s, gap=gap, options=options,
                            progress=progress)
         if result.plan is None:
             if result.status == "timeout":

@@ -24,9 +24,10 @@ UNIT_SCALE = {"count": 1.0, "time": 1e3, "bytes": 1.0 / 2**30, "rate": 1.0}
 class PulpCbc:
     name = "cbc"
 
-    def __init__(self, threads: int = 1, rel_gap: float = 1e-9):
+    def __init__(self, threads: int = 1, rel_gap: float = 1e-9, cuts: bool = False):
         self.threads = threads
         self.rel_gap = rel_gap
+        self.cuts = cuts
 
     def solve(self, model: LinearModel, time_limit_s: float | None, hint: dict[str, float] | None = None) -> Solution:
         """hint is not passed to CBC (PuLP's warm start writes files); the search is the same without it."""
@@ -60,7 +61,11 @@ class PulpCbc:
                 msg=False, timeLimit=time_limit_s, threads=self.threads, gapRel=self.rel_gap, logPath=log_path,
                 # CBC's preprocessing can post-process a model into an infeasible point and still report "Optimal"
                 # ("Postprocessed model is infeasible - possible tolerance issue"), seen on 3-stage instances here.
-                options=["preprocess off", "primalTolerance 1e-9", "integerTolerance 1e-9"],
+                # No cutting planes: CBC's root cuts have cut off the optimum (an "optimal" 2.5e-6 above it) and
+                # every feasible point (an "infeasible" with both budgets at a feasible plan's values); with cuts
+                # off both solved right (issue 14). The proof then rests on LP bounds and branching alone.
+                options=["preprocess off", "primalTolerance 1e-9", "integerTolerance 1e-9"]
+                + ([] if self.cuts else ["cuts off"]),
             )
             prob.solve(solver)
             log = open(log_path).read()

@@ -53,6 +53,7 @@ they are incumbents, never proofs.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +64,15 @@ from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
 
 CHUNK = 64  # values of M per vectorized pass
+
+
+class OutOfTime(Exception):
+    """The caller's deadline passed inside a programme: no bound is returned (the caller keeps its cheaper one)."""
+
+
+def _on_time(deadline: float | None) -> None:
+    if deadline is not None and time.perf_counter() > deadline:
+        raise OutOfTime
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,7 +251,8 @@ def _start(sup: _Supply, nM: int, L: int) -> np.ndarray:
     return F
 
 
-def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int) -> np.ndarray:
+def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
+                deadline: float | None = None) -> np.ndarray:
     """R(M): F[s][M, u, l] = least rent of blocks from stage s on, using the blocks u, whose caps hold l layers."""
     nM, U = caps.shape[1], sup.size
     cols = np.arange(L + 1)[None, None, None, :]
@@ -249,6 +260,7 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
     for s in range(pp - 1, -1, -1):
+        _on_time(deadline)
         best = np.full((nM, U + 1, L + 1), np.inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
@@ -260,7 +272,8 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     return F[0][:, :U, L].min(axis=1)
 
 
-def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int) -> np.ndarray:
+def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int,
+                deadline: float | None = None) -> np.ndarray:
     """[M] -> the most layers the caps of a block sequence hold within node supply (-inf where none exists). The least
     rent of _least_rent is finite exactly where this reaches L; without the layer dimension it is L + 1 times cheaper,
     which is what the bisections of C need."""
@@ -269,6 +282,7 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     G[pp] = np.full((nM, U + 1), -np.inf)
     G[pp][:, 0] = 0.0  # past the last stage: no block used
     for s in range(pp - 1, -1, -1):
+        _on_time(deadline)
         best = np.full((nM, U + 1), -np.inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
@@ -280,7 +294,7 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
 
 
 def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
-               rent_weight: np.ndarray | None = None, choices: bool = False):
+               rent_weight: np.ndarray | None = None, choices: bool = False, deadline: float | None = None):
     """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
     node supply. rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices
     records the best (block, layers) per (s, u, l) for the first M, and the u it ends with."""
@@ -289,6 +303,7 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
     F[pp] = _start(sup, nM, L)
     pick: dict[int, list] = {}
     for s in range(pp - 1, -1, -1):
+        _on_time(deadline)
         best = np.full((nM, U + 1, L + 1), np.inf)
         arg = [[None] * (L + 1) for _ in range(U)] if choices else None
         for grp in groups[s]:
@@ -355,6 +370,7 @@ class _Tables:
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
         self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
+        self.deadline: float | None = None  # set by each positional_bound call: the programmes raise OutOfTime
 
     def caps(self, ix: np.ndarray) -> np.ndarray:
         """[block, mark] caps at these marks (recomputed: kept for every mark they would take the most memory)"""
@@ -364,7 +380,7 @@ class _Tables:
         """R(M) at these marks."""
         miss = ix[np.isnan(self.rent[ix])]
         if len(miss):
-            self.rent[miss] = _least_rent(self.groups, self.sup, self.caps(miss), self.pp, self.L)
+            self.rent[miss] = _least_rent(self.groups, self.sup, self.caps(miss), self.pp, self.L, self.deadline)
         return self.rent[ix]
 
     def comm_at(self, ix: np.ndarray) -> np.ndarray:
@@ -375,23 +391,25 @@ class _Tables:
         miss = ix[np.isnan(self.comm[ix])]
         if len(miss):
             Ms = self.marks[miss]
-            self.comm[miss] = 0.0
+            comm = np.zeros(len(Ms))  # kept only once both bisections are done (OutOfTime may stop them)
             for which, cm in enumerate(self.comm_marks):
                 lo, hi = np.zeros(len(Ms), dtype=np.int64), np.full(len(Ms), len(cm) - 1)
                 while (open_ := lo < hi).any():
                     mid = (lo + hi) // 2
                     caps = self.caps_of.at(Ms, cm[mid], which)
-                    ok = _most_cover(self.groups, self.sup, caps, self.pp) >= self.L
+                    ok = _most_cover(self.groups, self.sup, caps, self.pp, self.deadline) >= self.L
                     hi = np.where(open_ & ok, mid, hi)
                     lo = np.where(open_ & ~ok, mid + 1, lo)
-                self.comm[miss] += cm[lo]
+                comm += cm[lo]
+            self.comm[miss] = comm
         return self.comm[ix]
 
     def total_at(self, ix: np.ndarray) -> np.ndarray:
         """S(M) at these marks."""
         miss = ix[np.isnan(self.total[ix])]
         if len(miss):
-            self.total[miss] = _least_sum(self.groups, self.sup, self.caps(miss), self.pp, self.L)[0]
+            self.total[miss] = _least_sum(self.groups, self.sup, self.caps(miss), self.pp, self.L,
+                                          deadline=self.deadline)[0]
         return self.total[ix]
 
     def combined_at(self, ix: np.ndarray, weight: np.ndarray) -> np.ndarray:
@@ -401,7 +419,7 @@ class _Tables:
         if miss:
             rows = np.array([i for i, _ in miss], dtype=np.int64)
             got, _ = _least_sum(self.groups, self.sup, self.caps(rows), self.pp, self.L,
-                                np.array([w for _, w in miss]))
+                                np.array([w for _, w in miss]), deadline=self.deadline)
             self.combined.update(zip(miss, got.tolist()))
         return np.array([self.combined[k] for k in keys])
 
@@ -409,7 +427,8 @@ class _Tables:
         """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
         if (i, weight) not in self.sequences:
             _, pick = _least_sum(self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
-                                 None if weight is None else np.array([weight]), choices=True)
+                                 None if weight is None else np.array([weight]), choices=True,
+                                 deadline=self.deadline)
             self.sequences[(i, weight)] = _sequence(pick, self.sup, self.pp, self.L)
         return self.sequences[(i, weight)]
 
@@ -421,18 +440,22 @@ def tables(f: Skeleton) -> _Tables:
 
 
 def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2,
-                     slower_than_s: float = 0.0) -> PositionalBound:
+                     slower_than_s: float = 0.0, deadline: float | None = None) -> PositionalBound:
     """The bound of the module docstring for f's candidate under the budget, with up to `keep` type sequences.
 
     cutoff: the incumbent's value. A mark whose cheaper bound (with floors in place of the rent or the sum of stage
     times) already reaches it is not refined; the result is still a valid bound, and when it reaches the cutoff no
     sequences are returned (no plan of this candidate can beat the incumbent).
     slower_than_s: only plans slower than this count (solver.solve): every iteration time is at least its share.
-    The budget-free programmes' values are kept on the skeleton (_Tables) and re-used by later calls."""
+    The budget-free programmes' values are kept on the skeleton (_Tables) and re-used by later calls.
+    deadline (time.perf_counter()): past it, OutOfTime is raised and no bound is returned; what the programmes
+    finished is kept, what they did not is computed again by a later call."""
     assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
     comm_s = comm_lower_s(f)
+    _on_time(deadline)
     tab = tables(f)
+    tab.deadline = deadline
     blocks = tab.blocks
     slack = BOUND_SLACK
     per_hour = c.iterations / SECONDS_PER_HOUR
@@ -464,6 +487,17 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # Before any programme: drop each M at which some stage holds nothing or the stages cannot hold L layers even
     # on their best types, or whose floors already break the budget (no plan there), and stop at the first M whose
     # floors reach the cutoff (every later M has a larger floor).
+    # R(M), S(M) and C(M) never grow with M (a larger M allows every layout a smaller one allows), so their values at
+    # the largest mark (where every allowed count is allowed) are floors at every mark: one programme each, often far
+    # above the structural floors. With m = 1 the bound's minimum sits at that mark, and the walk below ends there.
+    top = np.nonzero(tab.possible)[0][-1:]
+    if len(top):
+        rent_top = float(tab.rent_at(top)[0])
+        if not math.isfinite(rent_top):
+            return PositionalBound(math.inf, ())  # no layout holds the layers at any M
+        rent_floor = max(rent_floor, rent_top * (1 - 1e-12))
+        sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
+        comm_s = max(comm_s, float(tab.comm_at(top)[0]))
     floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
     floor = value_of(np.full(len(marks), rent_floor), floor_iteration)
     useful = tab.possible & meets(np.full(len(marks), rent_floor), floor_iteration)
@@ -493,6 +527,12 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         return value, weight
 
     found: list[tuple[float, int, float]] = []  # (bound, mark index, weight of the rent in the combined objective)
+    if len(top) and len(index) and index[-1] == top[0]:  # the largest mark first: its bound is one programme away
+        value, weight = refine(top, np.array([rent_top]), np.array([comm_s]))
+        if np.isfinite(value[0]):
+            best = min(best, float(value[0]))
+        found += [(float(value[0]), int(top[0]), float(weight[0]))] if value[0] < cutoff else []
+        index = index[:-1]
     for i in range(0, len(index), CHUNK):
         ix = index[i:i + CHUNK]
         Ms = marks[ix]
