@@ -70,6 +70,13 @@ def _int(row: dict, key: str, where: str) -> int:
 
 def load_runs(path: Path) -> list[Run]:
     """Read and check a validation CSV; errors name the file, row and field."""
+    try:
+        return _load_runs(path)
+    except csv.Error as err:  # a field over the csv module's limit, a NUL byte
+        raise SpecError(f"{path}: not a readable CSV: {err}") from None
+
+
+def _load_runs(path: Path) -> list[Run]:
     text = read_text(Path(path))  # a regular UTF-8 file of bounded size; anything else is one line of SpecError
     reader = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]

@@ -189,3 +189,32 @@ def test_a_budget_at_exactly_the_cheapest_plans_cost_on_a_catalog_case():
         got = solve(problem, budget, solver=name)
         assert got.status == "optimal", (name, got.status, got.stats)
         assert not budget_violations(got.plan, got.estimate, budget)
+
+def test_a_loose_cost_budget_does_not_coarsen_cpsats_tick():
+    """pareto --max-cost 1e9 on a toy job (found by bench/fuzz_cli.py): the $10^9 row's right-hand side lowered CP-SAT's
+    tick to 10^-4 s, and a plan 10^-5 over the next time limit came back through the rounding (ConsistencyError, exit
+    3). A row no point can break is left out of the CP-SAT model; the frontier equals CBC's and the one without it."""
+    from optsearch import whatif
+    from optsearch.formulation.cpsat import redundant
+    from optsearch.formulation.linear import Lin, LinearModel
+
+    from test_cli_errors import TOY_CLUSTER, TOY_MODEL
+    from optsearch.problem import build_problem
+    from optsearch.spec import ClusterSpec, ModelSpec
+
+    lm = LinearModel()
+    lm.var("x", "int", 0, 10)
+    lm.var("T", "time", 0, 5.0)
+    lm.add("loose", Lin.of((3.0, "x"), (2.0, "T")), "<=", 45.0, "rate")  # reach 30 + 2 x (5 + 2) = 44
+    lm.add("tight", Lin.of((3.0, "x"), (2.0, "T")), "<=", 43.0, "rate")
+    lm.add("floor", Lin.of((3.0, "x"),), ">=", -1.0, "count")
+    assert [redundant(lm, c) for c in lm.constraints] == [True, False, True]
+
+    problem = build_problem(ModelSpec.model_validate(TOY_MODEL), ClusterSpec.model_validate(TOY_CLUSTER))
+    frontiers = {}
+    for name, cap in (("cpsat", 1e9), ("cbc", 1e9), ("cpsat", None)):
+        points = whatif.pareto(problem, Budget(objective="time", max_cost_usd=cap), solver=name)
+        frontiers[name, cap] = [(round(p.result.estimate.training_time_s, 9), round(p.result.estimate.cost_usd, 9))
+                                for p in points]
+    assert frontiers["cpsat", 1e9] == frontiers["cbc", 1e9] == frontiers["cpsat", None]
+    assert len(frontiers["cpsat", None]) >= 2

@@ -113,3 +113,20 @@ def test_calibrate_runs_must_match_the_problem(tmp_path):
     (obs,) = observations_from_runs(ROOT / "bench/validation/fasop-a10.csv",
                                     build_problem("gpt2-xl", "fasop-a10", global_batch_size=64))
     assert obs.measured_s == 1.40 and obs.plan.pp == 8
+
+
+def test_load_runs_refuses_files_it_cannot_read_as_a_csv(tmp_path):
+    """One line each, no traceback (found by bench/fuzz_cli.py): a field over the csv module's limit, binary bytes,
+    a folder, a FIFO-like device."""
+    big = tmp_path / "big.csv"
+    big.write_text("a" * 200_000 + "\n")
+    with pytest.raises(SpecError, match=r"big.csv: not a readable CSV: field larger than field limit"):
+        load_runs(big)
+    binary = tmp_path / "runs.bin"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(SpecError, match=r"runs.bin"):
+        load_runs(binary)
+    with pytest.raises(SpecError, match=r"is a folder"):
+        load_runs(tmp_path)
+    with pytest.raises(SpecError, match=r"/dev/zero"):
+        load_runs(Path("/dev/zero"))

@@ -27,7 +27,8 @@ def ticks_per_s(model: LinearModel) -> int:
     proportion to the tick; a cost row over many blocks (256 nodes of each of four types) went past 2^63 at 10^10."""
     upper = max((v.ub for v in model.variables.values() if v.kind == "time"), default=1.0)
     exponent = max(3, min(13, math.floor(math.log10(TIME_TICKS_MAX / max(upper, 1e-12)))))
-    spans = [_span_s(model, con.lin.terms, con.rhs) for con in model.constraints if con.unit in ("time", "rate")]
+    spans = [_span_s(model, con.lin.terms, con.rhs) for con in model.constraints
+             if con.unit in ("time", "rate") and not redundant(model, con)]
     widest = max(spans + [_span_s(model, model.objective.terms, 0.0), 1e-12])
     while exponent > 0 and 10**exponent * widest >= INT_ROOM:
         exponent -= 1
@@ -38,6 +39,24 @@ def _span_s(model: LinearModel, terms: dict[str, float], rhs: float) -> float:
     """The largest magnitude a time row (or the objective) can reach, per tick: sum |coef| x |bound| + |rhs|."""
     variables = model.variables
     return sum(abs(c) * max(abs(variables[n].lb), abs(variables[n].ub)) for n, c in terms.items()) + abs(rhs)
+
+
+def redundant(model: LinearModel, con) -> bool:
+    """A one-sided row that every point within the variables' bounds meets: sum c x <= rhs with rhs at or above the
+    largest value sum c x can take (>= likewise with the least). Such a row (a cost budget of $10^9 on a small job)
+    is left out of the CP-SAT model, so its right-hand side does not coarsen the tick (it made the tick 10^-4 s, and
+    a plan 10^-5 over a pareto time limit came back through the rounding)."""
+    if con.sense not in ("<=", ">="):
+        return False
+    variables = model.variables
+    sign = 1.0 if con.sense == "<=" else -1.0
+    reach = 0.0
+    for n, coef in con.lin.terms.items():
+        v, c = variables[n], sign * coef
+        # a time variable's CP-SAT domain ends at ceil(ub x ticks) + 1 ticks, at most 2 s past ub (ticks >= 1)
+        ub = v.ub + 2.0 if v.kind == "time" else v.ub
+        reach += c * (ub if c > 0 else v.lb)
+    return sign * con.rhs >= reach + 1e-9 * (abs(reach) + 1.0)
 
 
 def _int(x: float) -> int:
@@ -88,6 +107,8 @@ class CpSat:
                 xs[v.name] = m.new_int_var(0, int(math.ceil(v.ub * ticks)) + 1, v.name)
             is_time[v.name] = v.kind == "time"
         for con in model.constraints:
+            if redundant(model, con):
+                continue
             terms = []
             rhs = con.rhs
             if con.unit in ("time", "rate"):
