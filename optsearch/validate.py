@@ -48,6 +48,7 @@ class Run:
     measured_s: float | None
     oom: bool
     precision: str | None
+    where: str = ""  # "FILE row N (RUN_ID)", for errors found when pricing
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -95,10 +96,13 @@ def _load_runs(path: Path) -> list[Run]:
                 measured = float(measured_text)
             except ValueError:
                 raise SpecError(f"{where}: measured_iteration_s = {measured_text!r}: not a number") from None
-            if not measured > 0:
-                raise SpecError(f"{where}: measured_iteration_s = {measured}: must be positive")
+            if not (math.isfinite(measured) and measured > 0):
+                raise SpecError(f"{where}: measured_iteration_s = {measured}: must be a positive finite number")
         if measured is None and oom_text == "0":
             raise SpecError(f"{where}: measured_iteration_s is empty but oom = 0")
+        if measured is not None and oom_text == "1":
+            raise SpecError(f"{where}: measured_iteration_s = {measured} but oom = 1: a run that ran out of memory "
+                            "has no measured time (leave it empty)")
         try:
             stages = parse_stages(row["stages"])
         except SpecError as err:
@@ -111,7 +115,7 @@ def _load_runs(path: Path) -> list[Run]:
         runs.append(Run(run_id=row["run_id"], group=row["group"], source=row["source"],
                         model=_resolve(row["model"], path), cluster=_resolve(row["cluster"], path),
                         global_batch_size=_int(row, "global_batch_size", where), plan=plan, measured_s=measured,
-                        oom=oom_text == "1", precision=precision))
+                        oom=oom_text == "1", precision=precision, where=where))
     if not runs:
         raise SpecError(f"{path}: no runs")
     return runs
@@ -128,14 +132,14 @@ def _resolve(name: str, csv_path: Path) -> str:
 def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = DEFAULT_MEMORY_HEADROOM) -> list[Priced]:
     out = []
     for run in runs:
-        problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
-        if run.precision is not None and run.precision != problem.job.precision:
-            problem = replace(problem, job=problem.job.model_copy(update={"precision": run.precision}))
-        problem = replace(problem, memory_headroom=memory_headroom)
         try:
+            problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
+            if run.precision is not None and run.precision != problem.job.precision:
+                problem = replace(problem, job=problem.job.model_copy(update={"precision": run.precision}))
+            problem = replace(problem, memory_headroom=memory_headroom)
             est = estimate(problem, run.plan)
         except OptsearchError as err:
-            raise SpecError(f"run {run.run_id}: {err}") from None
+            raise SpecError(f"{run.where or 'run ' + run.run_id}: {err}") from None
         share = max(s.memory_bytes / s.memory_capacity_bytes for s in est.stages)
         out.append(Priced(run=run, predicted_s=est.iteration_time_s, fits=est.fits, peak_memory_share=share))
     return out

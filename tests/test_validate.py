@@ -11,7 +11,7 @@ import pytest
 
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Stage
-from optsearch.validate import Priced, Run, load_runs, metrics, spearman
+from optsearch.validate import Priced, Run, load_runs, metrics, price, spearman
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAN = Plan(tp=1, dp=1, micro_batch_size=1, stages=(Stage(node_type="a", num_layers=1),))
@@ -62,6 +62,24 @@ def test_load_runs_rejects_bad_rows(tmp_path):
     bad.write_text("run_id,group\nr1,g\n")
     with pytest.raises(SpecError, match="missing columns"):
         load_runs(bad)
+    bad.write_text(head + 'r1,g,s,gpt2-xl,fasop-a10,64,1,4,1,"a10:48",inf,0\n')
+    with pytest.raises(SpecError, match="measured_iteration_s = inf: must be a positive finite number"):
+        load_runs(bad)
+    bad.write_text(head + 'r1,g,s,gpt2-xl,fasop-a10,64,1,4,1,"a10:48",1.4,1\n')
+    with pytest.raises(SpecError, match="row 2 .*measured_iteration_s = 1.4 but oom = 1"):
+        load_runs(bad)
+
+
+def test_pricing_errors_name_the_file_and_row(tmp_path):
+    head = "run_id,group,source,model,cluster,global_batch_size,tp,dp,micro_batch_size,stages,measured_iteration_s,oom\n"
+    bad = tmp_path / "bad.csv"
+    bad.write_text(head + 'r1,g,s,gpt2-xl,fasop-a10,64,1,4,1,"a10:48",1.0,0\n'
+                   + 'r2,g,s,no-such-model,fasop-a10,64,1,4,1,"a10:48",1.0,0\n')
+    with pytest.raises(SpecError, match=r"bad\.csv row 3 \(r2\): .*no-such-model"):
+        price(load_runs(bad))
+    bad.write_text(head + 'r1,g,s,gpt2-xl,fasop-a10,64,1,4,1,"a10:49",1.0,0\n')
+    with pytest.raises(SpecError, match=r"bad\.csv row 2 \(r1\): .*49"):
+        price(load_runs(bad))
 
 
 def test_validate_cli_on_the_fasop_run():

@@ -182,8 +182,11 @@ def observations_from_runs(path: Path, problem: Problem) -> list[Observation]:
     for run in load_runs(path):
         if run.measured_s is None or run.oom:
             continue
-        other = build_problem(run.model, run.cluster, global_batch_size=run.global_batch_size)
         where = f"{path}: run {run.run_id}"
+        try:
+            other = build_problem(run.model, run.cluster, global_batch_size=run.global_batch_size)
+        except SpecError as err:
+            raise SpecError(f"{run.where or where}: {err}") from None
         if other.model.name != problem.model.name or other.cluster.name != problem.cluster.name:
             raise SpecError(f"{where}: model {other.model.name} on {other.cluster.name}, but calibrating "
                             f"{problem.model.name} on {problem.cluster.name}: give a CSV of runs of that model on "
