@@ -148,3 +148,14 @@ def test_load_runs_refuses_files_it_cannot_read_as_a_csv(tmp_path):
         load_runs(tmp_path)
     with pytest.raises(SpecError, match=r"/dev/zero"):
         load_runs(Path("/dev/zero"))
+
+
+def test_validate_cli_takes_several_sets():
+    """`optsearch validate bench/validation/*.csv`: every row of every set is priced, groups kept apart."""
+    sets = sorted((Path(__file__).resolve().parent.parent / "bench" / "validation").glob("*.csv"))
+    assert len(sets) >= 2
+    done = subprocess.run([sys.executable, "-m", "optsearch", "validate", *map(str, sets), "--json"],
+                          capture_output=True, text=True, check=True)
+    data = json.loads(done.stdout)
+    assert len(data["runs"]) == sum(len(load_runs(p)) for p in sets)
+    assert {"fasop-a10", "megatron-1t"} <= set(data["metrics"]["groups"])

@@ -25,7 +25,11 @@ def _fmt(value, pct: bool = False, sign: bool = False) -> str:
 
 @app.command("validate")
 def validate_command(
-    runs_csv: Annotated[Path, typer.Argument(help="Validation set: a CSV of recorded runs (docs/validation.md).")],
+    runs_csvs: Annotated[
+        list[Path],
+        typer.Argument(metavar="RUNS.csv...", help="Validation sets: CSVs of recorded runs (docs/validation.md); "
+                                                   "several are priced together, each row in its own group."),
+    ],
     profile: ProfileOpt = "analytic",
     memory_headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,
@@ -37,7 +41,7 @@ def validate_command(
     """
     from optsearch.validate import load_runs, metrics, price, rows_json
 
-    runs = load_runs(runs_csv)
+    runs = [run for path in runs_csvs for run in load_runs(path)]
     headroom = DEFAULT_MEMORY_HEADROOM if memory_headroom is None else memory_headroom
     priced = price(runs, profile=profile, memory_headroom=headroom)
     result = metrics(priced)
