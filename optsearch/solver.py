@@ -432,9 +432,11 @@ def solve(
             sk = memo.skeleton(item.cand)
             found: list[tuple[Plan, Estimate]] = []
             sharper = lower
-            # The cheap quick plans first: a first plan, and a cutoff for the positional bound (which on a deep
-            # pipeline of a large pool can take seconds)
-            quick_first = incumbent is None or lower < incumbent[0] * (1 - INCUMBENT_REL)
+            # The cheap quick plans first while no plan is known: a first plan, and a cutoff for the positional
+            # bound (which on a deep pipeline of a large pool can take seconds). With a plan known they come after the
+            # bound, only where the candidate may still beat it: before every bound they took 35 % of a 10 s
+            # GPT-3 175B solve on mixed-pool-8k (255 calls, 14 ms each).
+            quick_first = incumbent is None
             if quick_first:
                 found += memo.quick_plans(sk)
                 own = _best_meeting(budget, found)
