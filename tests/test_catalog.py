@@ -66,6 +66,27 @@ def test_every_gpu_names_its_source():
         assert gpu.source, gpu.name
 
 
+# docs/cost-model.md section 14: the sustained rate (TFLOP/s) and nvidia-smi memory.total (MiB) each entry cites.
+CITED_SUSTAINED = {"H100-SXM-80GB": 732, "T4": 24, "A10": 56, "L4": 66}
+CITED_USABLE_MIB = {"H200": 143771, "H100-SXM-80GB": 81559, "A100-SXM-80GB": 81920, "A100-SXM-40GB": 40960,
+                    "A10G": 23028, "A10": 23028, "L4": 23034, "V100-SXM2-32GB": 32768, "V100-16GB": 16160,
+                    "T4": 15109}
+
+
+def test_cited_sustained_rates_and_usable_memory():
+    for gpu in gpu_catalog().values():
+        assert gpu.sustained_fp16_tflop_per_s == CITED_SUSTAINED.get(gpu.name), gpu.name
+        if gpu.sustained_fp16_tflop_per_s is not None:
+            assert gpu.sustained_fp16_tflop_per_s < gpu.peak_fp16_tflop_per_s
+            assert "Sustained:" in gpu.source, gpu.name
+        if gpu.name in CITED_USABLE_MIB:
+            # the catalog holds GiB rounded to 3 decimals; the source text names the MiB figure
+            assert gpu.usable_memory_gib == pytest.approx(CITED_USABLE_MIB[gpu.name] / 1024, abs=5e-4), gpu.name
+            assert f"{CITED_USABLE_MIB[gpu.name]} MiB" in gpu.source, gpu.name
+            assert gpu.usable_memory_gib <= gpu.memory_gib
+        else:
+            assert gpu.usable_memory_gib is None, gpu.name
+
 # ---- parameter counts ------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("name", [n for n in MODELS if load_model(n).published_parameters])
 def test_parameter_count_matches_published(name):
