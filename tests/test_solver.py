@@ -100,17 +100,10 @@ def _assert_honest(problem: Problem, budget: Budget, options: SpaceOptions, resu
     assert result.plan.num_gpus == result.plan.tp * result.plan.dp * result.plan.pp
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
-@given(instances())
-def test_optimum_equals_brute_force_and_backends_agree(case):
-    problem, options, objective, kind, factor = case
-    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
-    budget = _budget(problem, options, objective, kind, factor)
+def assert_backends_equal_brute_force(problem, budget, options):
+    """Both backends answer what brute force over the same space answers: infeasible, or optimal at the same value
+    with an honest plan (re-priced by the cost model, in the space, within the budget). Returns brute force's answer."""
     truth = solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS)
-    event(f"brute force: {truth.status}")
-    if truth.plan is not None:
-        event(f"node types in the optimum: {len({s.node_type for s in truth.plan.stages})}")
-        event(f"recomputation used: {any(s.recompute != 'none' for s in truth.plan.stages)}")
     for name in ("cbc", "cpsat"):
         got = solve(problem, budget, solver=name, options=options)
         if truth.status == "infeasible":
@@ -121,6 +114,20 @@ def test_optimum_equals_brute_force_and_backends_agree(case):
         _assert_honest(problem, budget, options, got)
         assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (
             name, got.objective_value, truth.objective_value, got.plan, truth.plan)
+    return truth
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(instances())
+def test_optimum_equals_brute_force_and_backends_agree(case):
+    problem, options, objective, kind, factor = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    budget = _budget(problem, options, objective, kind, factor)
+    truth = assert_backends_equal_brute_force(problem, budget, options)
+    event(f"brute force: {truth.status}")
+    if truth.plan is not None:
+        event(f"node types in the optimum: {len({s.node_type for s in truth.plan.stages})}")
+        event(f"recomputation used: {any(s.recompute != 'none' for s in truth.plan.stages)}")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

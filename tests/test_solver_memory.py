@@ -25,7 +25,9 @@ from optsearch.solver import solve
 from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.budget import Budget
 
-from test_solver import MAX_PLANS, REL, _assert_honest, _budget, _check_bounds_below_every_plan
+from test_solver import (
+    MAX_PLANS, REL, _assert_honest, _budget, _check_bounds_below_every_plan, assert_backends_equal_brute_force,
+)
 
 A10 = GpuSpec(name="A10", memory_gib=24, peak_fp16_tflop_per_s=70, hbm_gbyte_per_s=600)
 
@@ -95,17 +97,10 @@ def test_tight_memory_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     budget = _budget(problem, options, objective, kind, factor)
-    truth = solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS)
+    truth = assert_backends_equal_brute_force(problem, budget, options)
     event(f"brute force: {truth.status}")
     event(f"recomputation in the optimum: {_modes_used(truth.plan)}")
     event(f"layer kinds: {len(problem.model.kinds)}")
-    for name in ("cbc", "cpsat"):
-        got = solve(problem, budget, solver=name, options=options)
-        assert got.status == truth.status, (name, got.status, truth.status, truth.plan)
-        if truth.plan is not None:
-            _assert_honest(problem, budget, options, got)
-            assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (
-                name, got.objective_value, truth.objective_value, got.plan, truth.plan)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
