@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, plan_from_dict
-from optsearch.spec.base import read_text
+from optsearch.spec.base import read_mapping
 
 PLAN_FILE_LIMIT_BYTES = 64 * 2**20  # a plan with an embedded profile table; plans without one are a few KiB
 
@@ -45,16 +45,8 @@ def spec_sha256(spec: Any) -> str:
 
 def read_plan_file(path: Path) -> dict[str, Any]:
     """The JSON object in a plan file; SpecError (one line) for anything else: not a file, binary, not JSON."""
-    text = read_text(Path(path), limit_bytes=PLAN_FILE_LIMIT_BYTES)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}: not valid JSON: {err}") from None
-    except RecursionError:
-        raise SpecError(f"{path}: not valid JSON: nested too deeply") from None
-    if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a JSON object (as `solve --out` writes), got {type(data).__name__}")
-    return data
+    return read_mapping(Path(path), limit_bytes=PLAN_FILE_LIMIT_BYTES, kind="JSON",
+                        expected="a JSON object (as `solve --out` writes)")
 
 
 # ---- writing -------------------------------------------------------------------------------------------------

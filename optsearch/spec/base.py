@@ -114,10 +114,12 @@ def read_text(path: Path, *, limit_bytes: int = MAX_SPEC_BYTES, error: type[Exce
         raise error(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
 
 
-def read_mapping(path: Path) -> dict[str, Any]:
-    """Read a YAML or JSON file into a dict, raising SpecError (never a traceback) when it cannot be read."""
-    text = read_text(path)
-    kind = "JSON" if path.suffix.lower() == ".json" else "YAML"
+def read_mapping(path: Path, *, limit_bytes: int = MAX_SPEC_BYTES, kind: str | None = None,
+                 expected: str = "a mapping at the top level") -> dict[str, Any]:
+    """Read a YAML or JSON file into a dict, raising SpecError (never a traceback) when it cannot be read.
+    kind: "JSON" or "YAML" whatever the suffix (default: JSON for .json, else YAML)."""
+    text = read_text(path, limit_bytes=limit_bytes)
+    kind = kind or ("JSON" if path.suffix.lower() == ".json" else "YAML")
     try:
         data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
     except (yaml.YAMLError, json.JSONDecodeError) as err:
@@ -126,5 +128,5 @@ def read_mapping(path: Path) -> dict[str, Any]:
     except RecursionError:
         raise SpecError(f"{path}: not valid {kind}: nested too deeply") from None
     if not isinstance(data, dict):
-        raise SpecError(f"{path}: expected a mapping at the top level, got {type(data).__name__}")
+        raise SpecError(f"{path}: expected {expected}, got {type(data).__name__}")
     return data
