@@ -15,13 +15,11 @@ costmodel.place prices) puts every stage on the node type the plan chose.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, get_args
 
 from optsearch.costmodel import check_plan, estimate, place
@@ -868,12 +866,3 @@ def plan_for_launch(data: Any, source: str) -> Plan:
                 )
     return plan_from_dict(data, source)
 
-
-def load_plan_for_launch(path: Path) -> Plan:
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise SpecError(f"{path}: cannot read: {err.strerror or err}") from None
-    except json.JSONDecodeError as err:
-        raise SpecError(f"{path}: not valid JSON: {err}") from None
-    return plan_for_launch(data, str(path))

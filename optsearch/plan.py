@@ -6,7 +6,6 @@ requires the same tp and dp on every stage, so they are plan-wide fields and a s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args

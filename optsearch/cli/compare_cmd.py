@@ -9,7 +9,7 @@ from rich.table import Table
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, TargetOpt, TokensOpt,
+    ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, TargetOpt, TokensOpt,
     problem_from_options, space_from_target, HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
