@@ -57,10 +57,17 @@ TokensOpt = Annotated[
     Optional[int], typer.Option("--tokens", min=1, max=10**16, help="Override the training length in tokens.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+def _headroom(value: float | None) -> float | None:
+    # Checked here rather than with min/max: click's range check lets nan through to a "<= 0.9" message.
+    if value is not None and not 0.0 <= value <= 0.9:
+        raise typer.BadParameter(f"{value!r}: must be a number from 0 to 0.9")
+    return value
+
+
 HeadroomOpt = Annotated[
     Optional[float],
-    typer.Option("--memory-headroom", min=0.0, max=0.9,
-                 help="Share of each GPU's usable memory a plan must leave free (allocator fragmentation, transient "
+    typer.Option("--memory-headroom", callback=_headroom,
+                 help="Share (0 to 0.9) of each GPU's usable memory a plan must leave free (allocator fragmentation, transient "
                       "buffers); default 0.10. 0 packs memory to the brim. See docs/cost-model.md, section 9f."),
 ]
 SetOpt = Annotated[
