@@ -100,3 +100,23 @@ def test_estimate_adds_the_latencies_and_leaves_the_dp_allreduce_alone():
     assert on.embedding_allreduce_s - off.embedding_allreduce_s == pytest.approx(15.2 * US, rel=1e-9)
     assert on.dp_allreduce_s == off.dp_allreduce_s
     assert CLUSTER.node_types[0].collective_latency == "none"
+
+
+def test_a100_nvlink_nodes_use_nccls_bus_bandwidth():
+    """docs/cost-model.md section 3: every A100 NVLink node type all-reduces at NCCL's 235 GB/s, not the 300 GB/s link."""
+    from optsearch.catalog import cluster_names, load_cluster
+    from optsearch.problem import build_problem
+
+    seen = 0
+    for name in cluster_names():
+        for node in load_cluster(name).node_types:
+            if node.gpu.startswith("A100-SXM") and node.intra_node_link == "nvlink":
+                assert node.intra_node_allreduce_gbyte_per_s == 235, (name, node.name)
+                seen += 1
+    assert seen >= 4
+    # GPT-2 XL on a p4d, tp 8, b 1: message 1 x 1024 x 1600 x 2 = 3,276,800 B;
+    # ring 2 x 7/8 x 3,276,800 / 235e9 = 24.4017 us, + NCCL latency 8.4 + 14 x 3.4 = 56 us -> 80.4017 us
+    problem = build_problem("gpt2-xl", "aws-p4d", global_batch_size=64)
+    expected = 2 * 7 / 8 * 3_276_800 / 235e9 + 56e-6
+    assert cm.tp_allreduce_s(problem, "p4d.24xlarge", 8, 1) == approx(expected)
+    assert expected == pytest.approx(80.4017e-6, rel=1e-5)
