@@ -43,6 +43,11 @@ PCIE_ALLREDUCE_EFFICIENCY = 0.5  # NCCL all-reduce bus bandwidth / nominal PCIe 
 # Megatron without sequence parallelism: each block (attention, cross-attention, MLP) all-reduces its output in the
 # forward (row-parallel) and its input gradient in the backward (column-parallel): one each way per block.
 TP_ALLREDUCES_PER_BLOCK_EACH_WAY = 1
+# NCCL's own latency model (NVIDIA/nccl src/graph/tuning.cc, ncclTopoTuneModel, ring algorithm, Simple protocol,
+# the protocol of large messages): a base latency per collective plus one hop latency per ring step, by link.
+NCCL_BASE_LATENCY_S = 8.4e-6  # baseLat[Ring][Simple]
+NCCL_HOP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "net": 9.6e-6}  # hwLat[NVLINK|PCI|NET][Ring][Simple]
+NCCL_RING_PLATEAU = 1.9  # ncclTopoGetAlgoTime: multi-node ring all-reduce of large messages, latency x 1.9
 
 
 # ---- small helpers -------------------------------------------------------------------------------------------
@@ -53,6 +58,29 @@ def ring_allreduce_s(message_bytes: float, group_size: int, bandwidth_bytes_per_
     if group_size <= 1 or message_bytes <= 0:
         return 0.0
     return 2.0 * (group_size - 1) / group_size * message_bytes / bandwidth_bytes_per_s
+
+
+def nccl_allreduce_latency_s(node: NodeTypeSpec, group_size: int, nodes_spanned: int = 1) -> float:
+    """NCCL's fixed (bandwidth-free) time of one ring all-reduce over group_size ranks on nodes_spanned nodes:
+
+        base + (2 (d - 1) - 2 (n - 1)) x hop(intra-node link) + 2 (n - 1) x hop(network),   x 1.9 if n > 1
+
+    (NVIDIA/nccl src/graph/tuning.cc: baseLat, hwLat and the ring plateau factor, ring/Simple). 0 for d <= 1 and
+    when the node type sets collective_latency: none."""
+    if group_size <= 1 or node.collective_latency == "none":
+        return 0.0
+    steps, inter = 2 * (group_size - 1), 2 * (max(1, nodes_spanned) - 1)
+    latency = (NCCL_BASE_LATENCY_S + (steps - inter) * NCCL_HOP_LATENCY_S[node.intra_node_link]
+               + inter * NCCL_HOP_LATENCY_S["net"])
+    return latency * (NCCL_RING_PLATEAU if nodes_spanned > 1 else 1.0)
+
+
+def nccl_p2p_latency_s(node: NodeTypeSpec, same_node: bool) -> float:
+    """Fixed time of one NCCL send/recv: one ring step of NCCL's model, base + one hop over the link it crosses
+    (the intra-node link, else the network). 0 when the node type sets collective_latency: none."""
+    if node.collective_latency == "none":
+        return 0.0
+    return NCCL_BASE_LATENCY_S + NCCL_HOP_LATENCY_S[node.intra_node_link if same_node else "net"]
 
 
 def intra_node_bytes_per_s(node: NodeTypeSpec) -> float:
@@ -118,7 +146,8 @@ def tp_allreduce_s(problem: Problem, node_type: str, tp: int, micro_batch_size: 
     """One tensor-parallel all-reduce of the b x s x h activations over the intra-node link."""
     model = problem.model
     message = micro_batch_size * model.seq_length * model.hidden_size * ACTIVATION_DTYPE_BYTES
-    return ring_allreduce_s(message, tp, intra_node_allreduce_bytes_per_s(problem.node(node_type)))
+    node = problem.node(node_type)
+    return ring_allreduce_s(message, tp, intra_node_allreduce_bytes_per_s(node)) + nccl_allreduce_latency_s(node, tp)
 
 
 def layer_step_s(
@@ -171,13 +200,14 @@ def p2p_send_s(problem: Problem, sender: str, receiver: str, same_node: bool, gp
     of that node that send at the same time (min(tp x dp, GPUs per node)).
     """
     message = p2p_message_bytes(problem.model, mbs)
+    latency = nccl_p2p_latency_s(problem.node(sender), same_node)
     if same_node:
-        return message / intra_node_bytes_per_s(problem.node(sender))
+        return message / intra_node_bytes_per_s(problem.node(sender)) + latency
     bandwidth = min(
         inter_node_bytes_per_s_per_gpu(problem.node(sender), gpus_per_stage),
         inter_node_bytes_per_s_per_gpu(problem.node(receiver), gpus_per_stage),
     )
-    return message / bandwidth
+    return message / bandwidth + latency
 
 
 def layer_activation_bytes(
@@ -410,7 +440,8 @@ def embedding_allreduce_s(problem: Problem, first: str, last: str, same_node: bo
     else:
         bandwidth = min(inter_node_bytes_per_s_per_gpu(problem.node(first), gpus_per_stage),
                         inter_node_bytes_per_s_per_gpu(problem.node(last), gpus_per_stage))
-    return ring_allreduce_s(message, 2, bandwidth)
+    latency = nccl_allreduce_latency_s(problem.node(first), 2, 1 if same_node else 2)
+    return ring_allreduce_s(message, 2, bandwidth) + latency
 
 
 def optimizer_step_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int) -> float:

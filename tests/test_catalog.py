@@ -67,7 +67,8 @@ def test_every_gpu_names_its_source():
 
 
 # docs/cost-model.md section 14: the sustained rate (TFLOP/s) and nvidia-smi memory.total (MiB) each entry cites.
-CITED_SUSTAINED = {"H100-SXM-80GB": 732, "T4": 24, "A10": 56, "L4": 66}
+CITED_SUSTAINED = {"H100-SXM-80GB": 732, "T4": 24, "A10": 56, "L4": 66,
+                   "H200": 732, "A100-SXM-80GB": 250, "A100-SXM-40GB": 250}
 CITED_USABLE_MIB = {"H200": 143771, "H100-SXM-80GB": 81559, "A100-SXM-80GB": 81920, "A100-SXM-40GB": 40960,
                     "A10G": 23028, "A10": 23028, "L4": 23034, "V100-SXM2-32GB": 32768, "V100-16GB": 16160,
                     "T4": 15109}

@@ -56,10 +56,12 @@ GPUS = {"X": GPU_X, "Y": GPU_Y}
 FAST = NodeTypeSpec(
     name="fast", gpu="X", gpus_per_node=4, num_nodes_available=4, price_usd_per_node_hour=10,
     intra_node_link="nvlink", intra_node_gbyte_per_s=100, inter_node_gbit_per_s=400,
+    collective_latency="none",  # bandwidth terms only; NCCL's latencies: tests/test_nccl_latency.py
 )
 SLOW = NodeTypeSpec(
     name="slow", gpu="Y", gpus_per_node=2, num_nodes_available=8, price_usd_per_node_hour=2,
     intra_node_link="pcie", intra_node_gbyte_per_s=10, inter_node_gbit_per_s=80,
+    collective_latency="none",
 )
 CLUSTER = ClusterSpec(name="toy-cluster", node_types=[FAST, SLOW], gpus=[GPU_X, GPU_Y])
 

@@ -34,6 +34,11 @@ class NodeTypeSpec(Spec):
                     "intra_node_gbyte_per_s, x 0.5 on PCIe (see docs/cost-model.md, section 3).",
     )
     source: str = Field(default="", description="Where price and bandwidths come from.")
+    collective_latency: Literal["nccl", "none"] = Field(
+        default="nccl",
+        description="Fixed time per collective and per pipeline send: 'nccl' (NCCL's ring latency model, "
+                    "docs/cost-model.md section 3b) or 'none' (bandwidth terms only).",
+    )
 
 
 class ClusterSpec(Spec):
