@@ -136,6 +136,8 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
     options = base
     if target.recompute != "per-stage":
         options = replace(options, uniform_recompute=True)
+    if target.recompute == "one-mode-or-block":
+        options = replace(options, block_recompute=True)
     if not target.node_order_free:
         options = replace(options, node_type_order=tuple(n.name for n in problem.cluster.node_types))
     if target.same_gpus_per_node:
