@@ -22,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, block_recompute_enabled, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    NodeUse, SpaceOptions, block_recompute_enabled, dp_candidates, kinds_split_allowed, max_stages,
+    micro_batch_candidates, node_uses, tp_candidates,
     type_sequence_allowed,
 )
 from optsearch.costmodel import Estimate, estimate
@@ -187,6 +188,8 @@ def solve_exhaustive(
                 for parts in partitions(L, pp):
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)
+                    if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
+                        continue  # a stage with encoder and decoder layers: the target cannot run it
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)

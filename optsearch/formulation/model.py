@@ -806,6 +806,8 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_node_type_order(f, options.node_type_order)  # node types in the target's order
     if options.same_gpus_per_node:
         add_same_gpus_per_node(f)       # one GPUs-per-node count
+    if options.kinds_split_at_stages and K > 1 and pp > 1:
+        add_kinds_split(f)              # no stage holds layers of two kinds
     add_pipeline_max(f)                 # M >= t[s]
     add_iteration_time(f)               # T >= (m-1) M + sum t + A + O
     if need_cost:
@@ -1102,3 +1104,17 @@ def _decode_block(f: Formulation, sol: Solution, blk: int) -> Plan:
     partial = any(n > blk for ls in layers for n in ls)
     return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages,
                 recompute_num_layers=blk if partial else None)
+
+
+def hk_(s: int, k: int) -> str: return f"hk_{s}_{k}"
+
+
+def add_kinds_split(f: Formulation) -> None:
+    """sum_{g,r} n[s,g,r,k] <= L_k h[s,k];  sum_k h[s,k] <= 1   (pp > 1: every stage wholly one kind, as FASOP's fork
+    runs encoder stages below the split rank and decoder stages from it)"""
+    for s in range(f.cand.pp):
+        for k, total in enumerate(f.c.kind_layers):
+            f.lm.var(hk_(s, k), "bool")
+            lin = Lin.of(*((1, n_(s, g, r, k)) for g in range(len(f.cand.uses)) for r in range(len(f.c.modes))))
+            f.lm.add(f"hks_{s}_{k}", lin.add(-total, hk_(s, k)), "<=", 0, "count")
+        f.lm.add(f"hk1_{s}", Lin.of(*((1, hk_(s, k)) for k in range(len(f.c.kind_layers)))), "<=", 1, "count")
