@@ -66,6 +66,8 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl+sp", "fasop-a10", plan("12-12-12-12", "a10", "selective", tp=2, dp=2)),  # --sequence-parallel
         # block recomputation: the first 5 layers of every stage (--recompute-method block --recompute-num-layers 5)
         ("gpt2-xl", "fasop-a10", replace(plan("10-13-13-12", "a10", "full"), recompute_num_layers=5)),
+        # what `solve --target megatron --minimize cost` returns for gpt3-6.7b on two fasop-a10 nodes (docs/knobs.md)
+        ("gpt3-6.7b", "fasop-a10", replace(plan("8-8-8-8", "a10", "full", tp=2, dp=1), recompute_num_layers=7)),
     ]
 
 
