@@ -207,3 +207,25 @@ def test_bounds_lie_below_every_block_plan(case):
     problem, options, objective, kind, factor = case
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     _check_bounds_below_every_plan(problem, options, Budget(objective=objective))
+
+
+def test_solve_writes_a_block_plan_that_estimate_and_launch_read(tmp_path):
+    """The memory-tight catalog case of docs/knobs.md: gpt3-6.7b on two fasop-a10 nodes. solve's plan file keeps N,
+    estimate prices it the same, launch emits block recomputation."""
+    from test_cli_errors import run_cli
+
+    case = ("--model", "gpt3-6.7b", "--cluster", "fasop-a10")
+    plan_file = tmp_path / "plan.json"
+    run = run_cli("solve", *case, "--quiet", "--set", "node_types.a10.count=2", "--json", "--out", str(plan_file))
+    assert run.code in (0, None), run.stderr
+    out = json.loads(run.stdout)
+    assert out["plan"]["recompute_num_layers"] == 7
+    run = run_cli("estimate", *case, "--plan", str(plan_file), "--json")
+    assert run.code in (0, None), run.stderr
+    again = json.loads(run.stdout)
+    assert again["cost_usd"] == out["estimate"]["cost_usd"]
+    assert [s["recomputed_layers"] for s in again["stages"]] == [7, 7, 7, 7]
+    run = run_cli("launch", *case, str(plan_file), "--format", "megatron", "--out", str(tmp_path / "launch"))
+    assert run.code in (0, None), run.stderr
+    text = (tmp_path / "launch" / "megatron_args.sh").read_text()
+    assert "--recompute-method block" in text and "--recompute-num-layers 7" in text
