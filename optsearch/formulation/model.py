@@ -961,12 +961,14 @@ def bd_(s: int, k: int) -> str: return f"bd_{s}_{k}"
 def bw_(s: int, g: int) -> str: return f"bw_{s}_{g}"
 
 
-def _amend(f: Formulation, name: str, coef: float, var: str) -> None:
-    """Add coef x var to the row `name` (a row the family above built; absent rows have nothing to relax)."""
-    for con in f.lm.constraints:
-        if con.name == name:
-            con.lin.add(coef, var)
-            return
+def _rows_by_name(f: Formulation) -> dict[str, Any]:
+    return {con.name: con for con in f.lm.constraints}
+
+
+def _amend(rows: dict[str, Any], name: str, coef: float, var: str) -> None:
+    """Add coef x var to the row `name` (a row the families above built; absent rows have nothing to relax)."""
+    if name in rows:
+        rows[name].lin.add(coef, var)
 
 
 def add_block_recompute(f: Formulation, bc: BlockCoefficients) -> None:
@@ -984,7 +986,8 @@ def add_block_recompute(f: Formulation, bc: BlockCoefficients) -> None:
     lm = f.lm
     lm.var("u_blk", "bool")
     lm.var("N_blk", "int", 0, M)
-    _amend(f, "u_one", 1, "u_blk")
+    rows = _rows_by_name(f)
+    _amend(rows, "u_one", 1, "u_blk")
     lm.add("bn_lo", Lin.of((1, "N_blk"), (-1, "u_blk")), ">=", 0, "count")
     lm.add("bn_hi", Lin.of((1, "N_blk"), (-M, "u_blk")), "<=", 0, "count")
     if f.patterns is not None:
@@ -1023,11 +1026,11 @@ def add_block_recompute(f: Formulation, bc: BlockCoefficients) -> None:
                 lin.add(-(bc.step_full_s[g][0] - bc.step_none_s[g][0]), bk_(s, g))
             lm.add(f"bst_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
             for name in [f"st_{s}", *(f"ust_{s}_{r}" for r in range(len(c.modes)))]:
-                _relax_for_block(f, name, excess)
+                _relax_for_block(rows, s, name, excess)
         return
     total = sum(c.kind_layers)
     for s in range(pp):
-        _amend(f, f"ur_{s}_0", -(total if s in (0, pp - 1) else 1), "u_blk")
+        _amend(rows, f"ur_{s}_0", -(total if s in (0, pp - 1) else 1), "u_blk")
         for g in range(G):
             lm.var(bw_(s, g), "bool")
             for k in range(K):
@@ -1035,10 +1038,10 @@ def add_block_recompute(f: Formulation, bc: BlockCoefficients) -> None:
                 lm.add(f"bkn_{s}_{g}_{k}", Lin.of((1, bkk_(s, g, k)), (-1, n_(s, g, 0, k))), "<=", 0, "count")
                 lm.add(f"bku_{s}_{g}_{k}", Lin.of((1, bkk_(s, g, k)), (-c.kind_layers[k], "u_blk")), "<=", 0, "count")
                 lm.add(f"bkw_{s}_{g}_{k}", Lin.of((c.kind_layers[k], bw_(s, g)), (-1, bkk_(s, g, k))), ">=", 0, "count")
-                _amend(f, f"st_{s}", -(bc.step_full_s[g][k] - bc.step_none_s[g][k]), bkk_(s, g, k))
+                _amend(rows, f"st_{s}", -(bc.step_full_s[g][k] - bc.step_none_s[g][k]), bkk_(s, g, k))
                 drop = c.in_flight[s] * (bc.act_none_bytes[g][k] - bc.act_full_bytes[g][k])
-                _amend(f, f"mem_{s}_{g}_0", -drop, bkk_(s, g, k))
-            _amend(f, f"mem_{s}_{g}_0", bc.working_bytes[g], bw_(s, g))
+                _amend(rows, f"mem_{s}_{g}_0", -drop, bkk_(s, g, k))
+            _amend(rows, f"mem_{s}_{g}_0", bc.working_bytes[g], bw_(s, g))
         for k in range(K):
             lm.var(bd_(s, k), "bool")
             rec = Lin.of(*((1, bkk_(s, g, k)) for g in range(G)))
@@ -1046,17 +1049,16 @@ def add_block_recompute(f: Formulation, bc: BlockCoefficients) -> None:
             _add_min_rows(f, s, k, rec, layers, M)
 
 
-def _relax_for_block(f: Formulation, name: str, none_s: dict[tuple[int, int], float]) -> None:
+def _relax_for_block(rows: dict[str, Any], s: int, name: str, none_s: dict[tuple[int, int], float]) -> None:
     """A mode row t[s] - sum a[g,n] x[s,g,n] - sends (- ... u[r]) >= rhs gains + D u_blk, D = max(0, max (a - none)
     + rhs): with u_blk = 1 (every u[r] = 0) it asks no more than the block row bst, which prices the stage."""
-    s = int(name.split("_")[-2] if name.startswith("ust") else name.split("_")[-1])
-    for con in f.lm.constraints:
-        if con.name == name:
-            worst = max((-con.lin.terms.get(x_(s, g, n), 0.0) - t for (g, n), t in none_s.items()), default=0.0)
-            d = worst + con.rhs
-            if d > 0:
-                con.lin.add(d, "u_blk")
-            return
+    con = rows.get(name)
+    if con is None:
+        return
+    worst = max((-con.lin.terms.get(x_(s, g, n), 0.0) - t for (g, n), t in none_s.items()), default=0.0)
+    d = worst + con.rhs
+    if d > 0:
+        con.lin.add(d, "u_blk")
 
 
 def _add_min_rows(f: Formulation, s: int, k: int, rec: Lin, layers: Lin, M: int) -> None:
