@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from optsearch.baselines.exhaustive import count_plans
-from optsearch.candidates import SpaceOptions, in_search_space
+from optsearch.candidates import in_search_space
 from optsearch.megatron import launch_files
 from optsearch.plan import Plan, Stage
 from optsearch.problem import build_problem
