@@ -4,8 +4,8 @@
 
 Solves the cost model's per-stage space (SpaceOptions(): recomputation chosen per stage) and `--target megatron`'s space
 with CP-SAT, and re-prices the per-stage optimum as `launch --recompute-superset` would run it when that superset is one
-mode on every stage (none + selective -> selective; a mix with selective and full -> full uniform). A none + full mix
-is launched as block recomputation, which the cost model has no per-stage mode for: reported as "-".
+mode on every stage (none + selective -> selective; a mix with selective and full -> full uniform), and a none + full
+mix as the block recomputation it is launched with (N = the most layers on a full stage).
 """
 
 from __future__ import annotations
@@ -39,10 +39,13 @@ def main(model: str, cluster: str, minimize: str) -> None:
     modes = sorted({s.recompute for s in plan.stages if s.num_layers > 0}, key=ORDER.index)
     e_p, e_t = estimate(problem, plan), estimate(problem, target.plan)
     superset = "-"
-    if len(modes) > 1 and set(modes) != {"none", "full"}:
+    if len(modes) > 1:
         mode = modes[-1]
         covered = replace(plan, stages=tuple(replace(s, recompute=mode) if s.num_layers > 0 else s
                                              for s in plan.stages))
+        if set(modes) == {"none", "full"}:  # launched as block: the first N of every stage, N the most on a full one
+            n = max(s.num_layers for s in plan.stages if s.recompute == "full")
+            covered = replace(covered, recompute_num_layers=n)
         superset = f"{objective(estimate(problem, covered)) / objective(e_p) - 1:+.2%}"
     print(f"{model} {cluster} {minimize}: per-stage {objective(e_p):,.2f} {modes} ({t1 - t0:.1f} s); "
           f"target megatron {objective(e_t):,.2f} ({objective(e_t) / objective(e_p) - 1:+.2%}, {t2 - t1:.1f} s); "

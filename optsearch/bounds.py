@@ -25,7 +25,7 @@ and its cost per iteration to at least its own RATE x that, before the least ove
 than raising the least ones (`bound_over_compositions`). The composition bounds themselves are budget-free, and the
 solver's memo keeps them for every later budget of a sweep.
 Memory: a stage of type g holds at most NMAX[g] layers (capacity: the usable memory less the headroom; one micro-batch in flight, nothing else on it, in whichever
-recomputation mode lets it hold the most: `max_layers_per_stage`);
+recomputation mode, or block recomputation, lets it hold the most: `max_layers_per_stage`);
 if the pp best slots cannot hold L layers, or the average parameter share does not fit the largest GPU,
 the candidate is infeasible.
 """
@@ -153,6 +153,13 @@ def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs
         room = capacity - (full_recompute_working_bytes(problem, node_type, tp, mbs) if mode == "full" else 0.0)
         if room > 0:
             most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
+    # Block recomputation mixes full and none layers and adds W: each layer needs at least the lesser of the two.
+    per_layer = min(state / tp * model.layer_parameters(k)
+                    + min(layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for mode in ("none", "full"))
+                    for k in model.kinds)
+    room = capacity - full_recompute_working_bytes(problem, node_type, tp, mbs)
+    if room > 0:
+        most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
     return min(most, model.num_layers)
 
 

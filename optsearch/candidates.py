@@ -40,6 +40,12 @@ class SpaceOptions:
     node_type_order: tuple[str, ...] | None = None
     # Every node type used has the same GPUs per node (a launcher with one --nproc-per-node for all nodes).
     same_gpus_per_node: bool = False
+    # Block recomputation (plan.recompute_num_layers = N >= 1: the first N layers of every stage fully recomputed,
+    # the rest none), a plan-wide alternative to the modes; only with uniform_recompute (the target's one setting).
+    block_recompute: bool = False
+    # With pp > 1 no stage holds layers of two kinds (FASOP's fork runs each stage wholly encoder or decoder: stages
+    # below --pipeline-model-parallel-split-rank run the encoder).
+    kinds_split_at_stages: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,8 +143,30 @@ def one_mode_variants(plan: Plan, options: SpaceOptions) -> list[Plan]:
             for mode in modes[start:]]
 
 
+def kinds_split_allowed(problem: Problem, counts: list[int]) -> bool:
+    """pp = 1, or no stage holds layers of two kinds (layers in model order: a stage's layers are consecutive)."""
+    if len(counts) <= 1:
+        return True
+    start = 0
+    for n in counts:
+        if n > 0 and problem.model.kind_of_layer(start).name != problem.model.kind_of_layer(start + n - 1).name:
+            return False
+        start += n
+    return True
+
+
+def block_recompute_enabled(options: SpaceOptions) -> bool:
+    """Block recomputation is in the space: the target allows it, runs one setting on every stage, and the mode list
+    holds none (the layers block leaves alone) and full (the ones it recomputes)."""
+    return (options.block_recompute and options.uniform_recompute and "full" in options.recompute_modes
+            and options.recompute_modes[0] == "none")
+
+
 def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:
     """Every stage's mode is allowed; with uniform_recompute, stages with layers share one mode, empty ones none."""
+    if plan.recompute_num_layers is not None:
+        return (block_recompute_enabled(options) and plan.recompute_num_layers >= 1
+                and all(s.recompute == ("full" if s.num_layers > 0 else "none") for s in plan.stages))
     if any(s.recompute not in options.recompute_modes for s in plan.stages):
         return False
     if not options.uniform_recompute:
@@ -158,6 +186,8 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
     if not type_sequence_allowed(problem, tuple(s.node_type for s in plan.stages), options):
         return False
     if any(s.num_layers == 0 for s in plan.stages[1:-1]) or plan.pp > max_stages(problem, options):
+        return False
+    if options.kinds_split_at_stages and not kinds_split_allowed(problem, [s.num_layers for s in plan.stages]):
         return False
     # Runs of one node type must fill whole blocks.
     run_type, run_len = None, 0

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from optsearch.errors import SpecError
-from optsearch.plan import Plan, Recompute
+from optsearch.plan import Plan, Recompute, check_block_recompute
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem  # noqa: F401  (re-exported)
 from optsearch.profile.analytic import attention_core_fraction, korthikanti_activation_bytes
 from optsearch.spec import LayerKindSpec, ModelSpec, NodeTypeSpec
@@ -235,6 +235,24 @@ def layer_activation_bytes(
     return (korthikanti_activation_bytes(model, micro_batch_size, tp) - 10 * sbh * (1 - 1 / split)) * cross
 
 
+def block_recompute_step_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
+                           layers: int, recomputed: int) -> float:
+    """Block recomputation (--recompute-method block --recompute-num-layers N), `layers` layers of one kind on a
+    stage of which `recomputed` = min(N, layers) are fully recomputed (megatron/core/recompute.py, block branch:
+    layer_idx < recompute_num_layers is checkpointed): recomputed x step(full) + (layers - recomputed) x step(none)."""
+    return (recomputed * layer_step_s(problem, node_type, kind, tp, micro_batch_size, "full")
+            + (layers - recomputed) * layer_step_s(problem, node_type, kind, tp, micro_batch_size, "none"))
+
+
+def block_recompute_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int,
+                                     micro_batch_size: int, layers: int, recomputed: int) -> float:
+    """Stored activations per micro-batch of `layers` layers of one kind under block recomputation: the recomputed
+    ones keep only their input (full), the others everything (none). The working memory of the recomputation (one
+    layer re-materialized, full_recompute_working_bytes) is added once per stage, as for full."""
+    return (recomputed * layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, "full")
+            + (layers - recomputed) * layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, "none"))
+
+
 def full_layer_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, mbs: int) -> float:
     return layer_activation_bytes(problem, node_type, kind, tp, mbs, "none")
 
@@ -340,6 +358,7 @@ class StageEstimate:
     parameters: float  # all tp ranks together
     memory_bytes: float  # per GPU
     memory_capacity_bytes: float
+    recomputed_layers: int | None = None  # block recomputation only: the layers this stage fully recomputes
 
     @property
     def time_s(self) -> float:
@@ -396,6 +415,7 @@ class Estimate:
                     "memory_gib": s.memory_bytes / 2**30,
                     "memory_capacity_gib": s.memory_capacity_bytes / 2**30,
                     "fits": s.fits,
+                    **({} if s.recomputed_layers is None else {"recomputed_layers": s.recomputed_layers}),
                 }
                 for s in self.stages
             ],
@@ -469,6 +489,10 @@ def check_plan(problem: Problem, plan: Plan) -> None:
         raise SpecError(f"plan: tp = {plan.tp} does not divide num_attention_heads {model.num_attention_heads}")
     if model.kv_heads % plan.tp:
         raise SpecError(f"plan: tp = {plan.tp} does not divide the key/value heads {model.kv_heads}")
+    if plan.recompute_num_layers is not None:
+        if plan.recompute_num_layers < 1:
+            raise SpecError(f"plan: recompute_num_layers = {plan.recompute_num_layers}: must be at least 1")
+        check_block_recompute(plan.stages, plan.recompute_num_layers, "plan")
     total = sum(s.num_layers for s in plan.stages)
     if total != model.num_layers:
         raise SpecError(f"plan: stage layers sum to {total} but {model.name} has {model.num_layers} layers")
@@ -492,8 +516,12 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         first, last = i == 0, i == pp - 1
         node = problem.node(stage.node_type)
         kinds = stage_kinds[i]
+        recomputed = plan.recomputed_layers(i, kinds)  # block recomputation: min(N, layers) of each kind
         compute = sum(
             count * layer_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, stage.recompute)
+            for name, count in kinds.items()
+        ) if plan.recompute_num_layers is None else sum(
+            block_recompute_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, count, recomputed[name])
             for name, count in kinds.items()
         )
         if first:
@@ -513,8 +541,12 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
             in_flight * count * layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
                                                        stage.recompute)
             for name, count in kinds.items()
+        ) if plan.recompute_num_layers is None else sum(
+            in_flight * block_recompute_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
+                                                         count, recomputed[name])
+            for name, count in kinds.items()
         )
-        if stage.recompute == "full" and stage.num_layers > 0:
+        if stage.recompute == "full" and stage.num_layers > 0:  # block: N >= 1, so some layer is recomputed
             activations += full_recompute_working_bytes(problem, stage.node_type, tp, mbs)
         if last:
             activations += logits_bytes(model, tp, mbs)
@@ -532,6 +564,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 parameters=params,
                 memory_bytes=memory,
                 memory_capacity_bytes=memory_capacity_bytes(problem, node.gpu),
+                recomputed_layers=None if plan.recompute_num_layers is None else sum(recomputed.values()),
             )
         )
     pipeline = pipeline_time_s([s.time_s for s in stages], m)

@@ -245,6 +245,9 @@ def recompute_args(plan: Plan, *, allow_superset: bool = False) -> tuple[list[st
     allow_superset the least recomputation that covers every stage (never more memory, more time than priced).
     """
     modes = {s.recompute for s in plan.stages if s.num_layers > 0}
+    if plan.recompute_num_layers is not None and modes == {"full"}:  # block: exact, the first N of every stage
+        return ["--recompute-granularity", "full", "--recompute-method", "block", "--recompute-num-layers",
+                str(plan.recompute_num_layers)], []
     full_uniform = ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]
     if modes <= {"none"}:
         return [], []
@@ -400,8 +403,8 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
     """Parse the parallel settings of a Megatron-LM command line back into a plan.
 
     Megatron-LM's arguments do not name node types or dp (dp comes from the world size): give them as for
-    `estimate --balance`. Recomputation with --recompute-method block is read as full on stages that hold at most
-    --recompute-num-layers layers; a stage it only partly recomputes is refused.
+    `estimate --balance`. Recomputation with --recompute-method block is read as full where no stage holds more than
+    --recompute-num-layers layers, else as a block plan (recompute_num_layers).
     """
     opts = _option_values(tokens)
 
@@ -452,11 +455,11 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
             modes = ["full"] * pp
         elif method == "block":
             partial = [i for i, c in enumerate(counts) if c > n and n > 0]
-            if partial:
-                raise UnsupportedPlanError(
-                    f"megatron arguments: --recompute-method block --recompute-num-layers {n} recomputes only part "
-                    f"of stages {_stage_ranges(partial)}; optsearch plans whole stages"
-                )
+            if partial:  # the first n layers of every stage: a block plan
+                stages = parse_balance("-".join(map(str, counts)), node_order)
+                stages = tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
+                                     recompute="full" if s.num_layers > 0 else "none") for s in stages)
+                return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, recompute_num_layers=n)
             modes = ["full" if n > 0 else "none"] * pp
         else:
             raise UnsupportedPlanError(

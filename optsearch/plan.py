@@ -31,6 +31,10 @@ class Plan:
     dp: int
     micro_batch_size: int
     stages: tuple[Stage, ...]
+    # Upstream block recomputation (--recompute-granularity full --recompute-method block --recompute-num-layers N):
+    # every stage with layers says "full" and recomputes only its first N layers of each transformer block (encoder,
+    # decoder); the rest keep all activations. None: "full" stages recompute every layer (--recompute-method uniform).
+    recompute_num_layers: int | None = None
 
     @property
     def pp(self) -> int:
@@ -56,7 +60,7 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "tp": self.tp,
             "dp": self.dp,
             "pp": self.pp,
@@ -65,6 +69,20 @@ class Plan:
                 {"node_type": s.node_type, "num_layers": s.num_layers, "recompute": s.recompute} for s in self.stages
             ],
         }
+        if self.recompute_num_layers is not None:  # absent otherwise: plans without it keep their JSON
+            out["recompute_num_layers"] = self.recompute_num_layers
+        return out
+
+    def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
+        """Layers of each kind that stage `stage_index` fully recomputes: all of a "full" stage's, and under block
+        recomputation min(N, layers of that kind on the stage) (each kind is one transformer block in Megatron-LM:
+        megatron/core/recompute.py checkpoints layer_idx < recompute_num_layers of each block on each pipeline
+        rank)."""
+        if self.stages[stage_index].recompute != "full":
+            return {k: 0 for k in kind_counts}
+        if self.recompute_num_layers is None:
+            return dict(kind_counts)
+        return {k: min(self.recompute_num_layers, n) for k, n in kind_counts.items()}
 
 
 def _positive_int(data: dict[str, Any], key: str, source: str) -> int:
@@ -103,7 +121,22 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         stages.append(Stage(node_type=node_type, num_layers=layers, recompute=recompute))
     if "pp" in data and data["pp"] != len(stages):
         raise SpecError(f"{source}: pp = {data['pp']!r}: must equal the number of stages ({len(stages)})")
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages))
+    block = None
+    if "recompute_num_layers" in data:
+        block = _positive_int(data, "recompute_num_layers", source)
+        check_block_recompute(tuple(stages), block, source)
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block)
+
+
+def check_block_recompute(stages: tuple[Stage, ...], recompute_num_layers: int, source: str) -> None:
+    """Block recomputation is Megatron's full granularity: every stage with layers says "full", empty ones "none"."""
+    for i, stage in enumerate(stages):
+        wanted = "full" if stage.num_layers > 0 else "none"
+        if stage.recompute != wanted:
+            raise SpecError(
+                f"{source}: stages[{i}].recompute = {stage.recompute!r}: with recompute_num_layers = "
+                f"{recompute_num_layers} (block recomputation) a stage with layers must say 'full', an empty one 'none'"
+            )
 
 
 def load_plan(path: Path) -> Plan:

@@ -149,14 +149,17 @@ def dumps(obj: Any) -> str:
 
 
 def estimate_table(plan: Plan, est: Estimate, title: str = "Estimate") -> Table:
+    block = "" if plan.recompute_num_layers is None else (
+        f", block recomputation of the first {plan.recompute_num_layers} layers of every stage")
     table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
-                        f"{est.num_micro_batches} micro-batches")
+                        f"{est.num_micro_batches} micro-batches{block}")
     for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "DP all-reduce ms",
                 "memory GiB", "fits"):
         table.add_column(col, justify="right" if col not in ("node type", "GPU", "recompute") else "left")
     for i, s in enumerate(est.stages):
         table.add_row(
-            str(i), s.node_type, s.gpu, str(s.num_layers), s.recompute,
+            str(i), s.node_type, s.gpu, str(s.num_layers),
+            s.recompute if s.recomputed_layers is None else f"block: {s.recomputed_layers} of {s.num_layers}",
             f"{s.compute_s * 1e3:.2f}", f"{s.p2p_s * 1e3:.2f}", f"{s.dp_allreduce_s * 1e3:.1f}",
             f"{s.memory_bytes / 2**30:.1f} / {s.memory_capacity_bytes / 2**30:.1f}",
             "yes" if s.fits else "[red]NO[/red]",
@@ -204,6 +207,8 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
             {"node_type": s.node_type, "gpu": e.gpu, "num_layers": s.num_layers, "recompute": s.recompute}
             for s, e in zip(plan.stages, est.stages)
         ],
+        # block recomputation only: plans without it keep their JSON
+        **({} if plan.recompute_num_layers is None else {"recompute_num_layers": plan.recompute_num_layers}),
     }
 
 

@@ -16,7 +16,8 @@ fasop: FASOP's fork (github.com/AvatarHwang/FASOP, Megatron-LM-2, 2023). The sam
     (megatron/model/transformer.py). Its run script (_01_run_inter.sh) has arguments for three models only, chosen by
     MODEL (gpt2: 48 layers, hidden 1600, 16 heads, sequence 1024; Bert: 24, 1024, 16, 512; T5: 24 + 24, hidden 1024, 32
     heads of 128, ffn 3072, sequence 512), and --balance splits the layers, for T5 too (stages before
-    --pipeline-model-parallel-split-rank run the encoder). Its Slurm scripts fix the order of the nodes: the master
+    --pipeline-model-parallel-split-rank run the encoder, so with pp > 1 no stage may hold encoder and decoder layers:
+    encoder_decoder_split, searched as SpaceOptions.kinds_split_at_stages). Its Slurm scripts fix the order of the nodes: the master
     job's node (the A100 node, hgx partition) is node rank 0 and the slave job's nodes (A10) follow
     (_02_hetero_master_job.sh, _02_hetero_slave_job.sh), so the node types run in the cluster file's order (a100
     before a10 in fasop-a100-a10). One NPROC_PER_NODE serves every node.
@@ -71,6 +72,7 @@ class Target:
     node_order_free: bool  # False: node types along the pipeline in the cluster file's order
     same_gpus_per_node: bool  # one --nproc-per-node for every node
     encoder_decoder_max_pp: int | None  # None: any pp
+    encoder_decoder_split: bool = False  # pp > 1: every stage wholly encoder or decoder (a split rank)
 
     def summary(self) -> str:
         order = "free node order" if self.node_order_free else "node types in the cluster's order"
@@ -87,6 +89,7 @@ MEGATRON = Target(
 FASOP = Target(
     name="fasop", description="FASOP's Megatron-LM fork (AvatarHwang/FASOP, Megatron-LM-2)",
     recompute="one-mode-or-block", node_order_free=False, same_gpus_per_node=True, encoder_decoder_max_pp=None,
+    encoder_decoder_split=True,
 )
 _BY_NAME = {t.name: t for t in (MEGATRON, FASOP)}
 
@@ -136,10 +139,14 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
     options = base
     if target.recompute != "per-stage":
         options = replace(options, uniform_recompute=True)
+    if target.recompute == "one-mode-or-block":
+        options = replace(options, block_recompute=True)
     if not target.node_order_free:
         options = replace(options, node_type_order=tuple(n.name for n in problem.cluster.node_types))
     if target.same_gpus_per_node:
         options = replace(options, same_gpus_per_node=True)
+    if target.encoder_decoder_split and is_encoder_decoder(problem.model):
+        options = replace(options, kinds_split_at_stages=True)
     if target.encoder_decoder_max_pp is not None and is_encoder_decoder(problem.model):
         most = options.max_stages or problem.model.num_layers + 2
         options = replace(options, max_stages=min(most, target.encoder_decoder_max_pp))

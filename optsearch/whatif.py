@@ -460,12 +460,15 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
     from optsearch.baselines.exhaustive import (
         _allowed, _degree_candidates, _least_recompute, partitions, type_sequences,
     )
+    from optsearch.candidates import kinds_split_allowed
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
         for pp in range(1, max_stages(problem, options) + 1):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(num_layers, pp):
+                    if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
+                        continue  # a stage with encoder and decoder layers (as exhaustive.py)
                     stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
                                    for t, k in zip(types, parts))
                     found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages), options)

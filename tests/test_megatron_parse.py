@@ -64,6 +64,10 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", plan("20-28", "a10")),  # pp 2: first only
         ("gpt2-xl", "fasop-a100-a10", plan("0-16-16-16", "a100,a10*3", tp=2, dp=2)),  # layout, tp 2
         ("gpt2-xl+sp", "fasop-a10", plan("12-12-12-12", "a10", "selective", tp=2, dp=2)),  # --sequence-parallel
+        # block recomputation: the first 5 layers of every stage (--recompute-method block --recompute-num-layers 5)
+        ("gpt2-xl", "fasop-a10", replace(plan("10-13-13-12", "a10", "full"), recompute_num_layers=5)),
+        # what `solve --target megatron --minimize cost` returns for gpt3-6.7b on two fasop-a10 nodes (docs/knobs.md)
+        ("gpt3-6.7b", "fasop-a10", replace(plan("8-8-8-8", "a10", "full", tp=2, dp=1), recompute_num_layers=7)),
     ]
 
 
@@ -127,4 +131,7 @@ def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
     modes = {s.recompute for s in plan.stages if s.num_layers > 0}
     expected = {"none": None, "selective": "selective", "full": "full"}[modes.pop() if modes else "none"]
     assert args.recompute_granularity == expected
+    if expected == "full":  # block: N as the plan says; else every layer (uniform, 1 layer per unit)
+        block_n = plan.recompute_num_layers
+        assert (args.recompute_method, args.recompute_num_layers) == (("block", block_n) if block_n else ("uniform", 1))
     assert args.sequence_parallel == (problem.job.sequence_parallel and plan.tp > 1)

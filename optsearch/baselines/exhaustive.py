@@ -7,7 +7,10 @@ less recomputation is never slower, so the least mode that fits each stage domin
 heuristic). Where the target runs one mode on every stage (SpaceOptions.uniform_recompute), the modes are tried in
 order, the same on every stage with layers, and the first that fits every stage is kept: a later mode recomputes more,
 so it is never faster on any stage, nor cheaper on the same GPUs (exact again, with no assumption on memory). Node-type
-sequences the target cannot run (order, GPUs per node) are skipped. Instances whose plan count exceeds `max_plans` are
+sequences the target cannot run (order, GPUs per node) are skipped. Where the target also runs block recomputation
+(SpaceOptions.block_recompute) and no recomputation at all does not fit, every N from 1 to the most layers on a stage
+minus 1 is priced beside the first fitting mode and the fastest that fits is kept (no recomputation, when it fits, is
+never slower than any N). Instances whose plan count exceeds `max_plans` are
 refused, saying how many plans there are.
 """
 
@@ -19,7 +22,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    NodeUse, SpaceOptions, block_recompute_enabled, dp_candidates, kinds_split_allowed, max_stages,
+    micro_batch_candidates, node_uses, tp_candidates,
     type_sequence_allowed,
 )
 from optsearch.costmodel import Estimate, estimate
@@ -125,8 +129,10 @@ def _least_recompute(problem: Problem, plan: Plan, options: SpaceOptions) -> tup
             uniform = replace(plan, stages=stages)
             est = estimate(problem, uniform)
             if est.fits:
+                if block_recompute_enabled(options) and mode != modes[0]:
+                    return _fastest_with_block(problem, plan, (uniform, est))
                 return uniform, est
-        return None
+        return _fastest_with_block(problem, plan, None) if block_recompute_enabled(options) else None
     level = [0] * plan.pp
     while True:
         est = estimate(problem, plan)
@@ -140,6 +146,21 @@ def _least_recompute(problem: Problem, plan: Plan, options: SpaceOptions) -> tup
                 level[i] += 1
                 stages[i] = replace(stages[i], recompute=modes[level[i]])
         plan = replace(plan, stages=tuple(stages))
+
+
+def _fastest_with_block(problem: Problem, plan: Plan, found: tuple[Plan, Estimate] | None
+                        ) -> tuple[Plan, Estimate] | None:
+    """found (the least one-mode recomputation that fits, or None) against every block recomputation N = 1 ..
+    most layers on a stage - 1 (N at or above it is full recomputation): the fastest that fits. The stage shapes
+    and so the rent are the same, so the fastest is also the cheapest and meets every budget the others meet."""
+    most = max(s.num_layers for s in plan.stages)
+    stages = tuple(replace(s, recompute="full" if s.num_layers > 0 else "none") for s in plan.stages)
+    for n in range(1, most):
+        block = replace(plan, stages=stages, recompute_num_layers=n)
+        est = estimate(problem, block)
+        if est.fits and (found is None or est.iteration_time_s < found[1].iteration_time_s):
+            found = (block, est)
+    return found
 
 
 def solve_exhaustive(
@@ -167,6 +188,8 @@ def solve_exhaustive(
                 for parts in partitions(L, pp):
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)
+                    if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
+                        continue  # a stage with encoder and decoder layers: the target cannot run it
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)

@@ -22,12 +22,13 @@ All coefficients come from the cost model's own per-layer functions (costmodel.p
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from optsearch.candidates import NodeUse, SpaceOptions
+from optsearch.candidates import NodeUse, SpaceOptions, block_recompute_enabled
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
     layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
@@ -168,6 +169,7 @@ class Skeleton:
     stage_patterns: dict[int, list[tuple[int, int]]] | None = None  # pattern mode: s -> [(g, n)], built once
     pattern_map: dict[tuple[int, int, int], int] | None = None  # built from `most` when first asked for
     positional: Any = None  # positional._Tables: the positional bound's budget-free work, kept between solves
+    block: Any = None  # BlockCoefficients where block recomputation is in the space and worth modelling
 
     @property
     def patterns(self) -> dict[tuple[int, int, int], int] | None:
@@ -188,9 +190,14 @@ def skeleton(problem: Problem, cand: Candidate, options: SpaceOptions) -> Skelet
     block_starts = {(s, g): b_(s, g) for s in range(cand.pp) for g, use in enumerate(cand.uses)
                     if s + use.stages_per_block <= cand.pp}
     if len(c.kind_layers) > 1:
-        return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts)
-    return Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts,
-                    most=most_layers(c, cand.pp, len(cand.uses)))
+        skel = Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts)
+    else:
+        skel = Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts,
+                        most=most_layers(c, cand.pp, len(cand.uses)))
+    if block_recompute_enabled(options):
+        bc = block_coefficients(problem, cand)
+        skel.block = bc if block_worth_modelling(skel, bc) else None
+    return skel
 
 
 @dataclass(slots=True)
@@ -207,6 +214,7 @@ class Formulation:
     slower_than_s: float = 0.0  # T >= this / iterations (add_slower_than)
     uniform_recompute: bool = False  # one mode u[r] on every stage that holds layers
     most: Any = None  # pattern mode: [s, g, r] -> most layers that fit (most_layers)
+    block: Any = None  # BlockCoefficients where the model holds block recomputation (u_blk, N_blk), else None
 
     def patterns_of(self, s: int) -> list[tuple[int, int]]:
         """(g, n) of every pattern of stage s."""
@@ -745,7 +753,8 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
     if patterns is not None:
         for (s, g, n) in patterns:
             lm.var(x_(s, g, n), "bool")
-    uniform = options.uniform_recompute and R > 1
+    block = block_recompute_enabled(options)
+    uniform = options.uniform_recompute and (R > 1 or block)
     if uniform:
         for r in range(R):
             lm.var(u_(r), "bool")
@@ -790,10 +799,15 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
     add_embedding_allreduce(f)          # E >= tied-embedding all-reduce (first <-> last stage)
     if uniform:
         add_uniform_recompute(f)        # one recomputation mode on every stage with layers
+    if skel.block is not None:
+        f.block = skel.block
+        add_block_recompute(f, skel.block)  # or block recomputation: the first N layers of every stage
     if options.node_type_order is not None:
         add_node_type_order(f, options.node_type_order)  # node types in the target's order
     if options.same_gpus_per_node:
         add_same_gpus_per_node(f)       # one GPUs-per-node count
+    if options.kinds_split_at_stages and K > 1 and pp > 1:
+        add_kinds_split(f)              # no stage holds layers of two kinds
     add_pipeline_max(f)                 # M >= t[s]
     add_iteration_time(f)               # T >= (m-1) M + sum t + A + O
     if need_cost:
@@ -809,6 +823,9 @@ def decode(f: Formulation, sol: Solution) -> Plan:
     """Solution values -> Plan (types, layer counts and recomputation per stage)."""
     val = sol.values
     stages = []
+    blk = block_chosen(f, sol)
+    if blk is not None:
+        return _decode_block(f, sol, blk)
     if f.patterns is not None:
         u = chosen_mode(f, sol)
         for s in range(f.cand.pp):
@@ -827,6 +844,12 @@ def decode(f: Formulation, sol: Solution) -> Plan:
 def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
     """Per-GPU memory of each stage as the model sees it (for the re-evaluation check)."""
     out = []
+    blk = block_chosen(f, sol)
+    if blk is not None:
+        for s, layers in enumerate(_block_layers(f, sol)):
+            g = _block_type(f, sol, s)
+            out.append(block_stage_bytes(f.c, f.block, s, g, f.cand.pp, layers, [min(blk, n) for n in layers]))
+        return out
     if f.patterns is not None:
         for s, stage in enumerate(decode(f, sol).stages):
             g = [u.name for u in f.cand.uses].index(stage.node_type)
@@ -842,3 +865,258 @@ def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
             total += memory_per_layer_bytes(f.c, s, g, r, k) * round(sol.values[n_(s, g, r, k)])
         out.append(total)
     return out
+
+
+# ---- block recomputation (targets that run --recompute-method block) ----------------------------------------
+# One more plan-wide choice beside the modes u[r]: u_blk, with an integer N (1 <= N <= L) such that every stage
+# fully recomputes the first min(N, n_{s,k}) layers of each of its transformer blocks (kinds) and keeps all the
+# activations of the others. The exact linear form of c = min(N, n) (n the layers of kind k on stage s), with one
+# binary delta and M = the most layers of any kind:
+#     c <= N,   c <= n,   c >= N - M (1 - delta),   c >= n - M delta
+# (delta = 1: c >= N, so c = N <= n; delta = 0: c >= n, so c = n <= N). Time grows with c (each recomputed layer adds
+# step(full) - step(none)) and memory falls with it, so both sides are needed.
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockCoefficients:
+    """Block recomputation's numbers, from the cost model, whatever the candidate's mode list: [g][k]."""
+
+    step_none_s: tuple[tuple[float, ...], ...]
+    step_full_s: tuple[tuple[float, ...], ...]
+    act_none_bytes: tuple[tuple[float, ...], ...]
+    act_full_bytes: tuple[tuple[float, ...], ...]
+    working_bytes: tuple[float, ...]  # [g] full_recompute_working_bytes: one layer re-materialized
+    big_m: int  # the most layers of any kind
+
+
+def block_coefficients(problem: Problem, cand: Candidate) -> BlockCoefficients:
+    kinds, tp, mbs = problem.model.kinds, cand.tp, cand.micro_batch_size
+    names = [u.name for u in cand.uses]
+
+    def table(fn, mode):
+        return tuple(tuple(fn(problem, g, k, tp, mbs, mode) for k in kinds) for g in names)
+
+    return BlockCoefficients(
+        step_none_s=table(layer_step_s, "none"), step_full_s=table(layer_step_s, "full"),
+        act_none_bytes=table(layer_activation_bytes, "none"), act_full_bytes=table(layer_activation_bytes, "full"),
+        working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
+        big_m=max(k.num_layers for k in kinds),
+    )
+
+
+def block_fixed_bytes(c: Coefficients, s: int, pp: int) -> float:
+    """Per-GPU bytes of stage s that do not scale with its layers, as memory_fixed_bytes in mode none."""
+    fixed = MEMORY_RESERVE_BYTES + c.state_bytes_per_param * c.fixed_params[s]
+    if s == pp - 1:
+        fixed += c.logits_bytes
+    return fixed
+
+
+def block_stage_bytes(c: Coefficients, bc: BlockCoefficients, s: int, g: int, pp: int, layers: list[int],
+                      recomputed: list[int]) -> float:
+    """Per-GPU bytes of stage s on g holding layers[k] layers of kind k of which recomputed[k] are recomputed: the
+    estimate's sum (state + in-flight activations, + the working memory when some layer is recomputed)."""
+    total = block_fixed_bytes(c, s, pp)
+    if sum(layers) > 0:
+        total += bc.working_bytes[g]
+    for k, (n, r) in enumerate(zip(layers, recomputed)):
+        total += c.state_bytes_per_param * c.layer_params[k] * n
+        total += c.in_flight[s] * (r * bc.act_full_bytes[g][k] + (n - r) * bc.act_none_bytes[g][k])
+    return total
+
+
+def block_least_recomputed(f: Formulation | Skeleton, bc: BlockCoefficients, s: int, g: int, n: int) -> int | None:
+    """One layer kind: the fewest layers c in 1..n a stage s on g with n >= 1 layers must recompute to fit, or None
+    when not even c = n fits (memory falls as c grows when act(full) < act(none); then the least is found from the
+    quotient and checked with the same sum as the estimate's)."""
+    c, pp = f.c, f.cand.pp
+    cap = c.capacity_bytes[g]
+
+    def fits(r: int) -> bool:
+        return block_stage_bytes(c, bc, s, g, pp, [n], [r]) <= cap
+
+    drop = c.in_flight[s] * (bc.act_none_bytes[g][0] - bc.act_full_bytes[g][0])
+    if drop <= 0:
+        return 1 if fits(1) else None
+    over = block_stage_bytes(c, bc, s, g, pp, [n], [0]) - cap
+    r = min(n, max(1, math.ceil(over / drop - 1e-9)))
+    while r > 1 and fits(r - 1):
+        r -= 1
+    while r <= n and not fits(r):
+        r += 1
+    return r if r <= n else None
+
+
+def block_worth_modelling(f: Formulation | Skeleton, bc: BlockCoefficients) -> bool:
+    """Block recomputation can beat the one-mode plans only where some stage does not fit without recomputation:
+    where every stage of every plan fits in mode none, that plan is never slower than any block plan (exact
+    pruning). One kind: some pattern (s, g, n >= 2) whose least mode is not none; several kinds: always."""
+    if f.patterns is None:
+        return True
+    return any(n >= 2 and r != 0 for (s, g, n), r in f.patterns.items())
+
+
+def bk_(s: int, g: int) -> str: return f"bk_{s}_{g}"
+def bkk_(s: int, g: int, k: int) -> str: return f"bkk_{s}_{g}_{k}"
+def bd_(s: int, k: int) -> str: return f"bd_{s}_{k}"
+def bw_(s: int, g: int) -> str: return f"bw_{s}_{g}"
+
+
+def _rows_by_name(f: Formulation) -> dict[str, Any]:
+    return {con.name: con for con in f.lm.constraints}
+
+
+def _amend(rows: dict[str, Any], name: str, coef: float, var: str) -> None:
+    """Add coef x var to the row `name` (a row the families above built; absent rows have nothing to relax)."""
+    if name in rows:
+        rows[name].lin.add(coef, var)
+
+
+def add_block_recompute(f: Formulation, bc: BlockCoefficients) -> None:
+    """u_blk + sum_r u[r] == 1;  u_blk <= N <= M u_blk;  c[s,g,k] <= n[s,g,k], c[s,g,k] <= M u_blk; min rows above.
+
+    One kind (patterns; n[s,g] = sum_n n x[s,g,n], c[s,g] = bk):
+        t[s] >= sum_{g,n} compute_none[s,g,n] x[s,g,n] + sum_g (step_full - step_none)[g] c[s,g] + e[s-1] + e[s];
+        c[s,g] >= sum_n cmin[s,g,n] x[s,g,n] - M (1 - u_blk)   (memory: cmin = block_least_recomputed);
+        sum_{n: no c fits} x[s,g,n] + u_blk <= 1;
+        the mode rows t[s] >= ... (st, ust) are relaxed by D u_blk, D = their largest excess over compute_none.
+    Several kinds: block uses the none slots (ur rows admit u_blk there), the stage time row gains
+    (step_full - step_none)[g,k] c[s,g,k], and the none memory row loses (act_none - act_full) in_flight c and gains
+    the working memory W[g] w[s,g], w[s,g] >= c[s,g,k] / L_k."""
+    c, pp, G, K, M = f.c, f.cand.pp, len(f.cand.uses), len(f.c.kind_layers), bc.big_m
+    lm = f.lm
+    lm.var("u_blk", "bool")
+    lm.var("N_blk", "int", 0, M)
+    rows = _rows_by_name(f)
+    _amend(rows, "u_one", 1, "u_blk")
+    lm.add("bn_lo", Lin.of((1, "N_blk"), (-1, "u_blk")), ">=", 0, "count")
+    lm.add("bn_hi", Lin.of((1, "N_blk"), (-M, "u_blk")), "<=", 0, "count")
+    if f.patterns is not None:
+        for s in range(pp):
+            lm.var(bd_(s, 0), "bool")
+            layers, rec = Lin(), Lin()
+            for g in range(G):
+                pats = [n for (gg, n) in f.patterns_of(s) if gg == g]
+                top = max(pats, default=0)
+                lm.var(bk_(s, g), "int", 0, top)
+                rec.add(1, bk_(s, g))
+                here = Lin.of(*((n, x_(s, g, n)) for n in pats))
+                layers.extend(here)
+                lm.add(f"bkn_{s}_{g}", Lin.of((1, bk_(s, g))).extend(here, -1), "<=", 0, "count")
+                lm.add(f"bku_{s}_{g}", Lin.of((1, bk_(s, g)), (-top, "u_blk")), "<=", 0, "count")
+                need, misfit = Lin.of((1, bk_(s, g)), (-M, "u_blk")), Lin.of((1, "u_blk"))
+                for n in pats:
+                    if n == 0:
+                        continue
+                    least = block_least_recomputed(f, bc, s, g, n)
+                    if least is None:
+                        misfit.add(1, x_(s, g, n))
+                    else:
+                        need.add(-least, x_(s, g, n))
+                lm.add(f"bkm_{s}_{g}", need, ">=", -M, "count")
+                if len(misfit.terms) > 1:
+                    lm.add(f"bkf_{s}_{g}", misfit, "<=", 1, "count")
+            _add_min_rows(f, s, 0, rec, layers, M)
+            # time
+            lin, excess = Lin.of((1, t_(s))), {}
+            for (g, n) in f.patterns_of(s):
+                none = pattern_compute_at_none(f, bc, s, g, n)
+                lin.add(-none, x_(s, g, n))
+                excess[(g, n)] = none
+            for g in range(G):
+                lin.add(-(bc.step_full_s[g][0] - bc.step_none_s[g][0]), bk_(s, g))
+            lm.add(f"bst_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
+            for name in [f"st_{s}", *(f"ust_{s}_{r}" for r in range(len(c.modes)))]:
+                _relax_for_block(rows, s, name, excess)
+        return
+    total = sum(c.kind_layers)
+    for s in range(pp):
+        _amend(rows, f"ur_{s}_0", -(total if s in (0, pp - 1) else 1), "u_blk")
+        for g in range(G):
+            lm.var(bw_(s, g), "bool")
+            for k in range(K):
+                lm.var(bkk_(s, g, k), "int", 0, c.kind_layers[k])
+                lm.add(f"bkn_{s}_{g}_{k}", Lin.of((1, bkk_(s, g, k)), (-1, n_(s, g, 0, k))), "<=", 0, "count")
+                lm.add(f"bku_{s}_{g}_{k}", Lin.of((1, bkk_(s, g, k)), (-c.kind_layers[k], "u_blk")), "<=", 0, "count")
+                lm.add(f"bkw_{s}_{g}_{k}", Lin.of((c.kind_layers[k], bw_(s, g)), (-1, bkk_(s, g, k))), ">=", 0, "count")
+                _amend(rows, f"st_{s}", -(bc.step_full_s[g][k] - bc.step_none_s[g][k]), bkk_(s, g, k))
+                drop = c.in_flight[s] * (bc.act_none_bytes[g][k] - bc.act_full_bytes[g][k])
+                _amend(rows, f"mem_{s}_{g}_0", -drop, bkk_(s, g, k))
+            _amend(rows, f"mem_{s}_{g}_0", bc.working_bytes[g], bw_(s, g))
+        for k in range(K):
+            lm.var(bd_(s, k), "bool")
+            rec = Lin.of(*((1, bkk_(s, g, k)) for g in range(G)))
+            layers = Lin.of(*((1, n_(s, g, 0, k)) for g in range(G)))
+            _add_min_rows(f, s, k, rec, layers, M)
+
+
+def _relax_for_block(rows: dict[str, Any], s: int, name: str, none_s: dict[tuple[int, int], float]) -> None:
+    """A mode row t[s] - sum a[g,n] x[s,g,n] - sends (- ... u[r]) >= rhs gains + D u_blk, D = max(0, max (a - none)
+    + rhs): with u_blk = 1 (every u[r] = 0) it asks no more than the block row bst, which prices the stage."""
+    con = rows.get(name)
+    if con is None:
+        return
+    worst = max((-con.lin.terms.get(x_(s, g, n), 0.0) - t for (g, n), t in none_s.items()), default=0.0)
+    d = worst + con.rhs
+    if d > 0:
+        con.lin.add(d, "u_blk")
+
+
+def _add_min_rows(f: Formulation, s: int, k: int, rec: Lin, layers: Lin, M: int) -> None:
+    """rec <= N;  rec >= N - M (1 - delta);  rec >= layers - M delta   (rec <= layers: the caller's rows)"""
+    f.lm.add(f"bmin1_{s}_{k}", Lin.of((-1, "N_blk")).extend(rec), "<=", 0, "count")
+    f.lm.add(f"bmin2_{s}_{k}", Lin.of((-1, "N_blk"), (-M, bd_(s, k))).extend(rec), ">=", -M, "count")
+    f.lm.add(f"bmin3_{s}_{k}", Lin.of((M, bd_(s, k))).extend(rec).extend(layers, -1), ">=", 0, "count")
+
+
+def pattern_compute_at_none(f: Formulation | Skeleton, bc: BlockCoefficients, s: int, g: int, n: int) -> float:
+    """Compute time of pattern (s, g, n) with no layer recomputed (block's base)."""
+    c, pp = f.c, f.cand.pp
+    return n * bc.step_none_s[g][0] + (c.embedding_s[g] if s == 0 else 0.0) + (c.head_s[g] if s == pp - 1 else 0.0)
+
+
+def block_chosen(f: Formulation, sol: Solution) -> int | None:
+    """N of a block plan, or None."""
+    if getattr(f, "block", None) is None or sol.values.get("u_blk", 0.0) < 0.5:
+        return None
+    return int(round(sol.values["N_blk"]))
+
+
+def _block_type(f: Formulation, sol: Solution, s: int) -> int:
+    return max(range(len(f.cand.uses)), key=lambda g: sol.values[z_(s, g)])
+
+
+def _block_layers(f: Formulation, sol: Solution) -> list[list[int]]:
+    """[s][k] layers of kind k on stage s in a block solution."""
+    out = []
+    for s in range(f.cand.pp):
+        g = _block_type(f, sol, s)
+        if f.patterns is not None:
+            out.append([max((n for (gg, n) in f.patterns_of(s) if gg == g), key=lambda n: sol.values[x_(s, g, n)])])
+        else:
+            out.append([int(round(sol.values[n_(s, g, 0, k)])) for k in range(len(f.c.kind_layers))])
+    return out
+
+
+def _decode_block(f: Formulation, sol: Solution, blk: int) -> Plan:
+    """A block solution -> Plan: "full" on every stage with layers and recompute_num_layers = N, or plain full
+    recomputation where N covers every stage's layers of every kind (the same plan, priced the same)."""
+    layers = _block_layers(f, sol)
+    stages = tuple(Stage(node_type=f.cand.uses[_block_type(f, sol, s)].name, num_layers=sum(ls),
+                         recompute="full" if sum(ls) > 0 else "none") for s, ls in enumerate(layers))
+    partial = any(n > blk for ls in layers for n in ls)
+    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages,
+                recompute_num_layers=blk if partial else None)
+
+
+def hk_(s: int, k: int) -> str: return f"hk_{s}_{k}"
+
+
+def add_kinds_split(f: Formulation) -> None:
+    """sum_{g,r} n[s,g,r,k] <= L_k h[s,k];  sum_k h[s,k] <= 1   (pp > 1: every stage wholly one kind, as FASOP's fork
+    runs encoder stages below the split rank and decoder stages from it)"""
+    for s in range(f.cand.pp):
+        for k, total in enumerate(f.c.kind_layers):
+            f.lm.var(hk_(s, k), "bool")
+            lin = Lin.of(*((1, n_(s, g, r, k)) for g in range(len(f.cand.uses)) for r in range(len(f.c.modes))))
+            f.lm.add(f"hks_{s}_{k}", lin.add(-total, hk_(s, k)), "<=", 0, "count")
+        f.lm.add(f"hk1_{s}", Lin.of(*((1, hk_(s, k)) for k in range(len(f.c.kind_layers)))), "<=", 1, "count")

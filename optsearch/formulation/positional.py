@@ -58,7 +58,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from optsearch.formulation.model import Coefficients, Skeleton
+from optsearch.formulation.model import (
+    Coefficients, Skeleton, block_least_recomputed, pattern_compute_at_none,
+)
 from optsearch.search import BOUND_SLACK
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
@@ -117,6 +119,15 @@ def _stage_times(f: Skeleton) -> np.ndarray:
     ends[pp - 1] += c.head_s
     t = ns * steps[np.arange(G)[None, :, None], mode] + ends[:, :, None]
     valid = (ns >= lo[:, None, None]) & (ns <= top[:, :, None])
+    if f.block is not None:  # block recomputation: n x step(none) + the fewest recomputed layers that fit x the extra
+        bc = f.block
+        for s in range(pp):
+            for g in range(G):
+                for n in range(1, int(top[s, g]) + 1):
+                    least = block_least_recomputed(f, bc, s, g, n)
+                    if least is not None:
+                        tb = pattern_compute_at_none(f, bc, s, g, n) + least * (bc.step_full_s[g][0] - bc.step_none_s[g][0])
+                        t[s, g, n] = min(t[s, g, n], tb)
     t = np.maximum.accumulate(np.where(valid, t, -np.inf), axis=2)  # grows with n; guards float noise
     return np.where(valid, t, np.nan)
 
