@@ -31,6 +31,9 @@ class Plan:
     dp: int
     micro_batch_size: int
     stages: tuple[Stage, ...]
+    # Expert parallelism (mixture-of-experts models): each expert layer's experts are split over ep ranks of a stage's
+    # dp replicas (Megatron's --expert-model-parallel-size; ep divides dp). 1: every rank holds every expert.
+    ep: int = 1
 
     @property
     def pp(self) -> int:
@@ -56,7 +59,7 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "tp": self.tp,
             "dp": self.dp,
             "pp": self.pp,
@@ -65,6 +68,9 @@ class Plan:
                 {"node_type": s.node_type, "num_layers": s.num_layers, "recompute": s.recompute} for s in self.stages
             ],
         }
+        if self.ep != 1:  # written only when set: plans without expert parallelism keep their JSON form
+            out["ep"] = self.ep
+        return out
 
 
 def _positive_int(data: dict[str, Any], key: str, source: str) -> int:
@@ -103,7 +109,8 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         stages.append(Stage(node_type=node_type, num_layers=layers, recompute=recompute))
     if "pp" in data and data["pp"] != len(stages):
         raise SpecError(f"{source}: pp = {data['pp']!r}: must equal the number of stages ({len(stages)})")
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages))
+    ep = _positive_int(data, "ep", source) if "ep" in data else 1
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), ep=ep)
 
 
 def load_plan(path: Path) -> Plan:

@@ -26,7 +26,7 @@ from optsearch.bounds import (
     degree_terms,
 )
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses,
+    NodeUse, SpaceOptions, in_search_space, dp_candidates, ep_candidates, max_stages, micro_batch_candidates, node_uses,
     one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
@@ -102,18 +102,19 @@ class Memo:
 
     problem: Problem
     options: SpaceOptions
-    terms: dict[tuple[int, int, int], DegreeTerms] = field(default_factory=dict)
-    cheap: dict[tuple[int, int, int, int], CandidateBound] = field(default_factory=dict)
-    compositions: dict[tuple[int, int, int, int], tuple[Composition, ...] | None] = field(default_factory=dict)
-    skeletons: dict[tuple[int, int, int, int], Skeleton] = field(default_factory=dict)
-    quick: dict[tuple[int, int, int, int], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
-    sequences: dict[tuple[tuple[int, int, int, int], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
+    terms: dict[tuple[int, ...], DegreeTerms] = field(default_factory=dict)
+    cheap: dict[tuple[int, ...], CandidateBound] = field(default_factory=dict)
+    compositions: dict[tuple[int, ...], tuple[Composition, ...] | None] = field(default_factory=dict)
+    skeletons: dict[tuple[int, ...], Skeleton] = field(default_factory=dict)
+    quick: dict[tuple[int, ...], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
+    sequences: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
 
-    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
-        if (tp, dp, mbs) not in self.terms:
-            self.terms[(tp, dp, mbs)] = degree_terms(self.problem, tp, dp, mbs, uses)
-        return self.terms[(tp, dp, mbs)]
+    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1) -> DegreeTerms:
+        key = (tp, dp, mbs) if ep == 1 else (tp, dp, mbs, ep)
+        if key not in self.terms:
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep)
+        return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
         """The unrefined bound, which does not depend on the budget (bounds.candidate_bound)."""
@@ -214,15 +215,17 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                 uses = tuple(node_uses(problem, tp, dp, mbs))
                 if not uses:
                     continue
-                terms = memo.degree_terms(tp, dp, mbs, uses)
-                for pp in range(1, max_stages(problem, options) + 1):
-                    total += 1
-                    if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
-                        continue
-                    cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
-                    item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand), slower_than_s)
-                    if item is not None:
-                        kept.append(item)
+                for ep in ep_candidates(problem, tp, dp):
+                    terms = memo.degree_terms(tp, dp, mbs, uses, ep)
+                    for pp in range(1, max_stages(problem, options) + 1):
+                        total += 1
+                        if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
+                            continue
+                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep)
+                        item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand),
+                                        slower_than_s)
+                        if item is not None:
+                            kept.append(item)
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
     return kept, total
 

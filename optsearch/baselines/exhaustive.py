@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    NodeUse, SpaceOptions, dp_candidates, ep_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
     type_sequence_allowed,
 )
 from optsearch.costmodel import Estimate, estimate
@@ -96,7 +96,7 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
     total = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for pp in (pp for _ in ep_candidates(problem, tp, dp) for pp in range(1, max_stages(problem, options) + 1)):
             n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
                 comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
             )
@@ -162,14 +162,15 @@ def solve_exhaustive(
     priced = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for ep, pp in ((ep, pp) for ep in ep_candidates(problem, tp, dp)
+                       for pp in range(1, max_stages(problem, options) + 1)):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(L, pp):
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
-                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep)
                     priced += 1
                     found = _least_recompute(problem, plan, options)
                     if found is None:
