@@ -64,6 +64,8 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", plan("20-28", "a10")),  # pp 2: first only
         ("gpt2-xl", "fasop-a100-a10", plan("0-16-16-16", "a100,a10*3", tp=2, dp=2)),  # layout, tp 2
         ("gpt2-xl+sp", "fasop-a10", plan("12-12-12-12", "a10", "selective", tp=2, dp=2)),  # --sequence-parallel
+        # mixture of experts: 8 experts over ep = 4 of dp = 4, tp = 2 (expert tp = 2), uneven split (issue 16, item 3)
+        ("mixtral-8x7b", "aws-p4d", replace(plan("7-9-9-7", "p4d.24xlarge", "selective", tp=2, dp=4), ep=4)),
     ]
 
 
@@ -128,3 +130,9 @@ def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
     expected = {"none": None, "selective": "selective", "full": "full"}[modes.pop() if modes else "none"]
     assert args.recompute_granularity == expected
     assert args.sequence_parallel == (problem.job.sequence_parallel and plan.tp > 1)
+    assert args.expert_model_parallel_size == plan.ep
+    if problem.model.is_moe:
+        kind = problem.model.kinds[0]
+        assert (args.num_experts, args.moe_router_topk) == (kind.num_experts, kind.moe_router_topk)
+        assert args.expert_tensor_parallel_size == plan.tp  # upstream's default: what the cost model priced
+        assert args.moe_token_dispatcher_type == "alltoall"

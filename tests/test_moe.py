@@ -352,3 +352,33 @@ def test_bounds_hold_for_every_ep(case):
                                       options)
                         if sk.patterns is not None and values:
                             assert positional_bound(sk, budget).bound <= min(values) * (1 + 1e-9)
+
+
+# ---- launch -----------------------------------------------------------------------------------------------------
+
+def test_megatron_args_carry_the_expert_flags_and_read_back():
+    from optsearch.megatron import megatron_args, plan_from_megatron_args
+    from optsearch.plan import parse_balance
+    from optsearch.problem import build_problem
+
+    problem = build_problem("mixtral-8x7b", "aws-p4d")
+    plan = Plan(tp=2, dp=4, micro_batch_size=1, stages=parse_balance("8-8-8-8", "p4d.24xlarge"), ep=4)
+    args = list(megatron_args(problem, plan).args)
+    pairs = dict(zip(args, args[1:]))
+    assert (pairs["--num-experts"], pairs["--moe-router-topk"]) == ("8", "2")
+    assert pairs["--expert-model-parallel-size"] == "4"
+    assert pairs["--moe-token-dispatcher-type"] == "alltoall"
+    assert "--sequence-parallel" in args and "--moe-ffn-hidden-size" not in args  # experts as wide as ffn
+    assert plan_from_megatron_args(args, node_order="p4d.24xlarge", dp=4) == plan
+    dense = build_problem("llama2-7b", "aws-p4d")
+    plain = Plan(tp=2, dp=4, micro_batch_size=1, stages=parse_balance("8-8-8-8", "p4d.24xlarge"))
+    assert not any(a.startswith(("--num-experts", "--expert-model", "--moe-")) for a in megatron_args(dense, plain).args)
+
+
+def test_the_fasop_fork_refuses_moe_models():
+    from optsearch.errors import UnsupportedPlanError
+    from optsearch.problem import build_problem
+    from optsearch.targets import FASOP, check_model
+
+    with pytest.raises(UnsupportedPlanError, match="Switch MLP"):
+        check_model(FASOP, build_problem("mixtral-8x7b", "fasop-a100-a10"))
