@@ -42,6 +42,8 @@ class SpaceOptions:
     node_type_order: tuple[str, ...] | None = None
     # Every node type used has the same GPUs per node (a launcher with one --nproc-per-node for all nodes).
     same_gpus_per_node: bool = False
+    # Expert-parallel sizes the search may choose (mixture-of-experts models); None: every size upstream allows.
+    expert_parallel_sizes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,7 +73,7 @@ def tp_candidates(problem: Problem) -> list[int]:
     ]
 
 
-def ep_candidates(problem: Problem, tp: int, dp: int) -> list[int]:
+def ep_candidates(problem: Problem, tp: int, dp: int, options: SpaceOptions | None = None) -> list[int]:
     """Expert-parallel sizes for (tp, dp): [1] for a dense model; for a mixture of experts every ep that divides dp and
     every kind's expert count, where upstream trains the layout at all (costmodel.expert_parallel_error: tp > 1 needs
     sequence parallelism, so with it off an MoE model has no ep at tp > 1)."""
@@ -80,7 +82,9 @@ def ep_candidates(problem: Problem, tp: int, dp: int) -> list[int]:
     model = problem.model
     if not model.is_moe:
         return [1]
-    return [e for e in range(1, dp + 1) if expert_parallel_error(model, problem.job, tp, dp, e) is None]
+    allowed = options.expert_parallel_sizes if options is not None else None
+    return [e for e in range(1, dp + 1) if expert_parallel_error(model, problem.job, tp, dp, e) is None
+            and (allowed is None or e in allowed)]
 
 
 def micro_batch_candidates(problem: Problem, options: SpaceOptions) -> list[int]:
@@ -166,7 +170,7 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
     """True when the plan is one the search methods consider (whole nodes, usable types, allowed degrees)."""
     if plan.tp not in tp_candidates(problem) or plan.micro_batch_size not in micro_batch_candidates(problem, options):
         return False
-    if plan.ep not in ep_candidates(problem, plan.tp, plan.dp):
+    if plan.ep not in ep_candidates(problem, plan.tp, plan.dp, options):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):

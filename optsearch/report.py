@@ -149,7 +149,8 @@ def dumps(obj: Any) -> str:
 
 
 def estimate_table(plan: Plan, est: Estimate, title: str = "Estimate") -> Table:
-    table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
+    table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}, "
+                        f"micro-batch {plan.micro_batch_size}, "
                         f"{est.num_micro_batches} micro-batches")
     for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "DP all-reduce ms",
                 "memory GiB", "fits"):
@@ -204,7 +205,12 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
             {"node_type": s.node_type, "gpu": e.gpu, "num_layers": s.num_layers, "recompute": s.recompute}
             for s, e in zip(plan.stages, est.stages)
         ],
+        **({"ep": plan.ep} if plan.ep != 1 else {}),  # expert parallelism: written only when set
     }
+
+
+def _ep_text(plan: Plan) -> str:
+    return f", ep {plan.ep}" if plan.ep != 1 else ""
 
 
 def megatron_json(problem, plan: Plan) -> dict[str, Any]:
@@ -253,7 +259,7 @@ def solve_summary(result, problem, budget) -> list[Any]:
             f"gap {gap}, solve time {result.solve_time_s:.2f} s")
     nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
     body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"
-            f"plan: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
+            f"plan: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
             f"balance {plan.balance}\n"
             f"training time {format_duration(est.training_time_s)}, cost {format_usd(est.cost_usd)}")
     return [Panel(body, title=f"optsearch solve: {problem.model.name} on {problem.cluster.name}"),

@@ -215,7 +215,7 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                 uses = tuple(node_uses(problem, tp, dp, mbs))
                 if not uses:
                     continue
-                for ep in ep_candidates(problem, tp, dp):
+                for ep in ep_candidates(problem, tp, dp, options):
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep)
                     for pp in range(1, max_stages(problem, options) + 1):
                         total += 1

@@ -382,3 +382,34 @@ def test_the_fasop_fork_refuses_moe_models():
 
     with pytest.raises(UnsupportedPlanError, match="Switch MLP"):
         check_model(FASOP, build_problem("mixtral-8x7b", "fasop-a100-a10"))
+
+
+# ---- the CLI ----------------------------------------------------------------------------------------------------
+
+def test_solve_chooses_ep_writes_it_and_launch_emits_it(tmp_path):
+    """mixtral-8x7b on aws-p4d, fastest: the optimum uses expert parallelism; its plan file carries ep, estimate
+    re-prices it exactly, and launch passes it to Megatron-LM. With --expert-parallel 1 the optimum is slower."""
+    import json
+
+    from optsearch.plan import load_plan
+    from optsearch.problem import build_problem
+    from test_cli_errors import run_cli
+
+    common = ("--model", "mixtral-8x7b", "--cluster", "aws-p4d", "--minimize", "time", "--quiet", "--json")
+    run = run_cli("solve", *common, "--out", str(tmp_path / "plan.json"))
+    assert run.code in (0, None), run.stderr
+    out = json.loads(run.stdout)
+    assert out["status"] == "optimal" and out["plan"]["ep"] > 1
+    saved = load_plan(tmp_path / "plan.json")
+    assert saved.ep == out["plan"]["ep"]
+    assert cm.estimate(build_problem("mixtral-8x7b", "aws-p4d"), saved).training_time_s == \
+        out["estimate"]["training_time_s"]
+    launch = run_cli("launch", str(tmp_path / "plan.json"), "--format", "megatron", "--out", str(tmp_path / "launch"))
+    assert launch.code in (0, None), launch.stderr
+    text = "\n".join(p.read_text() for p in (tmp_path / "launch").rglob("*") if p.is_file())
+    assert f"--expert-model-parallel-size {saved.ep}" in text.replace("\\\n", " ").replace("  ", " ")
+    single = json.loads(run_cli("solve", *common, "--expert-parallel", "1").stdout)
+    assert "ep" not in single["plan"]
+    assert single["estimate"]["training_time_s"] > out["estimate"]["training_time_s"]
+    bad = run_cli("solve", *common, "--expert-parallel", "0,x")
+    assert bad.code == 2 and "--expert-parallel = '0,x'" in bad.stderr

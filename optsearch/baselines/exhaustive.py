@@ -96,7 +96,7 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
     total = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in (pp for _ in ep_candidates(problem, tp, dp) for pp in range(1, max_stages(problem, options) + 1)):
+        for pp in (pp for _ in ep_candidates(problem, tp, dp, options) for pp in range(1, max_stages(problem, options) + 1)):
             n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
                 comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
             )
@@ -162,7 +162,7 @@ def solve_exhaustive(
     priced = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for ep, pp in ((ep, pp) for ep in ep_candidates(problem, tp, dp)
+        for ep, pp in ((ep, pp) for ep in ep_candidates(problem, tp, dp, options)
                        for pp in range(1, max_stages(problem, options) + 1)):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(L, pp):
