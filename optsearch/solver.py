@@ -32,6 +32,7 @@ from optsearch.candidates import (
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, Estimate, estimate, memory_capacity_bytes, stage_parameters, state_bytes_per_param,
 )
+from optsearch.costmodel import expert_state_bytes_per_param
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
@@ -603,7 +604,11 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                                 for x in node_uses(problem, tp, dp, mbs))
                     pp = max(1, min(slots, max_stages(problem, options)))
                     all_params = layer_params + stage_parameters(model, {}, True, True, pp)
-                    need = all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES
+                    state = state_bytes_per_param(problem.job, dp)
+                    if model.is_moe:  # experts held / ep: the least per-parameter bytes of any ep bound the need
+                        state = min([state] + [expert_state_bytes_per_param(problem.job, dp, ep) / ep
+                                               for ep in ep_candidates(problem, tp, dp, options)])
+                    need = all_params / pp / tp * state + MEMORY_RESERVE_BYTES
                     cap = memory_capacity_bytes(problem, u.node.gpu)
                     if best is None or need - cap < best[0] - best[1]:
                         best = (need, cap, problem.gpu_of(u.name).name)
