@@ -413,3 +413,21 @@ def test_solve_chooses_ep_writes_it_and_launch_emits_it(tmp_path):
     assert single["estimate"]["training_time_s"] > out["estimate"]["training_time_s"]
     bad = run_cli("solve", *common, "--expert-parallel", "0,x")
     assert bad.code == 2 and "--expert-parallel = '0,x'" in bad.stderr
+
+
+def test_estimate_and_launch_take_ep_without_a_plan_file(tmp_path):
+    import json
+
+    from test_cli_errors import run_cli
+
+    plan = ("--model", "mixtral-8x7b", "--cluster", "aws-p4d", "--tp", "2", "--dp", "8", "--micro-batch-size", "1",
+            "--balance", "4-4-4-4-4-4-4-4", "--recompute", "selective")
+    one, four = (json.loads(run_cli("estimate", *plan, *extra, "--json").stdout) for extra in ((), ("--ep", "4")))
+    assert "ep" not in one["plan"] and four["plan"]["ep"] == 4
+    assert four["training_time_s"] < one["training_time_s"]
+    bad = run_cli("estimate", *plan, "--ep", "3")
+    assert bad.code == 2 and "ep = 3 does not divide num_experts 8" in bad.stderr
+    launch = run_cli("launch", *plan, "--ep", "4", "-f", "megatron", "--out", str(tmp_path / "l"))
+    assert launch.code in (0, None), launch.stderr
+    text = " ".join(p.read_text() for p in (tmp_path / "l").rglob("*") if p.is_file()).replace("\\\n", " ")
+    assert "--expert-model-parallel-size 4" in " ".join(text.split())
