@@ -38,7 +38,7 @@ from optsearch.spec.budget import Budget
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_costmodel import CLUSTER, GPUS, JOB, approx, toy_model  # noqa: E402
-from test_solver import MAX_PLANS, assert_backends_equal_brute_force  # noqa: E402
+from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force  # noqa: E402
 
 MOE = LayerKindSpec(name="layer", num_layers=4, num_experts=8, moe_router_topk=2)
 
@@ -249,10 +249,13 @@ def moe_instances(draw):
                           intra_node_link="pcie", intra_node_gbyte_per_s=16.0, inter_node_gbit_per_s=10.0)]
     kind = LayerKindSpec(name="layer", num_layers=layers, num_experts=experts,
                          moe_router_topk=draw(st.integers(1, 2)))
+    kinds = [kind]
+    if layers >= 3 and draw(st.booleans()):  # a dense first layer, then expert layers: the several-kinds model rows
+        kinds = [LayerKindSpec(name="dense", num_layers=1), kind.model_copy(update={"num_layers": layers - 1})]
     model = ModelSpec(
         name="tiny-moe", num_layers=layers, hidden_size=draw(st.sampled_from([256, 512])), num_attention_heads=4,
         ffn_hidden_size=1024, gated_mlp=draw(st.booleans()), seq_length=draw(st.sampled_from([512, 1024])),
-        vocab_size=8000, layer_kinds=[kind],
+        vocab_size=8000, layer_kinds=kinds,
         default_job=JobSpec(global_batch_size=draw(st.sampled_from([4, 8])), train_iterations=1000,
                             sequence_parallel=draw(st.booleans()), distributed_optimizer=draw(st.booleans())))
     cluster = ClusterSpec(name="moe", node_types=nodes, gpus=gpus)
@@ -261,15 +264,16 @@ def moe_instances(draw):
                       profile=AnalyticProfile(model=model, gpus=by_name))
     options = SpaceOptions(micro_batch_sizes=(1, 2), max_stages=draw(st.integers(1, 3)),
                            uniform_recompute=draw(st.booleans()))
-    return problem, options, draw(st.sampled_from(["cost", "time"]))
+    budget = (draw(st.sampled_from(["none", "time", "cost", "gpus", "rate"])), draw(st.floats(0.3, 1.5)))
+    return problem, options, draw(st.sampled_from(["cost", "time"])), budget
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(moe_instances())
 def test_moe_optimum_equals_brute_force_over_ep(case):
-    problem, options, objective = case
+    problem, options, objective, (kind, factor) = case
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
-    truth = assert_backends_equal_brute_force(problem, Budget(objective=objective), options)
+    truth = assert_backends_equal_brute_force(problem, _budget(problem, options, objective, kind, factor), options)
     event(f"optimum: {truth.status}, ep > 1: {truth.plan is not None and truth.plan.ep > 1}")
 
 
@@ -314,15 +318,18 @@ def _plans(problem: Problem, options: SpaceOptions):
 def test_bounds_hold_for_every_ep(case):
     """The outer loop skips a candidate (tp, dp, b, pp, ep) on its bounds alone (issue 14: a bound must hold for every
     value): the cheap and refined candidate bounds and the positional bound lie below every plan of the candidate."""
+    from unittest import mock
+
+    from optsearch import bounds as bounds_module
     from optsearch.baselines.exhaustive import _least_recompute
     from optsearch.bounds import candidate_bound, degree_terms
     from optsearch.formulation.model import Candidate, skeleton
     from optsearch.formulation.positional import positional_bound
 
-    problem, options, objective = case
+    problem, options, objective, (kind, factor) = case
     options = SpaceOptions(micro_batch_sizes=options.micro_batch_sizes, max_stages=options.max_stages)
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
-    budget = Budget(objective=objective)
+    budget = _budget(problem, options, objective, kind, factor)
     for tp in tp_candidates(problem):
         for mbs in micro_batch_candidates(problem, options):
             for dp in dp_candidates(problem, tp, mbs):
@@ -333,6 +340,8 @@ def test_bounds_hold_for_every_ep(case):
                     terms = degree_terms(problem, tp, dp, mbs, uses, ep)
                     for pp in range(1, options.max_stages + 1):
                         bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
+                        with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):  # the aggregate refined bound
+                            bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
                         values = []
                         for types in type_sequences(list(uses), pp, None, tp * dp):
                             for parts in partitions(problem.model.num_layers, pp):
