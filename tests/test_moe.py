@@ -440,3 +440,30 @@ def test_estimate_and_launch_take_ep_without_a_plan_file(tmp_path):
     assert launch.code in (0, None), launch.stderr
     text = " ".join(p.read_text() for p in (tmp_path / "l").rglob("*") if p.is_file()).replace("\\\n", " ")
     assert "--expert-model-parallel-size 4" in " ".join(text.split())
+
+
+def test_pareto_frontier_over_ep_equals_brute_force():
+    """`pareto` on an MoE model: the exact (time, cost) frontier, ep included, is brute force's."""
+    from optsearch import whatif
+
+    gpus = [GpuSpec(name="G0", memory_gib=4.0, peak_fp16_tflop_per_s=125.0, hbm_gbyte_per_s=900.0),
+            GpuSpec(name="G1", memory_gib=4.0, peak_fp16_tflop_per_s=40.0, hbm_gbyte_per_s=600.0)]
+    nodes = [NodeTypeSpec(name="t0", gpu="G0", gpus_per_node=4, num_nodes_available=2, price_usd_per_node_hour=8.0,
+                          intra_node_link="nvlink", intra_node_gbyte_per_s=150.0, inter_node_gbit_per_s=100.0),
+             NodeTypeSpec(name="t1", gpu="G1", gpus_per_node=2, num_nodes_available=2, price_usd_per_node_hour=1.0,
+                          intra_node_link="pcie", intra_node_gbyte_per_s=16.0, inter_node_gbit_per_s=100.0)]
+    kind = LayerKindSpec(name="layer", num_layers=4, num_experts=8, moe_router_topk=2)
+    model = ModelSpec(name="tiny-moe", num_layers=4, hidden_size=512, num_attention_heads=4, ffn_hidden_size=2048,
+                      gated_mlp=True, seq_length=512, vocab_size=8000, layer_kinds=[kind],
+                      default_job=JobSpec(global_batch_size=8, train_iterations=1000))
+    by_name = {g.name: g for g in gpus}
+    problem = Problem(model=model, cluster=ClusterSpec(name="two", node_types=nodes, gpus=gpus), job=model.default_job,
+                      gpus=by_name, profile=AnalyticProfile(model=model, gpus=by_name))
+    options = SpaceOptions(micro_batch_sizes=(1, 2), max_stages=2)
+    frontier = whatif.pareto(problem, options=options)
+    got = [(p.estimate.training_time_s, p.estimate.cost_usd) for p in frontier]
+    want = whatif.brute_force_frontier(problem, Budget(), options)
+    assert len(got) == len(want) >= 2
+    for (t, c), (t2, c2) in zip(got, want):
+        assert math.isclose(t, t2, rel_tol=1e-6) and math.isclose(c, c2, rel_tol=1e-6)
+    assert all(p.result.status == "optimal" for p in frontier) and any(p.plan.ep > 1 for p in frontier)
