@@ -41,6 +41,9 @@ from optsearch.costmodel import (
     layer_activation_bytes, layer_step_s, num_micro_batches, optimizer_step_s, p2p_send_s, stage_parameters,
     state_bytes_per_param,
 )
+from optsearch.costmodel import (
+    expert_allreduce_s, expert_optimizer_step_s, expert_state_bytes_per_param, moe_layer_alltoall_s,
+)
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
@@ -85,19 +88,27 @@ class DegreeTerms:
         return self.layer_params + self.ends_params[pp > 1]
 
 
-def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
+def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1) -> DegreeTerms:
+    """Mixture of experts: steps include the expert all-to-alls at this ep (exact); alpha, beta and the state bytes are
+    the lesser of the dense and the expert per-parameter rates (moe_rates), so every bound over parameters holds."""
     model = problem.model
     names = [u.name for u in uses]
     w = tp * dp
     kinds = model.kinds
-    step = {g: [layer_step_s(problem, g, k, tp, mbs, "none") for k in kinds] for g in names}
+    spans = {u.name: w > u.node.gpus_per_node for u in uses}
+    step = {g: [layer_step_s(problem, g, k, tp, mbs, "none")
+                + moe_layer_alltoall_s(problem, g, k, tp, ep, mbs, "none", spans[g]) for k in kinds] for g in names}
     emb = {g: embedding_step_s(problem, g, tp, mbs) for g in names}
     head = {g: head_step_s(problem, g, tp, mbs) for g in names}
     price = {u.name: u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses}
     sends = [p2p_send_s(problem, g, h, False, w, mbs) for g in names for h in names]
     sends += [p2p_send_s(problem, u.name, u.name, True, w, mbs) for u in uses if u.stages_per_block > 1]
     state = state_bytes_per_param(problem.job, dp)
-    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs) for g in names]
+    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep) for g in names]
+    alpha = tuple(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses)
+    beta = tuple(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names)
+    if model.is_moe:
+        alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state)
     return DegreeTerms(
         m=num_micro_batches(problem.job, dp, mbs),
         tp=tp,
@@ -111,8 +122,8 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         cost_work_min=sum(k.num_layers * min(price[g] * step[g][i] for g in names) for i, k in enumerate(kinds))
         + min(price[g] * emb[g] for g in names) + min(price[g] * head[g] for g in names),
         send_min_s=min(sends),
-        alpha_min=min(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses),
-        beta_min=min(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
+        alpha_min=min(alpha),
+        beta_min=min(beta),
         layer_params=float(sum(model.layer_parameters(k) * k.num_layers for k in kinds)),
         max_layers_per_stage=tuple(nmax),
         stages_per_block=tuple(u.stages_per_block for u in uses),
@@ -120,8 +131,8 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         end_work_s=tuple(emb[g] + head[g] for g in names),
         emb_s=tuple(emb[g] for g in names),
         head_s=tuple(head[g] for g in names),
-        alpha=tuple(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses),
-        beta=tuple(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
+        alpha=alpha,
+        beta=beta,
         send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
         send_intra_s=tuple(p2p_send_s(problem, u.name, u.name, True, w, mbs) if u.stages_per_block > 1 else None
                            for u in uses),
@@ -132,7 +143,20 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     )
 
 
-def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int) -> int:
+def moe_rates(problem: Problem, uses: tuple[NodeUse, ...], tp: int, dp: int, ep: int, alpha: tuple[float, ...],
+              beta: tuple[float, ...], state: float) -> tuple[tuple[float, ...], tuple[float, ...], float]:
+    """Per-parameter rates that bound a mixture-of-experts stage from below: a stage's all-reduce is
+    alpha[g] D + alpha_e[g] X >= min(alpha[g], alpha_e[g]) (D + X) for its dense D and expert X parameters; the same for
+    beta and for the per-GPU state bytes (state / tp dense, expert_state / (tp ep) expert: returned per tp)."""
+    w = tp * dp
+    alpha_e = [expert_allreduce_s(problem, u.name, 1.0, tp, dp, ep, w > u.node.gpus_per_node) for u in uses]
+    beta_e = [expert_optimizer_step_s(problem, u.name, 1.0, tp, dp, ep) for u in uses]
+    state_e = expert_state_bytes_per_param(problem.job, dp, ep) / ep
+    return (tuple(min(a, b) for a, b in zip(alpha, alpha_e)), tuple(min(a, b) for a, b in zip(beta, beta_e)),
+            min(state, state_e))
+
+
+def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int, ep: int = 1) -> int:
     """NMAX[g]: the most layers one stage of this type can hold, over EVERY recomputation mode and layer kind.
 
     A stage of n >= 1 layers in mode r needs at least reserve + [r = full] W + n min_k (state P_k / tp + act[r, k])
@@ -145,10 +169,13 @@ def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs
     another order) and capped at the model's layers."""
     model = problem.model
     state = state_bytes_per_param(problem.job, dp)
+    expert_state = expert_state_bytes_per_param(problem.job, dp, ep) if model.is_moe else state
     capacity = memory_capacity_bytes(problem, problem.node(node_type).gpu) - MEMORY_RESERVE_BYTES
     most = 0
     for mode in RECOMPUTE_MODES:
-        per_layer = min(state / tp * model.layer_parameters(k)
+        per_layer = min((state / tp * model.layer_parameters(k) if not k.is_moe else
+                         state / tp * (model.layer_parameters(k) - model.expert_parameters(k))
+                         + expert_state / (tp * ep) * model.expert_parameters(k))
                         + layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for k in model.kinds)
         room = capacity - (full_recompute_working_bytes(problem, node_type, tp, mbs) if mode == "full" else 0.0)
         if room > 0:

@@ -4,6 +4,8 @@ The search space (solver, exhaustive and DP baselines alike):
   * tp: a power of two dividing the attention heads and the key/value heads, at most the GPUs per node of every
     node type used (tensor parallelism stays inside a node);
   * dp >= 1 and micro-batch b from MICRO_BATCH_SIZES with dp x b dividing the global batch;
+  * ep (mixture-of-experts models only; else 1) dividing dp and every expert layer's expert count, as upstream's
+    validation requires (ep_candidates);
   * pp stages in order, each with a node type, a layer count (>= 1, except that the first and last stage may
     hold 0 layers: only the embedding or only the head) and a recomputation mode;
   * whole nodes: with w = tp x dp GPUs per stage, a node type is usable only if w is a multiple of its GPUs per
@@ -46,6 +48,8 @@ class SpaceOptions:
     # With pp > 1 no stage holds layers of two kinds (FASOP's fork runs each stage wholly encoder or decoder: stages
     # below --pipeline-model-parallel-split-rank run the encoder).
     kinds_split_at_stages: bool = False
+    # Expert-parallel sizes the search may choose (mixture-of-experts models); None: every size upstream allows.
+    expert_parallel_sizes: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -73,6 +77,20 @@ def tp_candidates(problem: Problem) -> list[int]:
         t for t in range(1, largest + 1)
         if _is_power_of_two(t) and model.num_attention_heads % t == 0 and model.kv_heads % t == 0
     ]
+
+
+def ep_candidates(problem: Problem, tp: int, dp: int, options: SpaceOptions | None = None) -> list[int]:
+    """Expert-parallel sizes for (tp, dp): [1] for a dense model; for a mixture of experts every ep that divides dp and
+    every kind's expert count, where upstream trains the layout at all (costmodel.expert_parallel_error: tp > 1 needs
+    sequence parallelism, so with it off an MoE model has no ep at tp > 1)."""
+    from optsearch.costmodel import expert_parallel_error
+
+    model = problem.model
+    if not model.is_moe:
+        return [1]
+    allowed = options.expert_parallel_sizes if options is not None else None
+    return [e for e in range(1, dp + 1) if expert_parallel_error(model, problem.job, tp, dp, e) is None
+            and (allowed is None or e in allowed)]
 
 
 def micro_batch_candidates(problem: Problem, options: SpaceOptions) -> list[int]:
@@ -137,7 +155,7 @@ def one_mode_variants(plan: Plan, options: SpaceOptions) -> list[Plan]:
     modes = options.recompute_modes
     used = [modes.index(s.recompute) for s in plan.stages if s.num_layers > 0 and s.recompute in modes]
     start = max(used, default=0)
-    return [Plan(tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size,
+    return [Plan(tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size, ep=plan.ep,
                  stages=tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
                                     recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages))
             for mode in modes[start:]]
@@ -179,6 +197,8 @@ def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:
 def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceOptions()) -> bool:
     """True when the plan is one the search methods consider (whole nodes, usable types, allowed degrees)."""
     if plan.tp not in tp_candidates(problem) or plan.micro_batch_size not in micro_batch_candidates(problem, options):
+        return False
+    if plan.ep not in ep_candidates(problem, plan.tp, plan.dp, options):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Recompute, check_block_recompute
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem  # noqa: F401  (re-exported)
-from optsearch.profile.analytic import attention_core_fraction, korthikanti_activation_bytes
+from optsearch.profile.analytic import attention_core_fraction, korthikanti_activation_bytes, moe_activation_extra_bytes
 from optsearch.spec import LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.job import JobSpec
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
@@ -219,7 +219,8 @@ def layer_activation_bytes(
     full: 2 s b h (only the layer input is kept). With sequence parallelism (job.sequence_parallel and t > 1) the
     10 s b h that tensor parallelism leaves whole is split over the t ranks too: none s b h (34/t + 5 a s / (h t))
     (a measured value loses 10 s b h (1 - 1/t)), selective 34 s b h / t, full 2 s b h / t (the kept layer input is
-    the sequence-sharded residual stream).
+    the sequence-sharded residual stream). A mixture-of-experts kind adds moe_activation_extra_bytes (its routed
+    token copies, expert inner tensors and router scores) in modes none and selective, which keep the MLP's tensors.
     """
     model = problem.model
     sbh = model.seq_length * micro_batch_size * model.hidden_size
@@ -227,12 +228,13 @@ def layer_activation_bytes(
     split = tp if problem.job.sequence_parallel and tp > 1 else 1  # what the 10 s b h and the input divide by
     if recompute == "full":
         return 2.0 * sbh / split
+    moe = moe_activation_extra_bytes(model, kind, micro_batch_size, tp) if kind.is_moe else 0.0
     if recompute == "selective":
-        return sbh * (10 / split + 24 / tp) * cross
+        return sbh * (10 / split + 24 / tp) * cross + moe
     entry = problem.profile.get(problem.node(node_type).gpu, kind.name, tp, micro_batch_size)
     if entry.activation_bytes is not None:
         return entry.activation_bytes - 10 * sbh * (1 - 1 / split) * cross
-    return (korthikanti_activation_bytes(model, micro_batch_size, tp) - 10 * sbh * (1 - 1 / split)) * cross
+    return (korthikanti_activation_bytes(model, micro_batch_size, tp) - 10 * sbh * (1 - 1 / split)) * cross + moe
 
 
 def block_recompute_step_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
@@ -471,6 +473,101 @@ def optimizer_step_s(problem: Problem, node_type: str, parameters: float, tp: in
     return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
 
 
+# ---- mixture of experts and expert parallelism ----------------------------------------------------------------
+# Megatron-LM (megatron/core/parallel_state.py): the expert grid is tp_e x ep x dp_e x pp over the same ranks, with
+# the expert tensor-parallel size tp_e = tp by default (arguments.py) and dp_e = world / (tp_e ep pp) = dp / ep
+# (no context parallelism); its rank order tp-ep-dp-pp puts the ep ranks of a group tp apart, inside the stage's
+# tp x dp block. Experts per rank: E / ep (arguments.py: num_experts % ep == 0).
+MOE_ALLTOALLS_PER_LAYER = 4  # dispatch + combine, forward and backward (MoEAlltoAllTokenDispatcher)
+
+
+def expert_parallel_error(model: ModelSpec, job: JobSpec, tp: int, dp: int, ep: int) -> str | None:
+    """Why (tp, dp, ep) is not a layout Megatron-LM trains this model with, or None when it is."""
+    if ep < 1:
+        return f"ep = {ep}: must be at least 1"
+    moe = [k for k in model.kinds if k.is_moe]
+    if ep > 1 and not moe:
+        return f"ep = {ep}: model {model.name} has no mixture-of-experts layers (expert parallelism needs experts)"
+    for k in moe:
+        if k.num_experts % ep:
+            return f"ep = {ep} does not divide num_experts {k.num_experts} of layer kind {k.name}"
+    if dp % ep:
+        return f"ep = {ep} does not divide dp = {dp} (the expert data-parallel size is dp / ep)"
+    if moe and tp > 1 and not job.sequence_parallel:
+        return (f"tp = {tp} with mixture-of-experts layers needs sequence parallelism (upstream's MoELayer refuses "
+                "to train with tp > 1 without it): set job sequence_parallel")
+    return None
+
+
+def stage_expert_parameters(model: ModelSpec, kinds: dict[str, int]) -> float:
+    """Expert parameters of a stage's layers (all tp ranks and all ep ranks together); the rest is dense."""
+    by_name = {k.name: k for k in model.kinds}
+    return float(sum(model.expert_parameters(by_name[name]) * count for name, count in kinds.items()))
+
+
+def expert_state_bytes_per_param(job: JobSpec, dp: int, ep: int) -> float:
+    """Per-parameter bytes of an expert parameter on the ranks that hold it: state_bytes_per_param with the
+    distributed optimizer sharding over the expert data-parallel group dp / ep. A rank holds 1 / (tp ep) of them."""
+    return state_bytes_per_param(job, dp // ep)
+
+
+def expert_allreduce_s(problem: Problem, node_type: str, expert_params: float, tp: int, dp: int, ep: int,
+                       spans_nodes: bool) -> float:
+    """Ring all-reduce of the stage's expert gradients over the expert data-parallel group of dp / ep ranks:
+    each rank holds expert_params / (tp ep) of them. Across nodes the tp x ep rings of a node (one per expert
+    tensor- and expert-parallel rank) share its NIC, as the tp rings of the dense all-reduce do."""
+    node = problem.node(node_type)
+    bandwidth = intra_node_allreduce_bytes_per_s(node)
+    if spans_nodes:
+        bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp * ep))
+    return ring_allreduce_s(expert_params / (tp * ep) * gradient_bytes(problem.job), dp // ep, bandwidth)
+
+
+def expert_optimizer_step_s(problem: Problem, node_type: str, expert_params: float, tp: int, dp: int, ep: int) -> float:
+    """Adam step over the rank's expert parameters: expert_params / (tp ep) (/ (dp / ep) if distributed) x 28 bytes /
+    HBM bandwidth."""
+    per_gpu = expert_params / (tp * ep) / (dp // ep if problem.job.distributed_optimizer else 1)
+    gpu = problem.gpu_of(node_type)
+    return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+
+
+def ep_ranks_per_node(gpus_per_node: int, tp: int, ep: int, spans_nodes: bool) -> int:
+    """Ranks of one expert-parallel group on one node. A group is tp x ep consecutive GPUs of a stage (rank order
+    tp-ep-dp): all on one node when the stage is, or when tp x ep divides the GPUs per node (blocks are node-aligned);
+    otherwise the group covers whole nodes, gpus_per_node / tp ranks on each."""
+    if not spans_nodes or gpus_per_node % (tp * ep) == 0:
+        return ep
+    return max(1, min(ep, gpus_per_node // tp))
+
+
+def moe_alltoall_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, ep: int, micro_batch_size: int,
+                   spans_nodes: bool) -> float:
+    """One token all-to-all (dispatch or combine) of an expert layer over its ep group, for one micro-batch.
+
+    Each rank holds b s / tp tokens (sequence parallel, which MoE with tp > 1 requires) and sends each to k experts:
+    message = b s k h x 2 / tp bytes, of which a share (ep - 1) / ep leaves the rank (tokens spread evenly over the
+    experts). With r ranks of the group on this node, (r - 1) / ep of it goes over the intra-node link and (ep - r) /
+    ep over the NIC, which the node's GPUs share (all send at once); the two run concurrently:
+        t = max((r - 1) / ep x message / intra, (ep - r) / ep x message / (NIC / GPUs of the node sending))
+    0 for a dense kind or ep = 1."""
+    if not kind.is_moe or ep <= 1:
+        return 0.0
+    model, node = problem.model, problem.node(node_type)
+    message = micro_batch_size * model.seq_length * kind.moe_router_topk * model.hidden_size * ACTIVATION_DTYPE_BYTES / tp
+    r = ep_ranks_per_node(node.gpus_per_node, tp, ep, spans_nodes)
+    intra = (r - 1) / ep * message / intra_node_bytes_per_s(node)
+    inter = (ep - r) / ep * message / inter_node_bytes_per_s_per_gpu(node, node.gpus_per_node) if r < ep else 0.0
+    return max(intra, inter)
+
+
+def moe_layer_alltoall_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, ep: int,
+                         micro_batch_size: int, recompute: Recompute, spans_nodes: bool) -> float:
+    """All-to-alls of one expert layer per micro-batch: 4 (dispatch and combine, forward and backward), 6 under full
+    recomputation (the forward runs again); selective recomputation re-runs only the attention core."""
+    count = MOE_ALLTOALLS_PER_LAYER + (2 if recompute == "full" else 0)
+    return count * moe_alltoall_s(problem, node_type, kind, tp, ep, micro_batch_size, spans_nodes)
+
+
 def check_plan(problem: Problem, plan: Plan) -> None:
     """Raise SpecError when the plan is inconsistent with the model, cluster or job (not with memory)."""
     model = problem.model
@@ -497,6 +594,9 @@ def check_plan(problem: Problem, plan: Plan) -> None:
     if total != model.num_layers:
         raise SpecError(f"plan: stage layers sum to {total} but {model.name} has {model.num_layers} layers")
     num_micro_batches(problem.job, plan.dp, plan.micro_batch_size)
+    why = expert_parallel_error(model, problem.job, plan.tp, plan.dp, plan.ep)
+    if why is not None:
+        raise SpecError(f"plan: {why}")
     for name, count in place(problem, plan).nodes.items():
         available = problem.node(name).num_nodes_available
         if count > available:
@@ -522,6 +622,17 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
             for name, count in kinds.items()
         ) if plan.recompute_num_layers is None else sum(
             block_recompute_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, count, recomputed[name])
+            for name, count in kinds.items()
+        )
+        # expert all-to-alls; under block recomputation only the recomputed layers run their forward ones again
+        compute += sum(
+            (count - recomputed[name]) * moe_layer_alltoall_s(problem, stage.node_type, kinds_by_name[name], tp,
+                                                              plan.ep, mbs, "none", placement.stage_spans_nodes[i])
+            + recomputed[name] * moe_layer_alltoall_s(problem, stage.node_type, kinds_by_name[name], tp, plan.ep,
+                                                      mbs, "full", placement.stage_spans_nodes[i])
+            if plan.recompute_num_layers is not None else
+            count * moe_layer_alltoall_s(problem, stage.node_type, kinds_by_name[name], tp, plan.ep, mbs,
+                                         stage.recompute, placement.stage_spans_nodes[i])
             for name, count in kinds.items()
         )
         if first:
@@ -550,7 +661,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
             activations += full_recompute_working_bytes(problem, stage.node_type, tp, mbs)
         if last:
             activations += logits_bytes(model, tp, mbs)
-        memory = params / tp * state_bytes_per_param(problem.job, dp) + activations + MEMORY_RESERVE_BYTES
+        experts = stage_expert_parameters(model, kinds)
+        dense = params - experts
+        memory = dense / tp * state_bytes_per_param(problem.job, dp) + activations + MEMORY_RESERVE_BYTES
+        memory += experts / (tp * plan.ep) * expert_state_bytes_per_param(problem.job, dp, plan.ep)
         stages.append(
             StageEstimate(
                 node_type=stage.node_type,
@@ -559,8 +673,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 recompute=stage.recompute,
                 compute_s=compute,
                 p2p_s=p2p,
-                dp_allreduce_s=dp_allreduce_s(problem, stage.node_type, params, tp, dp, placement.stage_spans_nodes[i]),
-                optimizer_s=optimizer_step_s(problem, stage.node_type, params, tp, dp),
+                dp_allreduce_s=dp_allreduce_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i])
+                + expert_allreduce_s(problem, stage.node_type, experts, tp, dp, plan.ep, placement.stage_spans_nodes[i]),
+                optimizer_s=optimizer_step_s(problem, stage.node_type, dense, tp, dp)
+                + expert_optimizer_step_s(problem, stage.node_type, experts, tp, dp, plan.ep),
                 parameters=params,
                 memory_bytes=memory,
                 memory_capacity_bytes=memory_capacity_bytes(problem, node.gpu),

@@ -334,10 +334,34 @@ def _model_args(model: ModelSpec, plan: Plan) -> list[str]:
         args.append("--disable-bias-linear")
     if not model.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
+    args += _moe_args(model, plan)
     if is_llama_family(model):
         # Llama trains without dropout (upstream's examples/llama scripts pass both; Megatron's default is 0.1)
         args += ["--attention-dropout", "0.0", "--hidden-dropout", "0.0"]
     args += ["--make-vocab-size-divisible-by", str(MAKE_VOCAB_SIZE_DIVISIBLE_BY)]
+    return args
+
+
+def _moe_args(model: ModelSpec, plan: Plan) -> list[str]:
+    """Mixture-of-experts flags, as upstream's examples/mixtral/train_mixtral_8x7b_distributed.sh passes them: experts,
+    top-k, the alltoall token dispatcher (the all-to-all the cost model prices) and the aux-loss load balancing behind
+    its even token spread; --expert-model-parallel-size is the plan's ep (expert tensor parallelism defaults to tp in
+    upstream's arguments.py, as priced). --moe-grouped-gemm is left to the user: upstream's validate_args needs an
+    Ampere or newer GPU for it, and the cost model prices the experts as plain GEMMs."""
+    moe = [k for k in model.kinds if k.is_moe]
+    if not moe:
+        return []
+    if len(moe) != len(model.kinds) or is_encoder_decoder(model):
+        raise UnsupportedPlanError(
+            f"model {model.name}: expert layers beside dense or cross-attention layers: optsearch emits one "
+            "--num-experts for every layer of pretrain_gpt.py (no --moe-layer-freq pattern)"
+        )
+    kind = moe[0]
+    args = ["--num-experts", str(kind.num_experts), "--moe-router-topk", str(kind.moe_router_topk)]
+    if model.expert_ffn_size(kind) != model.ffn_hidden_size:
+        args += ["--moe-ffn-hidden-size", str(model.expert_ffn_size(kind))]
+    args += ["--moe-token-dispatcher-type", "alltoall", "--moe-router-load-balancing-type", "aux_loss",
+             "--moe-aux-loss-coeff", "1e-2", "--expert-model-parallel-size", str(plan.ep)]
     return args
 
 
@@ -375,6 +399,10 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
     ))
     notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x pp) = {plan.num_gpus} / "
                  f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
+    if model.is_moe:
+        notes.append(f"experts: ep = {plan.ep}, expert data parallel = dp / ep = {plan.dp // plan.ep}; optsearch "
+                     "priced an even token spread over the experts and plain expert GEMMs (upstream's Mixtral example "
+                     "adds --moe-grouped-gemm on Ampere or newer GPUs)")
     entry = T5_ENTRY if is_encoder_decoder(model) else GPT_ENTRY
     return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
 
@@ -470,7 +498,7 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
         raise SpecError(f"megatron arguments: --recompute-granularity {granularity!r}: expected full or selective")
     stages = parse_balance("-".join(map(str, counts)), node_order)
     stages = tuple(Stage(node_type=s.node_type, num_layers=s.num_layers, recompute=m) for s, m in zip(stages, modes))
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=integer("--expert-model-parallel-size", 1))
 
 
 # ---- the FASOP fork ----------------------------------------------------------------------------------------

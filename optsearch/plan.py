@@ -35,6 +35,9 @@ class Plan:
     # every stage with layers says "full" and recomputes only its first N layers of each transformer block (encoder,
     # decoder); the rest keep all activations. None: "full" stages recompute every layer (--recompute-method uniform).
     recompute_num_layers: int | None = None
+    # Expert parallelism (mixture-of-experts models): each expert layer's experts are split over ep ranks of a stage's
+    # dp replicas (Megatron's --expert-model-parallel-size; ep divides dp). 1: every rank holds every expert.
+    ep: int = 1
 
     @property
     def pp(self) -> int:
@@ -71,6 +74,8 @@ class Plan:
         }
         if self.recompute_num_layers is not None:  # absent otherwise: plans without it keep their JSON
             out["recompute_num_layers"] = self.recompute_num_layers
+        if self.ep != 1:  # written only when set: plans without expert parallelism keep their JSON form
+            out["ep"] = self.ep
         return out
 
     def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
@@ -125,7 +130,8 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     if "recompute_num_layers" in data:
         block = _positive_int(data, "recompute_num_layers", source)
         check_block_recompute(tuple(stages), block, source)
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block)
+    ep = _positive_int(data, "ep", source) if "ep" in data else 1
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep)
 
 
 def check_block_recompute(stages: tuple[Stage, ...], recompute_num_layers: int, source: str) -> None:

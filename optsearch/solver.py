@@ -26,12 +26,13 @@ from optsearch.bounds import (
     degree_terms,
 )
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses,
+    NodeUse, SpaceOptions, in_search_space, dp_candidates, ep_candidates, max_stages, micro_batch_candidates, node_uses,
     one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, Estimate, estimate, memory_capacity_bytes, stage_parameters, state_bytes_per_param,
 )
+from optsearch.costmodel import expert_state_bytes_per_param
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
@@ -102,18 +103,19 @@ class Memo:
 
     problem: Problem
     options: SpaceOptions
-    terms: dict[tuple[int, int, int], DegreeTerms] = field(default_factory=dict)
-    cheap: dict[tuple[int, int, int, int], CandidateBound] = field(default_factory=dict)
-    compositions: dict[tuple[int, int, int, int], tuple[Composition, ...] | None] = field(default_factory=dict)
-    skeletons: dict[tuple[int, int, int, int], Skeleton] = field(default_factory=dict)
-    quick: dict[tuple[int, int, int, int], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
-    sequences: dict[tuple[tuple[int, int, int, int], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
+    terms: dict[tuple[int, ...], DegreeTerms] = field(default_factory=dict)
+    cheap: dict[tuple[int, ...], CandidateBound] = field(default_factory=dict)
+    compositions: dict[tuple[int, ...], tuple[Composition, ...] | None] = field(default_factory=dict)
+    skeletons: dict[tuple[int, ...], Skeleton] = field(default_factory=dict)
+    quick: dict[tuple[int, ...], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
+    sequences: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
 
-    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
-        if (tp, dp, mbs) not in self.terms:
-            self.terms[(tp, dp, mbs)] = degree_terms(self.problem, tp, dp, mbs, uses)
-        return self.terms[(tp, dp, mbs)]
+    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1) -> DegreeTerms:
+        key = (tp, dp, mbs) if ep == 1 else (tp, dp, mbs, ep)
+        if key not in self.terms:
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep)
+        return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
         """The unrefined bound, which does not depend on the budget (bounds.candidate_bound)."""
@@ -214,15 +216,17 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                 uses = tuple(node_uses(problem, tp, dp, mbs))
                 if not uses:
                     continue
-                terms = memo.degree_terms(tp, dp, mbs, uses)
-                for pp in range(1, max_stages(problem, options) + 1):
-                    total += 1
-                    if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
-                        continue
-                    cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
-                    item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand), slower_than_s)
-                    if item is not None:
-                        kept.append(item)
+                for ep in ep_candidates(problem, tp, dp, options):
+                    terms = memo.degree_terms(tp, dp, mbs, uses, ep)
+                    for pp in range(1, max_stages(problem, options) + 1):
+                        total += 1
+                        if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
+                            continue
+                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep)
+                        item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand),
+                                        slower_than_s)
+                        if item is not None:
+                            kept.append(item)
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
     return kept, total
 
@@ -600,7 +604,11 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                                 for x in node_uses(problem, tp, dp, mbs))
                     pp = max(1, min(slots, max_stages(problem, options)))
                     all_params = layer_params + stage_parameters(model, {}, True, True, pp)
-                    need = all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES
+                    state = state_bytes_per_param(problem.job, dp)
+                    if model.is_moe:  # experts held / ep: the least per-parameter bytes of any ep bound the need
+                        state = min([state] + [expert_state_bytes_per_param(problem.job, dp, ep) / ep
+                                               for ep in ep_candidates(problem, tp, dp, options)])
+                    need = all_params / pp / tp * state + MEMORY_RESERVE_BYTES
                     cap = memory_capacity_bytes(problem, u.node.gpu)
                     if best is None or need - cap < best[0] - best[1]:
                         best = (need, cap, problem.gpu_of(u.name).name)

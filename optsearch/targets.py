@@ -106,6 +106,13 @@ def is_encoder_decoder(model: ModelSpec) -> bool:
 
 def fasop_model(model: ModelSpec) -> FasopModel:
     """The fork's MODEL whose arguments build this model, or UnsupportedPlanError naming the first difference."""
+    if model.is_moe:
+        raise UnsupportedPlanError(
+            f"model {model.name}: mixture of experts: the FASOP fork's Megatron-LM-2 has only a Switch MLP "
+            "(--num-experts, top-1 routing, every expert on every rank, run one after another: no expert "
+            "parallelism or top-k) and its run script passes no expert arguments; plan and launch it for upstream "
+            "Megatron-LM instead (--target megatron)"
+        )
     kinds = model.kinds
     enc = kinds[0].num_layers if is_encoder_decoder(model) else None
     wanted = dict(num_layers=model.num_layers, encoder_layers=enc, hidden_size=model.hidden_size,

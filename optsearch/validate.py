@@ -108,7 +108,8 @@ def _load_runs(path: Path) -> list[Run]:
         except SpecError as err:
             raise SpecError(f"{where}: stages: {err}") from None
         plan = Plan(tp=_int(row, "tp", where), dp=_int(row, "dp", where),
-                    micro_batch_size=_int(row, "micro_batch_size", where), stages=stages)
+                    micro_batch_size=_int(row, "micro_batch_size", where), stages=stages,
+                    ep=_int(row, "ep", where) if (row.get("ep") or "").strip() else 1)  # optional column (MoE)
         precision = (row.get("precision") or "").strip() or None
         if precision not in (None, "fp16", "bf16"):
             raise SpecError(f"{where}: precision = {precision!r}: must be fp16 or bf16")

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from optsearch.candidates import SpaceOptions, max_stages
+from optsearch.candidates import SpaceOptions, ep_candidates, max_stages
 from optsearch.costmodel import Estimate
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Stage
@@ -464,14 +464,16 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for ep, pp in ((e, p) for e in ep_candidates(problem, tp, dp, options)
+                       for p in range(1, max_stages(problem, options) + 1)):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(num_layers, pp):
                     if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
                         continue  # a stage with encoder and decoder layers (as exhaustive.py)
                     stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
                                    for t, k in zip(types, parts))
-                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages), options)
+                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep),
+                                             options)
                     if found is not None and not budget_violations(found[0], found[1], budget):
                         yield found
 

@@ -22,7 +22,6 @@ from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.errors import SpecError
 from optsearch.megatron import plan_from_megatron_args, recompute_args
 from optsearch.plan import Plan, Stage, plan_from_dict
-from optsearch.solver import solve
 from optsearch.spec import GpuSpec
 from optsearch.spec.budget import Budget
 

@@ -68,6 +68,8 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", replace(plan("10-13-13-12", "a10", "full"), recompute_num_layers=5)),
         # what `solve --target megatron --minimize cost` returns for gpt3-6.7b on two fasop-a10 nodes (docs/knobs.md)
         ("gpt3-6.7b", "fasop-a10", replace(plan("8-8-8-8", "a10", "full", tp=2, dp=1), recompute_num_layers=7)),
+        # mixture of experts: 8 experts over ep = 4 of dp = 4, tp = 2 (expert tp = 2), uneven split (issue 16, item 3)
+        ("mixtral-8x7b", "aws-p4d", replace(plan("7-9-9-7", "p4d.24xlarge", "selective", tp=2, dp=4), ep=4)),
     ]
 
 
@@ -135,3 +137,9 @@ def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
         block_n = plan.recompute_num_layers
         assert (args.recompute_method, args.recompute_num_layers) == (("block", block_n) if block_n else ("uniform", 1))
     assert args.sequence_parallel == (problem.job.sequence_parallel and plan.tp > 1)
+    assert args.expert_model_parallel_size == plan.ep
+    if problem.model.is_moe:
+        kind = problem.model.kinds[0]
+        assert (args.num_experts, args.moe_router_topk) == (kind.num_experts, kind.moe_router_topk)
+        assert args.expert_tensor_parallel_size == plan.tp  # upstream's default: what the cost model priced
+        assert args.moe_token_dispatcher_type == "alltoall"

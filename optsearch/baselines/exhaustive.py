@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, block_recompute_enabled, dp_candidates, kinds_split_allowed, max_stages,
+    NodeUse, SpaceOptions, block_recompute_enabled, dp_candidates, ep_candidates, kinds_split_allowed, max_stages,
     micro_batch_candidates, node_uses, tp_candidates,
     type_sequence_allowed,
 )
@@ -100,7 +100,7 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
     total = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for pp in (pp for _ in ep_candidates(problem, tp, dp, options) for pp in range(1, max_stages(problem, options) + 1)):
             n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
                 comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
             )
@@ -183,7 +183,8 @@ def solve_exhaustive(
     priced = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for ep, pp in ((ep, pp) for ep in ep_candidates(problem, tp, dp, options)
+                       for pp in range(1, max_stages(problem, options) + 1)):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
                 for parts in partitions(L, pp):
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
@@ -192,7 +193,7 @@ def solve_exhaustive(
                         continue  # a stage with encoder and decoder layers: the target cannot run it
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
-                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep)
                     priced += 1
                     found = _least_recompute(problem, plan, options)
                     if found is None:

@@ -98,6 +98,8 @@ def comparison_table(rows: list[Comparison], title: str) -> Table:
         if r.plan is not None and r.estimate is not None:
             nodes = ", ".join(f"{n} x {name}" for name, n in sorted(r.estimate.nodes.items()))
             degrees = f"{r.plan.tp}/{r.plan.dp}/{r.plan.pp}"
+            if r.plan.ep != 1:
+                degrees += f" ep {r.plan.ep}"
             mbs = f"{r.plan.micro_batch_size} (x{r.estimate.num_micro_batches})"
             balance = r.plan.balance
         else:

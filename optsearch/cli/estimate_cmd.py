@@ -70,12 +70,17 @@ def estimate_command(
     tokens: TokensOpt = None,
     memory_headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,
+    ep: Annotated[
+        Optional[int], typer.Option("--ep", min=1, max=1_000_000,
+                                    help="Without a plan file: expert-parallel size (mixture-of-experts models; "
+                                         "Megatron's --expert-model-parallel-size). Default 1."),
+    ] = None,
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
     if plan_file is not None:
         given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout),
                                 ("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
-                                ("--node-order", node_order)) if v is not None]
+                                ("--node-order", node_order), ("--ep", ep)) if v is not None]
         if recompute != "none":
             given.append("--recompute")
         if given:
@@ -91,6 +96,8 @@ def estimate_command(
                                        memory_headroom=memory_headroom)
         plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, None,
                                   layout=layout, cluster=problem.cluster)
+        if ep is not None:
+            plan = replace(plan, ep=ep)
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)

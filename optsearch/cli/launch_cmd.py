@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -76,6 +77,11 @@ def launch_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
+    ep: Annotated[
+        Optional[int], typer.Option("--ep", min=1, max=1_000_000,
+                                    help="Without PLAN.json: expert-parallel size (mixture-of-experts models; "
+                                         "Megatron's --expert-model-parallel-size). Default 1."),
+    ] = None,
 ) -> None:
     """Emit what launches the plan on Megatron-LM: arguments, partition strings, torchrun and Slurm scripts."""
     if fmt not in LAUNCH_FORMATS:
@@ -84,7 +90,7 @@ def launch_command(
     if plan_file is not None:
         given = [n for n, v in (("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
                                 ("--stages", stages), ("--balance", balance), ("--layout", layout),
-                                ("--node-order", node_order)) if v is not None]
+                                ("--node-order", node_order), ("--ep", ep)) if v is not None]
         if given:
             raise SpecError(f"{plan_file}: the plan file gives the plan; drop {', '.join(given)}")
         plan, problem = plan_and_problem(plan_file, model, cluster, profile, global_batch_size, iterations, tokens,
@@ -95,6 +101,8 @@ def launch_command(
                                 iterations=iterations, tokens=tokens)
         plan = _plan_from_options(tp, dp, None, micro_batch_size, stages, balance, node_order, recompute, None,
                                   layout=layout, cluster=problem.cluster)
+        if ep is not None:
+            plan = replace(plan, ep=ep)
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
                                 master_port=master_port, allow_no_fit=allow_no_fit)
     if out is None:  # the printed files carry the notes as comments: not again on stderr

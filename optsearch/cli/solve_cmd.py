@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -103,6 +104,17 @@ class SolveProgress:
                                  status=self.status(p))
 
 
+def parse_sizes(text: str, option: str) -> tuple[int, ...]:
+    """'1,2,4' -> (1, 2, 4): positive integers."""
+    try:
+        sizes = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise SpecError(f"{option} = {text!r}: expected positive integers joined by ',', e.g. 1,2,4") from None
+    if not sizes or any(x < 1 for x in sizes):
+        raise SpecError(f"{option} = {text!r}: sizes must be at least 1")
+    return sizes
+
+
 @app.command("solve")
 def solve_command(
     model: ModelOpt,
@@ -132,6 +144,12 @@ def solve_command(
     ] = None,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress on stderr.")] = False,
+    expert_parallel: Annotated[
+        Optional[str],
+        typer.Option("--expert-parallel", metavar="SIZES",
+                     help="Mixture-of-experts models: the expert-parallel sizes (ep) the search may choose, e.g. 1 "
+                          "(no expert parallelism) or 1,2,4,8. Default: every ep that divides dp and the experts."),
+    ] = None,
 ) -> None:
     """Find the plan that is optimal under the cost model, and prove it.
 
@@ -147,6 +165,8 @@ def solve_command(
         problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
                                        memory_headroom=memory_headroom)
         options = space_from_target(target, problem)
+        if expert_parallel is not None:
+            options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
         # --time-limit bounds the whole command: the start-up already spent (interpreter and imports included) is
         # taken off it, and 5 % is kept for the report after the solve
         left_s = None if time_limit is None else max(0.0, min(left(), 0.95 * time_limit - process_age_s()))

@@ -83,7 +83,10 @@ def nodes_text(p: Point) -> str:
 
 def plan_label(p: Point) -> str:
     plan = p.plan
-    return f"tp{plan.tp} dp{plan.dp} pp{plan.pp} mb{plan.micro_batch_size}\n{nodes_text(p)}" if plan else ""
+    if not plan:
+        return ""
+    ep = f" ep{plan.ep}" if plan.ep != 1 else ""
+    return f"tp{plan.tp} dp{plan.dp}{ep} pp{plan.pp} mb{plan.micro_batch_size}\n{nodes_text(p)}"
 
 
 def budget_text(p: Point, swept: str | None) -> str:
@@ -116,7 +119,8 @@ def points_table(points: list[Point], title: str, swept: str | None, first: str 
         row += ([budget_text(p, swept)] if budget_column else []) + [p.result.status]
         if p.plan is not None and p.estimate is not None:
             row += [times[id(p)], costs[id(p)], nodes_text(p),
-                    f"{p.plan.tp}/{p.plan.dp}/{p.plan.pp}", str(p.plan.micro_batch_size), p.plan.balance]
+                    f"{p.plan.tp}/{p.plan.dp}/{p.plan.pp}" + (f" ep {p.plan.ep}" if p.plan.ep != 1 else ""),
+                    str(p.plan.micro_batch_size), p.plan.balance]
         else:
             row += ["", "", "", "", "", ""]
         note = p.reason or ("re-used" if p.how == "reused" else "")

@@ -103,7 +103,7 @@ def plan_of(f: Formulation | Skeleton, seq: tuple[int, ...]) -> Plan | None:
         return None
     stages = tuple(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[f.patterns[(s, g, n)]])
                    for s, (g, n) in enumerate(zip(seq, parts)))
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages)
+    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages, ep=f.cand.ep)
 
 
 def quick_plans(f: Formulation | Skeleton) -> list[Plan]:

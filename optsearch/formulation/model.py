@@ -34,6 +34,9 @@ from optsearch.costmodel import (
     layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
     stage_parameters, state_bytes_per_param, memory_capacity_bytes, embedding_allreduce_s,
 )
+from optsearch.costmodel import (
+    expert_allreduce_s, expert_optimizer_step_s, expert_state_bytes_per_param, moe_layer_alltoall_s,
+)
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
@@ -51,14 +54,15 @@ class Candidate:
     micro_batch_size: int
     pp: int
     uses: tuple[NodeUse, ...]
+    ep: int = 1  # expert-parallel size (mixture-of-experts models)
 
     @property
     def gpus_per_stage(self) -> int:
         return self.tp * self.dp
 
     @property
-    def key(self) -> tuple[int, int, int, int]:
-        return (self.tp, self.dp, self.micro_batch_size, self.pp)
+    def key(self) -> tuple[int, ...]:
+        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,6 +92,24 @@ class Coefficients:
     emb_inter_s: tuple[tuple[float, ...], ...] = ()  # [g][h]: tied-embedding all-reduce, first on g, last on h
     emb_intra_s: tuple[float, ...] = ()  # [g]: the same inside one node of g
     emb_same_possible: tuple[bool, ...] = ()  # [g]: pp x w <= GPUs per node of g (the pipeline fits one node)
+    # Mixture of experts: layer_params[k] holds a layer's dense parameters; its expert parameters X_k enter memory,
+    # the all-reduce and the optimizer with their own per-parameter coefficients (over dp / ep, held / (tp ep)).
+    expert_params: tuple[float, ...] = ()  # [k] X_k (0 for a dense kind)
+    expert_allreduce_s_per_param: tuple[float, ...] = ()  # [g]
+    expert_optimizer_s_per_param: tuple[float, ...] = ()  # [g]
+    expert_state_bytes_per_param: float = 0.0  # per GPU, per expert parameter of the stage (already / (tp ep))
+
+    def layer_state_bytes(self, k: int) -> float:
+        """Per-GPU weight, gradient and optimizer bytes of one layer of kind k."""
+        return self.state_bytes_per_param * self.layer_params[k] + self.expert_state_bytes_per_param * self.expert_params[k]
+
+    def layer_allreduce_s(self, g: int, k: int) -> float:
+        """The part of a layer of kind k on g in its stage's gradient all-reduce beyond alpha[g] x P_k (its experts)."""
+        return self.expert_allreduce_s_per_param[g] * self.expert_params[k]
+
+    def layer_optimizer_s(self, g: int, k: int) -> float:
+        """The part of a layer of kind k on g in its stage's optimizer step beyond beta[g] x P_k (its experts)."""
+        return self.expert_optimizer_s_per_param[g] * self.expert_params[k]
 
     @property
     def has_embedding_allreduce(self) -> bool:
@@ -99,17 +121,20 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
     kinds, modes = model.kinds, options.recompute_modes
     names = [u.name for u in cand.uses]
     m = num_micro_batches(problem.job, cand.dp, mbs)
+    ep, spans = cand.ep, [w > u.node.gpus_per_node for u in cand.uses]
     return Coefficients(
         m=m,
         iterations=problem.iterations,
         modes=modes,
         kind_layers=tuple(k.num_layers for k in kinds),
-        step_s=tuple(tuple(tuple(layer_step_s(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names),
+        step_s=tuple(tuple(tuple(layer_step_s(problem, g, k, tp, mbs, r)
+                                 + moe_layer_alltoall_s(problem, g, k, tp, ep, mbs, r, spans[i]) for k in kinds)
+                           for r in modes) for i, g in enumerate(names)),
         embedding_s=tuple(embedding_step_s(problem, g, tp, mbs) for g in names),
         head_s=tuple(head_step_s(problem, g, tp, mbs) for g in names),
         send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
         send_intra_s=tuple(p2p_send_s(problem, g, g, True, w, mbs) for g in names),
-        layer_params=tuple(float(model.layer_parameters(k)) for k in kinds),
+        layer_params=tuple(float(model.layer_parameters(k) - model.expert_parameters(k)) for k in kinds),
         fixed_params=tuple(stage_parameters(model, {}, s == 0, s == pp - 1, pp) for s in range(pp)),
         allreduce_s_per_param=tuple(
             dp_allreduce_s(problem, u.name, 1.0, tp, cand.dp, w > u.node.gpus_per_node) for u in cand.uses
@@ -130,6 +155,11 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
                                 for h in names) for g in names),
         emb_intra_s=tuple(embedding_allreduce_s(problem, g, g, True, w, tp) if pp > 1 else 0.0 for g in names),
         emb_same_possible=tuple(pp > 1 and pp * w <= u.node.gpus_per_node for u in cand.uses),
+        expert_params=tuple(float(model.expert_parameters(k)) for k in kinds),
+        expert_allreduce_s_per_param=tuple(expert_allreduce_s(problem, u.name, 1.0, tp, cand.dp, ep, spans[i])
+                                           for i, u in enumerate(cand.uses)),
+        expert_optimizer_s_per_param=tuple(expert_optimizer_step_s(problem, g, 1.0, tp, cand.dp, ep) for g in names),
+        expert_state_bytes_per_param=expert_state_bytes_per_param(problem.job, cand.dp, ep) / (tp * ep),
     )
 
 
@@ -387,6 +417,7 @@ def add_dp_allreduce(f: Formulation) -> None:
     for s in range(f.cand.pp):
         for g in range(len(f.cand.uses)):
             lin = Lin.of((1, "A")).extend(_stage_params(f, s, g), -f.c.allreduce_s_per_param[g])
+            _add_expert_terms(f, lin, s, g, f.c.layer_allreduce_s)
             f.lm.add(f"ar_{s}_{g}", lin, ">=", 0, "time")
 
 
@@ -395,7 +426,15 @@ def add_optimizer(f: Formulation) -> None:
     for s in range(f.cand.pp):
         for g in range(len(f.cand.uses)):
             lin = Lin.of((1, "O")).extend(_stage_params(f, s, g), -f.c.optimizer_s_per_param[g])
+            _add_expert_terms(f, lin, s, g, f.c.layer_optimizer_s)
             f.lm.add(f"op_{s}_{g}", lin, ">=", 0, "time")
+
+
+def _add_expert_terms(f: Formulation, lin: Lin, s: int, g: int, per_layer) -> None:
+    """lin -= sum_{r,k} per_layer(g, k) n[s,g,r,k]: the expert parameters' share (nothing for a dense model)."""
+    for r in range(len(f.c.modes)):
+        for k in range(len(f.c.layer_params)):
+            lin.add(-per_layer(g, k), n_(s, g, r, k))
 
 
 def add_embedding_allreduce(f: Formulation) -> None:
@@ -448,7 +487,7 @@ def memory_fixed_bytes(c: Coefficients, s: int, g: int, r: int, pp: int) -> floa
 
 def memory_per_layer_bytes(c: Coefficients, s: int, g: int, r: int, k: int) -> float:
     """Per-GPU bytes one more layer of kind k adds to stage s on (g, r): its states and in-flight activations."""
-    return c.state_bytes_per_param * c.layer_params[k] + c.in_flight[s] * c.activation_bytes[g][r][k]
+    return c.layer_state_bytes(k) + c.in_flight[s] * c.activation_bytes[g][r][k]
 
 
 def add_memory(f: Formulation) -> None:
@@ -563,7 +602,7 @@ def most_layers(c: Coefficients, pp: int, num_uses: int) -> np.ndarray:
         if mode == "full":
             fixed[:, :, r] += np.array(c.full_working_bytes)[None, :]
     act = np.array([[c.activation_bytes[g][r][0] for r in range(R)] for g in range(num_uses)])
-    per = c.state_bytes_per_param * c.layer_params[0] + np.array(c.in_flight, dtype=float)[:, None, None] * act[None]
+    per = c.layer_state_bytes(0) + np.array(c.in_flight, dtype=float)[:, None, None] * act[None]
     cap = np.array(c.capacity_bytes)[None, :, None]
 
     def fits(n: np.ndarray) -> np.ndarray:
@@ -623,8 +662,8 @@ def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
         a, o = Lin.of((1, "A")), Lin.of((1, "O"))
         for (g, n) in f.patterns_of(s):
             params = n * c.layer_params[0] + c.fixed_params[s]
-            a.add(-c.allreduce_s_per_param[g] * params, x_(s, g, n))
-            o.add(-c.optimizer_s_per_param[g] * params, x_(s, g, n))
+            a.add(-(c.allreduce_s_per_param[g] * params + n * c.layer_allreduce_s(g, 0)), x_(s, g, n))
+            o.add(-(c.optimizer_s_per_param[g] * params + n * c.layer_optimizer_s(g, 0)), x_(s, g, n))
         f.lm.add(f"ar_{s}", a, ">=", 0, "time")
         f.lm.add(f"op_{s}", o, ">=", 0, "time")
 
@@ -716,6 +755,8 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
     t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi
     params_hi = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + max(c.fixed_params) * 2
     upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
+    upper += sum(n * max(c.layer_allreduce_s(g, k) + c.layer_optimizer_s(g, k) for g in range(len(cand.uses)))
+                 for k, n in enumerate(c.kind_layers))
     upper += max((x for row in c.emb_inter_s for x in row), default=0.0) + max(c.emb_intra_s, default=0.0)
     if budget.max_time_s is not None:
         upper = min(upper, budget.max_time_s * (1 + BUDGET_REL) / c.iterations)
@@ -832,13 +873,15 @@ def decode(f: Formulation, sol: Solution) -> Plan:
             g, n = max(f.patterns_of(s), key=lambda gn: val[x_(s, *gn)])
             r = f.patterns[(s, g, n)] if u is None or n == 0 else u
             stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
-        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages),
+                    ep=f.cand.ep)
     for s in range(f.cand.pp):
         g = max(range(len(f.cand.uses)), key=lambda gg: val[z_(s, gg)])
         r = max(range(len(f.c.modes)), key=lambda rr: val[y_(s, g, rr)])
         layers = sum(int(round(val[n_(s, g, r, k)])) for k in range(len(f.c.kind_layers)))
         stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=layers, recompute=f.c.modes[r]))
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages),
+                    ep=f.cand.ep)
 
 
 def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
@@ -891,12 +934,18 @@ class BlockCoefficients:
 def block_coefficients(problem: Problem, cand: Candidate) -> BlockCoefficients:
     kinds, tp, mbs = problem.model.kinds, cand.tp, cand.micro_batch_size
     names = [u.name for u in cand.uses]
+    spans = [cand.gpus_per_stage > u.node.gpus_per_node for u in cand.uses]
 
     def table(fn, mode):
         return tuple(tuple(fn(problem, g, k, tp, mbs, mode) for k in kinds) for g in names)
 
+    def step(mode):  # a layer's compute and, for an expert layer, its all-to-alls (as Coefficients.step_s)
+        return tuple(tuple(layer_step_s(problem, g, k, tp, mbs, mode)
+                           + moe_layer_alltoall_s(problem, g, k, tp, cand.ep, mbs, mode, spans[i]) for k in kinds)
+                     for i, g in enumerate(names))
+
     return BlockCoefficients(
-        step_none_s=table(layer_step_s, "none"), step_full_s=table(layer_step_s, "full"),
+        step_none_s=step("none"), step_full_s=step("full"),
         act_none_bytes=table(layer_activation_bytes, "none"), act_full_bytes=table(layer_activation_bytes, "full"),
         working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
         big_m=max(k.num_layers for k in kinds),
@@ -919,7 +968,7 @@ def block_stage_bytes(c: Coefficients, bc: BlockCoefficients, s: int, g: int, pp
     if sum(layers) > 0:
         total += bc.working_bytes[g]
     for k, (n, r) in enumerate(zip(layers, recomputed)):
-        total += c.state_bytes_per_param * c.layer_params[k] * n
+        total += c.layer_state_bytes(k) * n
         total += c.in_flight[s] * (r * bc.act_full_bytes[g][k] + (n - r) * bc.act_none_bytes[g][k])
     return total
 
@@ -1105,7 +1154,7 @@ def _decode_block(f: Formulation, sol: Solution, blk: int) -> Plan:
                          recompute="full" if sum(ls) > 0 else "none") for s, ls in enumerate(layers))
     partial = any(n > blk for ls in layers for n in ls)
     return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages,
-                recompute_num_layers=blk if partial else None)
+                recompute_num_layers=blk if partial else None, ep=f.cand.ep)
 
 
 def hk_(s: int, k: int) -> str: return f"hk_{s}_{k}"

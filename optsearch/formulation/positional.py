@@ -159,15 +159,20 @@ def _blocks(f: Skeleton) -> _Blocks:
         rent_usd_per_hour=rent[g], fixed_s=between + ends,
         step_s=np.array([_step_min(c, gg) for gg in range(G)])[g],
         rows=compute[rs, rg] + (send_in + send_out)[:, None], row_position=rs, row_low=lows,
-        comm_rows=tuple(_stage_comm_s(c, per, compute.shape[2])[rs, rg]
-                        for per in (c.allreduce_s_per_param, c.optimizer_s_per_param)))
+        comm_rows=tuple(_stage_comm_s(c, per, compute.shape[2], expert)[rs, rg]
+                        for per, expert in ((c.allreduce_s_per_param, c.layer_allreduce_s),
+                                            (c.optimizer_s_per_param, c.layer_optimizer_s))))
 
 
-def _stage_comm_s(c: Coefficients, per_param_s: tuple[float, ...], counts: int) -> np.ndarray:
-    """[s, g, n] -> per_param[g] x (n P + P_fixed[s]): with alpha, A is at least this for every stage of a plan; with
-    beta, O is."""
+def _stage_comm_s(c: Coefficients, per_param_s: tuple[float, ...], counts: int, expert_per_layer=None) -> np.ndarray:
+    """[s, g, n] -> per_param[g] x (n P + P_fixed[s]) (+ n x the experts' share per layer on g, mixture of experts):
+    with alpha, A is at least this for every stage of a plan; with beta, O is."""
     params = np.arange(counts)[None, :] * c.layer_params[0] + np.array(c.fixed_params)[:, None]  # [s, n]
-    return np.array(per_param_s)[None, :, None] * params[:, None, :]
+    out = np.array(per_param_s)[None, :, None] * params[:, None, :]
+    if expert_per_layer is not None and any(c.expert_params):
+        extra = np.array([expert_per_layer(g, 0) for g in range(len(per_param_s))])
+        out = out + extra[None, :, None] * np.arange(counts)[None, None, :]
+    return out
 
 
 def _step_min(c: Coefficients, g: int) -> float:
@@ -356,7 +361,11 @@ def comm_lower_s(f: Skeleton) -> float:
     """A + O >= (min_g alpha_g + min_g beta_g) x P_total / pp: some stage holds at least 1/pp of the parameters."""
     c = f.c
     total = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + sum(c.fixed_params)
-    return (min(c.allreduce_s_per_param) + min(c.optimizer_s_per_param)) * total / f.cand.pp
+    rate = min(c.allreduce_s_per_param) + min(c.optimizer_s_per_param)
+    if any(c.expert_params):  # experts have their own per-parameter rates: the lesser rate over all parameters
+        total += sum(x * n for x, n in zip(c.expert_params, c.kind_layers))
+        rate = min(rate, min(c.expert_allreduce_s_per_param) + min(c.expert_optimizer_s_per_param))
+    return rate * total / f.cand.pp
 
 
 class _Tables:

@@ -10,6 +10,7 @@ FLOPs (a multiply-add is 2 FLOPs; h hidden, s sequence, q = heads x head_dim, k 
     attention projections  2 b s h (q + 2k) + 2 b s q h
     attention core         4 b s^2 q                       (Q K^T and attention x V)
     MLP                    2 b s h f x (3 if gated else 2)
+    mixture of experts     2 b s h E (router) + k x 2 b s h f_e x (3 if gated else 2)   (k of E experts per token)
     cross-attention        attention projections + core again (T5 decoder)
 Memory traffic of the element-wise kernels (layer norm, softmax, dropout, GeLU, residual): every activation byte
 that Korthikanti et al. (2022) count as stored is written once and read once:
@@ -57,10 +58,21 @@ def mlp_flops(model: ModelSpec, b: int) -> float:
     return 2.0 * b * s * h * f * (3 if model.gated_mlp else 2)
 
 
+def moe_mlp_flops(model: ModelSpec, kind: LayerKindSpec, b: int) -> float:
+    """A mixture-of-experts MLP: the router GEMM 2 b s h E, and every token through k experts of width f_e:
+    k x 2 b s h f_e x (3 if gated else 2). Tokens are assumed spread evenly over the experts (the aux-loss load
+    balancing upstream's Mixtral example trains with), so the work per GPU does not depend on expert parallelism:
+    an ep group of ep ranks holds ep x b s tokens and ep x the experts' share of work."""
+    h, s, f = model.hidden_size, model.seq_length, model.expert_ffn_size(kind)
+    router = 2.0 * b * s * h * kind.num_experts
+    return router + kind.moe_router_topk * 2.0 * b * s * h * f * (3 if model.gated_mlp else 2)
+
+
 def layer_forward_flops(model: ModelSpec, kind: LayerKindSpec, b: int) -> float:
     """Forward FLOPs of one whole layer (all tp ranks together) at micro-batch b."""
     attention = attention_projection_flops(model, b) + attention_core_flops(model, b)
-    return attention * (2 if kind.cross_attention else 1) + mlp_flops(model, b)
+    mlp = moe_mlp_flops(model, kind, b) if kind.is_moe else mlp_flops(model, b)
+    return attention * (2 if kind.cross_attention else 1) + mlp
 
 
 def attention_core_fraction(model: ModelSpec, kind: LayerKindSpec) -> float:
@@ -73,6 +85,23 @@ def korthikanti_activation_bytes(model: ModelSpec, b: int, tp: int) -> float:
     """s b h (10 + 24/t + 5 a s / (h t)): activation bytes of one layer, no sequence parallelism (2-byte dtype)."""
     s, h, a = model.seq_length, model.hidden_size, model.num_attention_heads
     return s * b * h * (10 + 24 / tp + 5 * a * s / (h * tp))
+
+
+def moe_activation_extra_bytes(model: ModelSpec, kind: LayerKindSpec, b: int, tp: int) -> float:
+    """What a mixture-of-experts layer stores beyond Korthikanti's dense layer (0 for a dense kind, 2-byte dtype):
+
+        s b [ 2 h (k - 1) + (k c f_e - 16 h) / t + 4 E ]
+
+    Korthikanti's MLP keeps its input (2 s b h) and 16 s b h / t of inner tensors (two 2-byte tensors of width 4h).
+    An expert MLP keeps the input of each of the k routed copies of a token (k x 2 s b h: the permuted tokens,
+    all-gathered over tp by the alltoall dispatcher), its inner tensors k x c f_e / t per token (c = 6 gated: fc1
+    output of width 2 f_e and the SwiGLU output, 2 bytes each; c = 4 otherwise: fc1 output and GeLU output), and
+    the router's fp32 scores s b E x 4."""
+    if not kind.is_moe:
+        return 0.0
+    s, h, k, e = model.seq_length, model.hidden_size, kind.moe_router_topk, kind.num_experts
+    c = 6 if model.gated_mlp else 4
+    return s * b * (2 * h * (k - 1) + (k * c * model.expert_ffn_size(kind) - 16 * h) / tp + 4 * e)
 
 
 def sustained_flop_per_s(gpu: GpuSpec) -> float:
@@ -97,6 +126,7 @@ def _roofline_s(gpu: GpuSpec, flops_per_gpu: float, traffic_bytes: float, kernel
 
 def layer_forward_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int, b: int) -> float:
     traffic = 2.0 * korthikanti_activation_bytes(model, b, tp) * (2 if kind.cross_attention else 1)
+    traffic += 2.0 * moe_activation_extra_bytes(model, kind, b, tp)
     return _roofline_s(gpu, layer_forward_flops(model, kind, b) / tp, traffic, KERNELS_PER_LAYER)
 
 

@@ -486,5 +486,12 @@ def import_profile(
     """One entry point for the CLI: `source_kind` in SOURCES, `gpu_map_text` like 'A10=A10G,A100=A100-SXM-80GB'."""
     if source_kind not in IMPORTERS:
         raise SpecError(f"import-profile: unknown source {source_kind!r}; known: {', '.join(SOURCES)}")
+    try:
+        spec = _load_model(model)
+    except SpecError:  # the importer names the model error in its own terms
+        spec = None
+    if spec is not None and spec.is_moe:
+        raise SpecError(f"import-profile: model {spec.name} has mixture-of-experts layers; {source_kind} profiles "
+                        "dense layers only (no router, no experts), so none of its rows can price an expert layer")
     gpu_map = parse_gpu_map(gpu_map_text, DEFAULT_GPU_MAPS[source_kind], _catalog_gpus())
     return IMPORTERS[source_kind](Path(source), model, gpu_map, **options)

@@ -90,7 +90,11 @@ class CellResult:
 
 
 def check_tp_degrees(model: ModelSpec, tps: tuple[int, ...]) -> None:
-    """Megatron-LM splits heads, key/value heads and the MLP width evenly over tp ranks."""
+    """Megatron-LM splits heads, key/value heads and the MLP width evenly over tp ranks. The measured layer is dense:
+    a mixture-of-experts model is refused (its router, token permutation and grouped expert GEMMs are not built)."""
+    if model.is_moe:
+        raise SpecError(f"profile: model {model.name} has mixture-of-experts layers, which the measured layer does not "
+                        "build; use the analytic profile (the default)")
     for tp in tps:
         for what, size in (("num_attention_heads", model.num_attention_heads), ("key/value heads", model.kv_heads),
                            ("ffn_hidden_size", model.ffn_hidden_size)):

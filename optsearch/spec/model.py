@@ -23,12 +23,42 @@ class LayerKindSpec(Spec):
     cross_attention: bool = Field(
         default=False, description="Layer has a cross-attention block over the encoder output (T5 decoder)."
     )
+    num_experts: int | None = Field(
+        default=None, ge=2, le=100_000,
+        description="Mixture of experts: the layer's MLP is this many expert MLPs behind a router (Megatron's "
+                    "--num-experts); None: one dense MLP.",
+    )
+    moe_router_topk: int | None = Field(
+        default=None, ge=1, le=100_000,
+        description="Experts each token is routed to (Megatron's --moe-router-topk); required with num_experts.",
+    )
+    moe_ffn_hidden_size: int | None = Field(
+        default=None, gt=0, le=10_000_000,
+        description="Inner width of one expert MLP (Megatron's --moe-ffn-hidden-size); default: the model's "
+                    "ffn_hidden_size. Experts are gated (SwiGLU) when the model's MLP is.",
+    )
 
     @model_validator(mode="after")
     def _not_reserved(self) -> "LayerKindSpec":
         if self.name in (EMBEDDING_KIND, HEAD_KIND):
             raise ValueError(f"'{self.name}' is reserved for the embedding / LM head profile keys")
         return self
+
+    @model_validator(mode="after")
+    def _experts_consistent(self) -> "LayerKindSpec":
+        if self.num_experts is None:
+            if self.moe_router_topk is not None or self.moe_ffn_hidden_size is not None:
+                raise ValueError("moe_router_topk and moe_ffn_hidden_size need num_experts (a mixture-of-experts layer)")
+            return self
+        if self.moe_router_topk is None:
+            raise ValueError(f"num_experts = {self.num_experts} needs moe_router_topk (experts per token)")
+        if self.moe_router_topk > self.num_experts:
+            raise ValueError(f"moe_router_topk = {self.moe_router_topk}: must be at most num_experts {self.num_experts}")
+        return self
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts is not None
 
 
 class ModelSpec(Spec):
@@ -136,9 +166,28 @@ class ModelSpec(Spec):
             return 3 * h * f + ((2 * f + h) if self.bias else 0)
         return 2 * h * f + ((f + h) if self.bias else 0)
 
+    def expert_ffn_size(self, kind: LayerKindSpec) -> int:
+        """Inner width of one expert MLP of a mixture-of-experts kind (moe_ffn_hidden_size, else ffn_hidden_size)."""
+        return kind.moe_ffn_hidden_size or self.ffn_hidden_size
+
+    def expert_parameters(self, kind: LayerKindSpec) -> int:
+        """Parameters of all experts of one layer (0 for a dense kind): E x (3 h f_e if gated else 2 h f_e) + biases.
+        These are what expert parallelism divides over its ep ranks."""
+        if not kind.is_moe:
+            return 0
+        h, f = self.hidden_size, self.expert_ffn_size(kind)
+        one = (3 * h * f + ((2 * f + h) if self.bias else 0)) if self.gated_mlp else 2 * h * f + ((f + h) if self.bias else 0)
+        return kind.num_experts * one
+
+    def router_parameters(self, kind: LayerKindSpec) -> int:
+        """The router's h x E matrix (no bias, as Megatron's TopKRouter); 0 for a dense kind."""
+        return self.hidden_size * kind.num_experts if kind.is_moe else 0
+
     def layer_parameters(self, kind: LayerKindSpec) -> int:
-        """Parameters of one transformer layer: attention + MLP + norms (+ cross-attention and its norm)."""
-        n = self.attention_parameters() + self.mlp_parameters() + 2 * self.norm_parameters()
+        """Parameters of one transformer layer: attention + MLP (or router + all experts) + norms (+ cross-attention
+        and its norm)."""
+        mlp = self.router_parameters(kind) + self.expert_parameters(kind) if kind.is_moe else self.mlp_parameters()
+        n = self.attention_parameters() + mlp + 2 * self.norm_parameters()
         if kind.cross_attention:
             n += self.attention_parameters() + self.norm_parameters()
         return n
@@ -158,3 +207,14 @@ class ModelSpec(Spec):
         """All parameters of the model, counted once (tied embeddings once)."""
         layers = sum(self.layer_parameters(k) * k.num_layers for k in self.kinds)
         return layers + self.embedding_parameters() + self.head_parameters()
+
+    @property
+    def is_moe(self) -> bool:
+        """Some layer kind is a mixture of experts."""
+        return any(k.is_moe for k in self.kinds)
+
+    def active_parameter_count(self) -> int:
+        """Parameters one token passes through: every expert layer counts only moe_router_topk of its experts."""
+        inactive = sum(self.expert_parameters(k) // k.num_experts * (k.num_experts - k.moe_router_topk) * k.num_layers
+                       for k in self.kinds if k.is_moe)
+        return self.parameter_count() - inactive
