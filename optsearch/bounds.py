@@ -41,6 +41,10 @@ from optsearch.costmodel import (
     layer_activation_bytes, layer_step_s, num_micro_batches, optimizer_step_s, p2p_send_s, stage_parameters,
     state_bytes_per_param,
 )
+from optsearch.costmodel import (
+    cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
+    distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
+)
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
@@ -85,19 +89,23 @@ class DegreeTerms:
         return self.layer_params + self.ends_params[pp > 1]
 
 
-def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
+def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], cp: int = 1) -> DegreeTerms:
+    """The terms at (tp, dp, b, cp). Context parallelism enters every per-layer term through the cost model's cp_*
+    functions, and the distributed optimizer as the search decides it (distributed_optimizer_on), so every bound below
+    holds for each cp and either optimizer setting: they bound the same coefficients the model uses."""
     model = problem.model
     names = [u.name for u in uses]
-    w = tp * dp
+    w = tp * cp * dp
     kinds = model.kinds
-    step = {g: [layer_step_s(problem, g, k, tp, mbs, "none") for k in kinds] for g in names}
-    emb = {g: embedding_step_s(problem, g, tp, mbs) for g in names}
-    head = {g: head_step_s(problem, g, tp, mbs) for g in names}
+    dist = distributed_optimizer_on(problem.job, dp, cp)
+    step = {g: [cp_layer_step_s(problem, g, k, tp, mbs, "none", cp) for k in kinds] for g in names}
+    emb = {g: cp_embedding_step_s(problem, g, tp, mbs, cp) for g in names}
+    head = {g: cp_head_step_s(problem, g, tp, mbs, cp) for g in names}
     price = {u.name: u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses}
-    sends = [p2p_send_s(problem, g, h, False, w, mbs) for g in names for h in names]
-    sends += [p2p_send_s(problem, u.name, u.name, True, w, mbs) for u in uses if u.stages_per_block > 1]
-    state = state_bytes_per_param(problem.job, dp)
-    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs) for g in names]
+    sends = [stage_send_s(problem, g, h, False, w, mbs, tp, cp) for g in names for h in names]
+    sends += [stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) for u in uses if u.stages_per_block > 1]
+    state = state_bytes(problem.job, dp, cp, dist)
+    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, cp) for g in names]
     return DegreeTerms(
         m=num_micro_batches(problem.job, dp, mbs),
         tp=tp,
@@ -111,8 +119,8 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         cost_work_min=sum(k.num_layers * min(price[g] * step[g][i] for g in names) for i, k in enumerate(kinds))
         + min(price[g] * emb[g] for g in names) + min(price[g] * head[g] for g in names),
         send_min_s=min(sends),
-        alpha_min=min(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses),
-        beta_min=min(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
+        alpha_min=min(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses),
+        beta_min=min(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names),
         layer_params=float(sum(model.layer_parameters(k) * k.num_layers for k in kinds)),
         max_layers_per_stage=tuple(nmax),
         stages_per_block=tuple(u.stages_per_block for u in uses),
@@ -120,10 +128,10 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         end_work_s=tuple(emb[g] + head[g] for g in names),
         emb_s=tuple(emb[g] for g in names),
         head_s=tuple(head[g] for g in names),
-        alpha=tuple(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses),
-        beta=tuple(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names),
-        send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
-        send_intra_s=tuple(p2p_send_s(problem, u.name, u.name, True, w, mbs) if u.stages_per_block > 1 else None
+        alpha=tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses),
+        beta=tuple(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names),
+        send_inter_s=tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names),
+        send_intra_s=tuple(stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) if u.stages_per_block > 1 else None
                            for u in uses),
         capacity_bytes_max=max(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         state_bytes_per_param=state,
@@ -132,7 +140,7 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     )
 
 
-def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int) -> int:
+def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int, cp: int = 1) -> int:
     """NMAX[g]: the most layers one stage of this type can hold, over EVERY recomputation mode and layer kind.
 
     A stage of n >= 1 layers in mode r needs at least reserve + [r = full] W + n min_k (state P_k / tp + act[r, k])
@@ -144,13 +152,13 @@ def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs
     the cap also holds under a restricted mode list. The quotient is rounded up by 1e-9 (the cost model sums in
     another order) and capped at the model's layers."""
     model = problem.model
-    state = state_bytes_per_param(problem.job, dp)
+    state = state_bytes(problem.job, dp, cp, distributed_optimizer_on(problem.job, dp, cp))
     capacity = memory_capacity_bytes(problem, problem.node(node_type).gpu) - MEMORY_RESERVE_BYTES
     most = 0
     for mode in RECOMPUTE_MODES:
         per_layer = min(state / tp * model.layer_parameters(k)
-                        + layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for k in model.kinds)
-        room = capacity - (full_recompute_working_bytes(problem, node_type, tp, mbs) if mode == "full" else 0.0)
+                        + cp_layer_activation_bytes(problem, node_type, k, tp, mbs, mode, cp) for k in model.kinds)
+        room = capacity - (cp_full_recompute_working_bytes(problem, node_type, tp, mbs, cp) if mode == "full" else 0.0)
         if room > 0:
             most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
     return min(most, model.num_layers)

@@ -31,6 +31,12 @@ class Plan:
     dp: int
     micro_batch_size: int
     stages: tuple[Stage, ...]
+    # Context parallelism (issue 16): each stage's sequence is split over cp ranks (Megatron's
+    # --context-parallel-size); a stage then uses tp x cp x dp GPUs.
+    cp: int = 1
+    # Megatron's --use-distributed-optimizer: optimizer states sharded over the dp x cp ranks, gradients
+    # reduce-scattered and parameters all-gathered (costmodel.gradient_sync_s).
+    distributed_optimizer: bool = False
 
     @property
     def pp(self) -> int:
@@ -38,11 +44,11 @@ class Plan:
 
     @property
     def gpus_per_stage(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.cp * self.dp
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.dp * self.pp
+        return self.gpus_per_stage * self.pp
 
     @property
     def balance(self) -> str:
@@ -56,7 +62,7 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "tp": self.tp,
             "dp": self.dp,
             "pp": self.pp,
@@ -65,6 +71,12 @@ class Plan:
                 {"node_type": s.node_type, "num_layers": s.num_layers, "recompute": s.recompute} for s in self.stages
             ],
         }
+        # Written only when not the default, so that a plan without them reads and writes as before.
+        if self.cp != 1:
+            out["cp"] = self.cp
+        if self.distributed_optimizer:
+            out["distributed_optimizer"] = True
+        return out
 
 
 def _positive_int(data: dict[str, Any], key: str, source: str) -> int:
@@ -103,7 +115,11 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         stages.append(Stage(node_type=node_type, num_layers=layers, recompute=recompute))
     if "pp" in data and data["pp"] != len(stages):
         raise SpecError(f"{source}: pp = {data['pp']!r}: must equal the number of stages ({len(stages)})")
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages))
+    cp = _positive_int(data, "cp", source) if "cp" in data else 1
+    dist = data.get("distributed_optimizer", False)
+    if not isinstance(dist, bool):
+        raise SpecError(f"{source}: distributed_optimizer = {dist!r}: must be true or false")
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), cp=cp, distributed_optimizer=dist)
 
 
 def load_plan(path: Path) -> Plan:

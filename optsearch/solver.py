@@ -26,11 +26,12 @@ from optsearch.bounds import (
     degree_terms,
 )
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses,
+    NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, max_stages, micro_batch_candidates, node_uses,
     one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, Estimate, estimate, memory_capacity_bytes, stage_parameters, state_bytes_per_param,
+    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, memory_capacity_bytes, stage_parameters,
+    state_bytes,
 )
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
@@ -110,10 +111,11 @@ class Memo:
     sequences: dict[tuple[tuple[int, int, int, int], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
 
-    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...]) -> DegreeTerms:
-        if (tp, dp, mbs) not in self.terms:
-            self.terms[(tp, dp, mbs)] = degree_terms(self.problem, tp, dp, mbs, uses)
-        return self.terms[(tp, dp, mbs)]
+    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], cp: int = 1) -> DegreeTerms:
+        key = (tp, dp, mbs) + ((cp,) if cp != 1 else ())
+        if key not in self.terms:
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, cp)
+        return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
         """The unrefined bound, which does not depend on the budget (bounds.candidate_bound)."""
@@ -209,17 +211,18 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     kept: list[Bounded] = []
     total = 0
     for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
+        for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
+                        for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
+            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
+                uses = tuple(node_uses(problem, tp, dp, mbs, cp))
                 if not uses:
                     continue
-                terms = memo.degree_terms(tp, dp, mbs, uses)
+                terms = memo.degree_terms(tp, dp, mbs, uses, cp)
                 for pp in range(1, max_stages(problem, options) + 1):
                     total += 1
-                    if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
+                    if budget.max_gpus is not None and pp * tp * cp * dp > budget.max_gpus:
                         continue
-                    cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
+                    cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, cp=cp)
                     item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand), slower_than_s)
                     if item is not None:
                         kept.append(item)
@@ -600,7 +603,8 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                                 for x in node_uses(problem, tp, dp, mbs))
                     pp = max(1, min(slots, max_stages(problem, options)))
                     all_params = layer_params + stage_parameters(model, {}, True, True, pp)
-                    need = all_params / pp / tp * state_bytes_per_param(problem.job, dp) + MEMORY_RESERVE_BYTES
+                    dist = distributed_optimizer_on(problem.job, dp)
+                    need = all_params / pp / tp * state_bytes(problem.job, dp, 1, dist) + MEMORY_RESERVE_BYTES
                     cap = memory_capacity_bytes(problem, u.node.gpu)
                     if best is None or need - cap < best[0] - best[1]:
                         best = (need, cap, problem.gpu_of(u.name).name)

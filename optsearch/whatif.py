@@ -460,15 +460,18 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
     from optsearch.baselines.exhaustive import (
         _allowed, _degree_candidates, _least_recompute, partitions, type_sequences,
     )
+    from optsearch.costmodel import distributed_optimizer_on
 
     num_layers = problem.model.num_layers
-    for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
+    for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
+        dist = distributed_optimizer_on(problem.job, dp, cp)  # the search's choice (never worse: costmodel)
         for pp in range(1, max_stages(problem, options) + 1):
-            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
+            for types in type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options)):
                 for parts in partitions(num_layers, pp):
                     stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
                                    for t, k in zip(types, parts))
-                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages), options)
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, cp=cp, distributed_optimizer=dist)
+                    found = _least_recompute(problem, plan, options)
                     if found is not None and not budget_violations(found[0], found[1], budget):
                         yield found
 

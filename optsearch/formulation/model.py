@@ -33,6 +33,10 @@ from optsearch.costmodel import (
     layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
     stage_parameters, state_bytes_per_param, memory_capacity_bytes, embedding_allreduce_s,
 )
+from optsearch.costmodel import (
+    cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
+    cp_logits_bytes, distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
+)
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
@@ -50,14 +54,22 @@ class Candidate:
     micro_batch_size: int
     pp: int
     uses: tuple[NodeUse, ...]
+    cp: int = 1  # context parallelism (issue 16)
 
     @property
     def gpus_per_stage(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.cp * self.dp
 
     @property
-    def key(self) -> tuple[int, int, int, int]:
-        return (self.tp, self.dp, self.micro_batch_size, self.pp)
+    def key(self) -> tuple[int, ...]:
+        return (self.tp, self.dp, self.micro_batch_size, self.pp) + ((self.cp,) if self.cp != 1 else ())
+
+
+def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...]) -> Plan:
+    """The candidate's plan with these stages: its degrees, and the distributed optimizer the search decides
+    (costmodel.distributed_optimizer_on)."""
+    return Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages, cp=cand.cp,
+                distributed_optimizer=distributed_optimizer_on(problem.job, cand.dp, cand.cp))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,29 +110,32 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
     kinds, modes = model.kinds, options.recompute_modes
     names = [u.name for u in cand.uses]
     m = num_micro_batches(problem.job, cand.dp, mbs)
+    cp, dist = cand.cp, distributed_optimizer_on(problem.job, cand.dp, cand.cp)
     return Coefficients(
         m=m,
         iterations=problem.iterations,
         modes=modes,
         kind_layers=tuple(k.num_layers for k in kinds),
-        step_s=tuple(tuple(tuple(layer_step_s(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names),
-        embedding_s=tuple(embedding_step_s(problem, g, tp, mbs) for g in names),
-        head_s=tuple(head_step_s(problem, g, tp, mbs) for g in names),
-        send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
-        send_intra_s=tuple(p2p_send_s(problem, g, g, True, w, mbs) for g in names),
+        step_s=tuple(tuple(tuple(cp_layer_step_s(problem, g, k, tp, mbs, r, cp) for k in kinds) for r in modes)
+                     for g in names),
+        embedding_s=tuple(cp_embedding_step_s(problem, g, tp, mbs, cp) for g in names),
+        head_s=tuple(cp_head_step_s(problem, g, tp, mbs, cp) for g in names),
+        send_inter_s=tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names),
+        send_intra_s=tuple(stage_send_s(problem, g, g, True, w, mbs, tp, cp) for g in names),
         layer_params=tuple(float(model.layer_parameters(k)) for k in kinds),
         fixed_params=tuple(stage_parameters(model, {}, s == 0, s == pp - 1, pp) for s in range(pp)),
         allreduce_s_per_param=tuple(
-            dp_allreduce_s(problem, u.name, 1.0, tp, cand.dp, w > u.node.gpus_per_node) for u in cand.uses
+            gradient_sync_s(problem, u.name, 1.0, tp, cand.dp, w > u.node.gpus_per_node, cp, dist) for u in cand.uses
         ),
-        optimizer_s_per_param=tuple(optimizer_step_s(problem, g, 1.0, tp, cand.dp) for g in names),
-        state_bytes_per_param=state_bytes_per_param(problem.job, cand.dp) / tp,
+        optimizer_s_per_param=tuple(optimizer_s(problem, g, 1.0, tp, cand.dp, cp, dist) for g in names),
+        state_bytes_per_param=state_bytes(problem.job, cand.dp, cp, dist) / tp,
         activation_bytes=tuple(
-            tuple(tuple(layer_activation_bytes(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names
+            tuple(tuple(cp_layer_activation_bytes(problem, g, k, tp, mbs, r, cp) for k in kinds) for r in modes)
+            for g in names
         ),
         in_flight=tuple(min(pp - s, m) for s in range(pp)),
-        full_working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
-        logits_bytes=logits_bytes(model, tp, mbs),
+        full_working_bytes=tuple(cp_full_recompute_working_bytes(problem, g, tp, mbs, cp) for g in names),
+        logits_bytes=cp_logits_bytes(model, tp, mbs, cp),
         capacity_bytes=tuple(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         price_scaled=tuple(
             round(u.node.price_usd_per_node_hour * u.nodes_per_block * PRICE_SCALE) for u in cand.uses
@@ -815,13 +830,13 @@ def decode(f: Formulation, sol: Solution) -> Plan:
             g, n = max(f.patterns_of(s), key=lambda gn: val[x_(s, *gn)])
             r = f.patterns[(s, g, n)] if u is None or n == 0 else u
             stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
-        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+        return candidate_plan(f.problem, f.cand, tuple(stages))
     for s in range(f.cand.pp):
         g = max(range(len(f.cand.uses)), key=lambda gg: val[z_(s, gg)])
         r = max(range(len(f.c.modes)), key=lambda rr: val[y_(s, g, rr)])
         layers = sum(int(round(val[n_(s, g, r, k)])) for k in range(len(f.c.kind_layers)))
         stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=layers, recompute=f.c.modes[r]))
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+    return candidate_plan(f.problem, f.cand, tuple(stages))
 
 
 def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
