@@ -64,6 +64,8 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", plan("20-28", "a10")),  # pp 2: first only
         ("gpt2-xl", "fasop-a100-a10", plan("0-16-16-16", "a100,a10*3", tp=2, dp=2)),  # layout, tp 2
         ("gpt2-xl+sp", "fasop-a10", plan("12-12-12-12", "a10", "selective", tp=2, dp=2)),  # --sequence-parallel
+        # --context-parallel-size 2 and --use-distributed-optimizer: 32 GPUs = tp 2 x cp 2 x dp 2 x pp 4
+        ("gpt2-xl+sp", "fasop-a10", replace(plan("12-12-12-12", "a10", tp=2, dp=2), cp=2, distributed_optimizer=True)),
     ]
 
 
@@ -118,6 +120,8 @@ def test_hand_made_splits_pass_upstream_validation(upstream, monkeypatch, index)
 def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
     margs, args, argument_utils, block = _run_upstream(upstream, monkeypatch, problem, plan)
     assert args.data_parallel_size == plan.dp
+    assert args.context_parallel_size == plan.cp
+    assert args.use_distributed_optimizer == plan.distributed_optimizer
     assert args.tensor_model_parallel_size == plan.tp and args.pipeline_model_parallel_size == plan.pp
     counts = [s.num_layers for s in plan.stages]
     if args.encoder_num_layers is not None and problem.model.num_layers != args.num_layers:  # T5, pp = 1

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -122,6 +124,12 @@ def solve_command(
     edits: SetOpt = None,
     target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
+    max_cp: Annotated[
+        Optional[int],
+        typer.Option("--max-cp", min=1, max=1024,
+                     help="Largest context-parallel size searched (default: the target's, 8 for megatron, 1 for fasop; "
+                          "1 turns context parallelism off)."),
+    ] = None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Write the result JSON here (atomically), with the problem it was solved for "
@@ -147,6 +155,9 @@ def solve_command(
         problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
                                        memory_headroom=memory_headroom)
         options = space_from_target(target, problem)
+        if max_cp is not None:
+            options = replace(options, context_parallel_sizes=tuple(
+                c for c in options.context_parallel_sizes if c <= max_cp))
         # --time-limit bounds the whole command: the start-up already spent (interpreter and imports included) is
         # taken off it, and 5 % is kept for the report after the solve
         left_s = None if time_limit is None else max(0.0, min(left(), 0.95 * time_limit - process_age_s()))
