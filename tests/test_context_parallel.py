@@ -275,3 +275,21 @@ def test_solve_decides_the_distributed_optimizer():
     result = solve(forced_off, Budget(objective="cost"), options=space_options(FASOP, forced_off))
     assert result.plan is not None and not result.plan.distributed_optimizer
     assert math.isfinite(result.objective_value)
+
+
+def test_cli_estimate_cp_and_solve_max_cp(tmp_path):
+    from test_cli_errors import run_cli
+
+    run = run_cli("estimate", "-m", "gpt2-xl", "-c", "fasop-a10", "--tp", "1", "--dp", "2", "--cp", "2",
+                  "--micro-batch-size", "1", "--balance", "24-24", "--json")
+    assert run.code in (0, None), run.stderr
+    out = json.loads(run.stdout)
+    assert out["plan"]["cp"] == 2 and "distributed_optimizer" not in out["plan"]  # options: the job decides (unset)
+    assert out["nodes"] == {"a10": 2}  # 2 stages x tp 1 x cp 2 x dp 2 = 8 GPUs
+    run = run_cli("estimate", "-m", "gpt2-xl", "-c", "fasop-a10", "--tp", "1", "--dp", "2", "--cp", "3",
+                  "--micro-batch-size", "1", "--balance", "24-24")
+    assert run.code == 2 and "multiple of 2 x cp = 6" in run.stderr
+    plan_file = tmp_path / "plan.json"
+    run = run_cli("solve", "-m", "gpt2-xl", "-c", "fasop-a10", "--quiet", "--max-cp", "1", "--out", str(plan_file))
+    assert run.code in (0, None), run.stderr
+    assert "cp" not in json.loads(plan_file.read_text())["plan"]
