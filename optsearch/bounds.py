@@ -37,12 +37,12 @@ from dataclasses import dataclass
 
 from optsearch.candidates import NodeUse
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, dp_allreduce_s, memory_capacity_bytes, embedding_step_s, full_recompute_working_bytes, head_step_s,
-    layer_activation_bytes, layer_step_s, num_micro_batches, optimizer_step_s, p2p_send_s, stage_parameters,
-    state_bytes_per_param,
+    MEMORY_RESERVE_BYTES, memory_capacity_bytes, num_micro_batches, stage_parameters,
 )
 from optsearch.costmodel import (
     expert_allreduce_s, expert_optimizer_step_s, expert_state_bytes_per_param, moe_layer_alltoall_s,
+    cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
+    distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
 )
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
@@ -88,27 +88,32 @@ class DegreeTerms:
         return self.layer_params + self.ends_params[pp > 1]
 
 
-def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1) -> DegreeTerms:
-    """Mixture of experts: steps include the expert all-to-alls at this ep (exact); alpha, beta and the state bytes are
+def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
+                 cp: int = 1) -> DegreeTerms:
+    """The terms at (tp, dp, b, ep, cp). Context parallelism enters every per-layer term through the cost model's cp_*
+    functions, and the distributed optimizer as the search decides it (distributed_optimizer_on), so every bound below
+    holds for each cp and either optimizer setting: they bound the same coefficients the model uses.
+    Mixture of experts: steps include the expert all-to-alls at this ep (exact); alpha, beta and the state bytes are
     the lesser of the dense and the expert per-parameter rates (moe_rates), so every bound over parameters holds."""
     model = problem.model
     names = [u.name for u in uses]
-    w = tp * dp
+    w = tp * cp * dp
     kinds = model.kinds
+    dist = distributed_optimizer_on(problem.job, dp, cp)
     spans = {u.name: w > u.node.gpus_per_node for u in uses}
-    step = {g: [layer_step_s(problem, g, k, tp, mbs, "none")
+    step = {g: [cp_layer_step_s(problem, g, k, tp, mbs, "none", cp)
                 + moe_layer_alltoall_s(problem, g, k, tp, ep, mbs, "none", spans[g]) for k in kinds] for g in names}
-    emb = {g: embedding_step_s(problem, g, tp, mbs) for g in names}
-    head = {g: head_step_s(problem, g, tp, mbs) for g in names}
+    emb = {g: cp_embedding_step_s(problem, g, tp, mbs, cp) for g in names}
+    head = {g: cp_head_step_s(problem, g, tp, mbs, cp) for g in names}
     price = {u.name: u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses}
-    sends = [p2p_send_s(problem, g, h, False, w, mbs) for g in names for h in names]
-    sends += [p2p_send_s(problem, u.name, u.name, True, w, mbs) for u in uses if u.stages_per_block > 1]
-    state = state_bytes_per_param(problem.job, dp)
-    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep) for g in names]
-    alpha = tuple(dp_allreduce_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node) for u in uses)
-    beta = tuple(optimizer_step_s(problem, g, 1.0, tp, dp) for g in names)
+    sends = [stage_send_s(problem, g, h, False, w, mbs, tp, cp) for g in names for h in names]
+    sends += [stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) for u in uses if u.stages_per_block > 1]
+    state = state_bytes(problem.job, dp, cp, dist)
+    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp) for g in names]
+    alpha = tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses)
+    beta = tuple(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names)
     if model.is_moe:
-        alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state)
+        alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state, dist)
     return DegreeTerms(
         m=num_micro_batches(problem.job, dp, mbs),
         tp=tp,
@@ -133,8 +138,8 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         head_s=tuple(head[g] for g in names),
         alpha=alpha,
         beta=beta,
-        send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
-        send_intra_s=tuple(p2p_send_s(problem, u.name, u.name, True, w, mbs) if u.stages_per_block > 1 else None
+        send_inter_s=tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names),
+        send_intra_s=tuple(stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) if u.stages_per_block > 1 else None
                            for u in uses),
         capacity_bytes_max=max(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         state_bytes_per_param=state,
@@ -144,19 +149,22 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
 
 
 def moe_rates(problem: Problem, uses: tuple[NodeUse, ...], tp: int, dp: int, ep: int, alpha: tuple[float, ...],
-              beta: tuple[float, ...], state: float) -> tuple[tuple[float, ...], tuple[float, ...], float]:
+              beta: tuple[float, ...], state: float, distributed: bool = False
+              ) -> tuple[tuple[float, ...], tuple[float, ...], float]:
     """Per-parameter rates that bound a mixture-of-experts stage from below: a stage's all-reduce is
     alpha[g] D + alpha_e[g] X >= min(alpha[g], alpha_e[g]) (D + X) for its dense D and expert X parameters; the same for
-    beta and for the per-GPU state bytes (state / tp dense, expert_state / (tp ep) expert: returned per tp)."""
+    beta and for the per-GPU state bytes (state / tp dense, expert_state / (tp ep) expert: returned per tp).
+    Context parallelism is not combined with experts (costmodel.context_parallel_error), so a stage is tp x dp GPUs."""
     w = tp * dp
-    alpha_e = [expert_allreduce_s(problem, u.name, 1.0, tp, dp, ep, w > u.node.gpus_per_node) for u in uses]
-    beta_e = [expert_optimizer_step_s(problem, u.name, 1.0, tp, dp, ep) for u in uses]
-    state_e = expert_state_bytes_per_param(problem.job, dp, ep) / ep
+    alpha_e = [expert_allreduce_s(problem, u.name, 1.0, tp, dp, ep, w > u.node.gpus_per_node, distributed) for u in uses]
+    beta_e = [expert_optimizer_step_s(problem, u.name, 1.0, tp, dp, ep, distributed) for u in uses]
+    state_e = expert_state_bytes_per_param(problem.job, dp, ep, distributed) / ep
     return (tuple(min(a, b) for a, b in zip(alpha, alpha_e)), tuple(min(a, b) for a, b in zip(beta, beta_e)),
             min(state, state_e))
 
 
-def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int, ep: int = 1) -> int:
+def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int, ep: int = 1,
+                         cp: int = 1) -> int:
     """NMAX[g]: the most layers one stage of this type can hold, over EVERY recomputation mode and layer kind.
 
     A stage of n >= 1 layers in mode r needs at least reserve + [r = full] W + n min_k (state P_k / tp + act[r, k])
@@ -168,23 +176,26 @@ def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs
     the cap also holds under a restricted mode list. The quotient is rounded up by 1e-9 (the cost model sums in
     another order) and capped at the model's layers."""
     model = problem.model
-    state = state_bytes_per_param(problem.job, dp)
-    expert_state = expert_state_bytes_per_param(problem.job, dp, ep) if model.is_moe else state
+    dist = distributed_optimizer_on(problem.job, dp, cp)
+    state = state_bytes(problem.job, dp, cp, dist)
+    expert_state = expert_state_bytes_per_param(problem.job, dp, ep, dist) if model.is_moe else state
     capacity = memory_capacity_bytes(problem, problem.node(node_type).gpu) - MEMORY_RESERVE_BYTES
     most = 0
     for mode in RECOMPUTE_MODES:
         per_layer = min((state / tp * model.layer_parameters(k) if not k.is_moe else
                          state / tp * (model.layer_parameters(k) - model.expert_parameters(k))
                          + expert_state / (tp * ep) * model.expert_parameters(k))
-                        + layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for k in model.kinds)
-        room = capacity - (full_recompute_working_bytes(problem, node_type, tp, mbs) if mode == "full" else 0.0)
+                        + cp_layer_activation_bytes(problem, node_type, k, tp, mbs, mode, cp) for k in model.kinds)
+        room = capacity - (cp_full_recompute_working_bytes(problem, node_type, tp, mbs, cp) if mode == "full" else 0.0)
         if room > 0:
             most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
     # Block recomputation mixes full and none layers and adds W: each layer needs at least the lesser of the two.
-    per_layer = min(state / tp * model.layer_parameters(k)
-                    + min(layer_activation_bytes(problem, node_type, k, tp, mbs, mode) for mode in ("none", "full"))
+    per_layer = min((state / tp * model.layer_parameters(k) if not k.is_moe else
+                     state / tp * (model.layer_parameters(k) - model.expert_parameters(k))
+                     + expert_state / (tp * ep) * model.expert_parameters(k))
+                    + min(cp_layer_activation_bytes(problem, node_type, k, tp, mbs, mode, cp) for mode in ("none", "full"))
                     for k in model.kinds)
-    room = capacity - full_recompute_working_bytes(problem, node_type, tp, mbs)
+    room = capacity - cp_full_recompute_working_bytes(problem, node_type, tp, mbs, cp)
     if room > 0:
         most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
     return min(most, model.num_layers)

@@ -20,7 +20,7 @@ A (gpu, layer kind, tp, b) missing from the profile makes that node type unusabl
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from optsearch.plan import RECOMPUTE_MODES, Plan, Recompute, Stage
 from optsearch.problem import Problem
@@ -50,6 +50,9 @@ class SpaceOptions:
     kinds_split_at_stages: bool = False
     # Expert-parallel sizes the search may choose (mixture-of-experts models); None: every size upstream allows.
     expert_parallel_sizes: tuple[int, ...] | None = None
+    # Context-parallel sizes searched (issue 16): (1,) = none; the megatron target adds 2, 4, 8 where the model
+    # allows them (context_parallel_candidates).
+    context_parallel_sizes: tuple[int, ...] = (1,)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,13 +100,22 @@ def micro_batch_candidates(problem: Problem, options: SpaceOptions) -> list[int]
     return [b for b in options.micro_batch_sizes if problem.job.global_batch_size % b == 0]
 
 
-def dp_candidates(problem: Problem, tp: int, micro_batch_size: int, max_gpus: int | None = None) -> list[int]:
-    """dp such that dp x b divides the global batch and tp x dp fits the cluster's GPUs."""
+def dp_candidates(problem: Problem, tp: int, micro_batch_size: int, max_gpus: int | None = None,
+                  cp: int = 1) -> list[int]:
+    """dp such that dp x b divides the global batch and tp x cp x dp fits the cluster's GPUs."""
     total = sum(n.gpus_per_node * n.num_nodes_available for n in problem.cluster.node_types)
     if max_gpus is not None:
         total = min(total, max_gpus)
     per = problem.job.global_batch_size // micro_batch_size
-    return [d for d in range(1, per + 1) if per % d == 0 and tp * d <= total]
+    return [d for d in range(1, per + 1) if per % d == 0 and tp * cp * d <= total]
+
+
+def context_parallel_candidates(problem: Problem, options: SpaceOptions) -> list[int]:
+    """The options' cp sizes that Megatron-LM and the cost model run on this model (costmodel.context_parallel_error:
+    the sequence a multiple of 2 cp; no encoder-decoder model)."""
+    from optsearch.costmodel import context_parallel_error
+
+    return [c for c in options.context_parallel_sizes if context_parallel_error(problem.model, c) is None]
 
 
 def profile_covers(problem: Problem, gpu: str, tp: int, micro_batch_size: int) -> bool:
@@ -111,9 +123,9 @@ def profile_covers(problem: Problem, gpu: str, tp: int, micro_batch_size: int) -
     return all(problem.profile.has(gpu, kind, tp, micro_batch_size) for kind in kinds)
 
 
-def node_uses(problem: Problem, tp: int, dp: int, micro_batch_size: int) -> list[NodeUse]:
-    """Node types usable at (tp, dp, b), in cluster order, with their whole-node block shape."""
-    w = tp * dp
+def node_uses(problem: Problem, tp: int, dp: int, micro_batch_size: int, cp: int = 1) -> list[NodeUse]:
+    """Node types usable at (tp, dp, b, cp), in cluster order, with their whole-node block shape (w = tp x cp x dp)."""
+    w = tp * cp * dp
     out = []
     for node in problem.cluster.node_types:
         gpn = node.gpus_per_node
@@ -155,8 +167,7 @@ def one_mode_variants(plan: Plan, options: SpaceOptions) -> list[Plan]:
     modes = options.recompute_modes
     used = [modes.index(s.recompute) for s in plan.stages if s.num_layers > 0 and s.recompute in modes]
     start = max(used, default=0)
-    return [Plan(tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size, ep=plan.ep,
-                 stages=tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
+    return [replace(plan, stages=tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
                                     recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages))
             for mode in modes[start:]]
 
@@ -200,7 +211,13 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
         return False
     if plan.ep not in ep_candidates(problem, plan.tp, plan.dp, options):
         return False
-    uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size)}
+    if plan.cp not in context_parallel_candidates(problem, options):
+        return False
+    from optsearch.costmodel import distributed_optimizer_choices
+
+    if plan.distributed_optimizer not in distributed_optimizer_choices(problem.job, plan.dp, plan.cp):
+        return False
+    uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):
         return False
     if not type_sequence_allowed(problem, tuple(s.node_type for s in plan.stages), options):

@@ -238,21 +238,23 @@ def layer_activation_bytes(
 
 
 def block_recompute_step_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
-                           layers: int, recomputed: int) -> float:
+                           layers: int, recomputed: int, cp: int = 1) -> float:
     """Block recomputation (--recompute-method block --recompute-num-layers N), `layers` layers of one kind on a
     stage of which `recomputed` = min(N, layers) are fully recomputed (megatron/core/recompute.py, block branch:
-    layer_idx < recompute_num_layers is checkpointed): recomputed x step(full) + (layers - recomputed) x step(none)."""
-    return (recomputed * layer_step_s(problem, node_type, kind, tp, micro_batch_size, "full")
-            + (layers - recomputed) * layer_step_s(problem, node_type, kind, tp, micro_batch_size, "none"))
+    layer_idx < recompute_num_layers is checkpointed): recomputed x step(full) + (layers - recomputed) x step(none),
+    each step on one rank of a cp group (cp_layer_step_s; cp = 1: layer_step_s)."""
+    return (recomputed * cp_layer_step_s(problem, node_type, kind, tp, micro_batch_size, "full", cp)
+            + (layers - recomputed) * cp_layer_step_s(problem, node_type, kind, tp, micro_batch_size, "none", cp))
 
 
 def block_recompute_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int,
-                                     micro_batch_size: int, layers: int, recomputed: int) -> float:
+                                     micro_batch_size: int, layers: int, recomputed: int, cp: int = 1) -> float:
     """Stored activations per micro-batch of `layers` layers of one kind under block recomputation: the recomputed
     ones keep only their input (full), the others everything (none). The working memory of the recomputation (one
     layer re-materialized, full_recompute_working_bytes) is added once per stage, as for full."""
-    return (recomputed * layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, "full")
-            + (layers - recomputed) * layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, "none"))
+    return (recomputed * cp_layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, "full", cp)
+            + (layers - recomputed) * cp_layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, "none",
+                                                                cp))
 
 
 def full_layer_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, mbs: int) -> float:
@@ -293,6 +295,170 @@ def stage_parameters(model: ModelSpec, kinds: dict[str, int], first: bool, last:
         if model.tied_embeddings and pp > 1:
             n += model.vocab_size * model.hidden_size
     return float(n)
+
+
+# ---- context parallelism, the distributed optimizer, the sequence-parallel stage message (issue 16) ----------
+
+
+def distributed_optimizer_on(job: JobSpec, dp: int, cp: int = 1) -> bool:
+    """The search's choice of Megatron's distributed optimizer: on wherever dp x cp > 1 unless the job forces it off
+    (job.distributed_optimizer = false). Under this cost model it never costs time or memory (gradient_sync_s,
+    state_bytes, optimizer_s; tests/test_context_parallel.py checks it over random plans), so on is optimal."""
+    return job.distributed_optimizer is not False and dp * cp > 1
+
+
+def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
+    """The settings of the search space: both where dp x cp > 1 and the job leaves it open (unset), only on where
+    the job sets it (true), only off where it forces it off (false) or dp x cp = 1 (nothing to shard)."""
+    if job.distributed_optimizer is False or dp * cp == 1:
+        return (False,)
+    return (True,) if job.distributed_optimizer else (False, True)
+
+
+def cp_ring_bytes_per_s(problem: Problem, node_type: str, tp: int, cp: int) -> float:
+    """Bandwidth of one step of the context-parallel ring. Megatron orders ranks tensor, then context (tp-cp-dp-pp):
+    a cp group is tp x cp consecutive GPUs. Inside one node (tp x cp divides the GPUs per node) a step runs on the
+    intra-node link; otherwise the ring crosses nodes and each node's tp boundary GPUs share its NIC."""
+    node = problem.node(node_type)
+    gpn = node.gpus_per_node
+    if tp * cp <= gpn and gpn % (tp * cp) == 0:
+        return intra_node_bytes_per_s(node)
+    return inter_node_bytes_per_s_per_gpu(node, tp)
+
+
+def cp_ring_exposed_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
+                      recompute: Recompute, cp: int) -> float:
+    """The context-parallel K/V ring of one layer, per micro-batch, as far as attention compute does not hide it.
+
+    Upstream's p2p context parallelism (Transformer Engine's AttnFuncWithCPAndKVP2P, cp_comm_type p2p) splits the
+    sequence into 2 cp chunks (rank r holds chunks r and 2 cp - 1 - r, balancing causal work) and passes K and V
+    around the ring: cp - 1 steps per forward, each sending the rank's K and V chunk,
+        kv = 2 x b x (s / cp) x kv_width / t x 2 bytes,
+    while computing attention on the chunk received before (the send is overlapped with one step of attention).
+    The backward passes K, V and their gradients: 2 kv per step. Per pass with attention-core time A on the rank
+    (attention_core_fraction x the layer's forward or backward time / cp) each of the cp - 1 sends hides behind one
+    step of A / cp:  exposed = (cp - 1) max(0, kv_bytes / bandwidth - A / cp).
+    Recomputation (selective re-runs the attention core, full the whole forward) runs the forward ring again."""
+    if cp <= 1:
+        return 0.0
+    model = problem.model
+    entry = problem.profile.get(problem.node(node_type).gpu, kind.name, tp, micro_batch_size)
+    core = attention_core_fraction(model, kind)
+    kv = 2.0 * micro_batch_size * (model.seq_length / cp) * model.kv_width / tp * ACTIVATION_DTYPE_BYTES
+    bandwidth = cp_ring_bytes_per_s(problem, node_type, tp, cp)
+    forward = (cp - 1) * max(0.0, kv / bandwidth - core * entry.forward_s / cp / cp)
+    backward = (cp - 1) * max(0.0, 2 * kv / bandwidth - core * entry.backward_s / cp / cp)
+    passes = 2 if recompute in ("selective", "full") else 1
+    return passes * forward + backward
+
+
+def cp_layer_step_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
+                    recompute: Recompute, cp: int = 1) -> float:
+    """One layer on one rank of a cp group: layer_step_s over s / cp tokens, plus the exposed K/V ring.
+
+    Each rank runs 1/cp of the layer's tokens through the projections and the MLP, and (load-balanced chunks) 1/cp of
+    the causal attention work, and its tensor-parallel collectives carry b s h / cp: all of layer_step_s divides by cp.
+    The profile's entry is measured (or computed) at the model's full sequence; dividing it by cp keeps its FLOPs
+    exact but not the fixed costs per kernel or the lower efficiency of smaller matrix products (docs/cost-model.md)."""
+    step = layer_step_s(problem, node_type, kind, tp, micro_batch_size, recompute)
+    if cp <= 1:
+        return step
+    return step / cp + cp_ring_exposed_s(problem, node_type, kind, tp, micro_batch_size, recompute, cp)
+
+
+def cp_embedding_step_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int, cp: int = 1) -> float:
+    """The embedding over s / cp tokens per rank."""
+    return embedding_step_s(problem, node_type, tp, micro_batch_size) / cp
+
+
+def cp_head_step_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int, cp: int = 1) -> float:
+    """The LM head and loss over s / cp tokens per rank."""
+    return head_step_s(problem, node_type, tp, micro_batch_size) / cp
+
+
+def stage_message_shards(job: JobSpec, tp: int, cp: int) -> int:
+    """What the b s h pipeline message divides by: cp (each rank sends its own s / cp tokens) and, with sequence
+    parallelism, tp (upstream sends the sequence-sharded tensor: schedules.get_tensor_shapes divides the sequence
+    length by the cp group's size, and by the tp group's with sequence_parallel)."""
+    return cp * (tp if job.sequence_parallel and tp > 1 else 1)
+
+
+def stage_send_s(problem: Problem, sender: str, receiver: str, same_node: bool, gpus_per_stage: int, mbs: int,
+                 tp: int, cp: int = 1) -> float:
+    """One pipeline send (p2p_send_s) of the message each GPU really sends: b s h 2 / stage_message_shards."""
+    return p2p_send_s(problem, sender, receiver, same_node, gpus_per_stage, mbs) / stage_message_shards(
+        problem.job, tp, cp)
+
+
+def cp_layer_activation_bytes(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
+                              recompute: Recompute, cp: int = 1) -> float:
+    """Stored activations of one layer on one rank of a cp group: every term of layer_activation_bytes counts the
+    rank's s / cp tokens (the attention-score term too: s / cp queries against s keys)."""
+    return layer_activation_bytes(problem, node_type, kind, tp, micro_batch_size, recompute) / cp
+
+
+def cp_full_recompute_working_bytes(problem: Problem, node_type: str, tp: int, micro_batch_size: int,
+                                    cp: int = 1) -> float:
+    return full_recompute_working_bytes(problem, node_type, tp, micro_batch_size) / cp
+
+
+def cp_logits_bytes(model: ModelSpec, tp: int, micro_batch_size: int, cp: int = 1) -> float:
+    return logits_bytes(model, tp, micro_batch_size) / cp
+
+
+def state_bytes(job: JobSpec, dp: int, cp: int = 1, distributed: bool = False) -> float:
+    """Bytes per parameter (state_bytes_per_param) with the sharded part divided by the dp x cp ranks under the
+    distributed optimizer (upstream shards over the data-parallel group with context parallelism)."""
+    grad = gradient_bytes(job)
+    sharded = OPTIMIZER_STATE_BYTES_PER_PARAM + (0 if job.gradients_in_fp32 else FP32_MAIN_GRAD_BYTES_PER_PARAM)
+    return WEIGHT_BYTES_PER_PARAM + grad + sharded / (dp * cp if distributed else 1)
+
+
+def gradient_sync_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int, spans_nodes: bool,
+                    cp: int = 1, distributed: bool = False) -> float:
+    """The stage's gradient exchange over its dp x cp ranks (upstream reduces gradients over the data-parallel group
+    with context parallelism), on the bandwidth of dp_allreduce_s.
+
+    Without the distributed optimizer: a ring all-reduce of P / t gradients, 2 (d - 1) / d x P / t x g bytes / bw.
+    With it (megatron/core/distributed/param_and_grad_buffer.py, optimizer/distrib_optimizer.py): a reduce-scatter
+    of the gradients in the gradient dtype and an all-gather of the updated parameters in the 16-bit parameter dtype,
+    (d - 1) / d x P / t x (g + 2) bytes / bw, not overlapped with compute (like the all-reduce here).
+    As g >= 2, g + 2 <= 2 g: never slower than the all-reduce (equal with 16-bit gradients)."""
+    group = dp * cp
+    if not distributed:
+        return dp_allreduce_s(problem, node_type, parameters, tp, group, spans_nodes)
+    if group <= 1 or parameters <= 0:
+        return 0.0
+    node = problem.node(node_type)
+    bandwidth = intra_node_allreduce_bytes_per_s(node)
+    if spans_nodes:
+        bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp))
+    per_rank = parameters / tp
+    return (group - 1) / group * per_rank * (gradient_bytes(problem.job) + WEIGHT_BYTES_PER_PARAM) / bandwidth
+
+
+def optimizer_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int, cp: int = 1,
+                distributed: bool = False) -> float:
+    """Adam step (optimizer_step_s) over the parameters of one GPU: P / t, / (dp x cp) with the distributed
+    optimizer."""
+    per_gpu = parameters / tp / (dp * cp if distributed else 1)
+    gpu = problem.gpu_of(node_type)
+    return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+
+
+def context_parallel_error(model: ModelSpec, cp: int) -> str | None:
+    """Why Megatron-LM (or this cost model) cannot run context parallelism cp on the model, or None."""
+    if cp == 1:
+        return None
+    if model.seq_length % (2 * cp):
+        return (f"seq_length {model.seq_length} is not a multiple of 2 x cp = {2 * cp} (Megatron-LM's validate_args: "
+                "'seq-length should be a multiple of 2 * context-parallel-size')")
+    if any(k.cross_attention for k in model.kinds):
+        return "encoder-decoder models: the cost model has no context-parallel cross-attention"
+    if model.is_moe:
+        return ("mixture-of-experts models: the cost model prices expert parallelism without context parallelism "
+                "(upstream's expert data-parallel group would be dp x cp / ep)")
+    return None
 
 
 # ---- placement ---------------------------------------------------------------------------------------------
@@ -505,28 +671,36 @@ def stage_expert_parameters(model: ModelSpec, kinds: dict[str, int]) -> float:
     return float(sum(model.expert_parameters(by_name[name]) * count for name, count in kinds.items()))
 
 
-def expert_state_bytes_per_param(job: JobSpec, dp: int, ep: int) -> float:
-    """Per-parameter bytes of an expert parameter on the ranks that hold it: state_bytes_per_param with the
-    distributed optimizer sharding over the expert data-parallel group dp / ep. A rank holds 1 / (tp ep) of them."""
-    return state_bytes_per_param(job, dp // ep)
+def expert_state_bytes_per_param(job: JobSpec, dp: int, ep: int, distributed: bool = False) -> float:
+    """Per-parameter bytes of an expert parameter on the ranks that hold it: state_bytes with the distributed
+    optimizer sharding over the expert data-parallel group dp / ep. A rank holds 1 / (tp ep) of them."""
+    return state_bytes(job, dp // ep, 1, distributed)
 
 
 def expert_allreduce_s(problem: Problem, node_type: str, expert_params: float, tp: int, dp: int, ep: int,
-                       spans_nodes: bool) -> float:
-    """Ring all-reduce of the stage's expert gradients over the expert data-parallel group of dp / ep ranks:
+                       spans_nodes: bool, distributed: bool = False) -> float:
+    """Ring all-reduce of the stage's expert gradients over the expert data-parallel group of d = dp / ep ranks:
     each rank holds expert_params / (tp ep) of them. Across nodes the tp x ep rings of a node (one per expert
-    tensor- and expert-parallel rank) share its NIC, as the tp rings of the dense all-reduce do."""
+    tensor- and expert-parallel rank) share its NIC, as the tp rings of the dense all-reduce do. With the
+    distributed optimizer, as gradient_sync_s: a reduce-scatter of the gradients and an all-gather of the 16-bit
+    parameters, (d - 1) / d x P_rank x (g + 2) bytes / bandwidth."""
     node = problem.node(node_type)
     bandwidth = intra_node_allreduce_bytes_per_s(node)
     if spans_nodes:
         bandwidth = min(bandwidth, inter_node_bytes_per_s_per_gpu(node, tp * ep))
-    return ring_allreduce_s(expert_params / (tp * ep) * gradient_bytes(problem.job), dp // ep, bandwidth)
+    group, per_rank = dp // ep, expert_params / (tp * ep)
+    if not distributed:
+        return ring_allreduce_s(per_rank * gradient_bytes(problem.job), group, bandwidth)
+    if group <= 1 or expert_params <= 0:
+        return 0.0
+    return (group - 1) / group * per_rank * (gradient_bytes(problem.job) + WEIGHT_BYTES_PER_PARAM) / bandwidth
 
 
-def expert_optimizer_step_s(problem: Problem, node_type: str, expert_params: float, tp: int, dp: int, ep: int) -> float:
+def expert_optimizer_step_s(problem: Problem, node_type: str, expert_params: float, tp: int, dp: int, ep: int,
+                            distributed: bool = False) -> float:
     """Adam step over the rank's expert parameters: expert_params / (tp ep) (/ (dp / ep) if distributed) x 28 bytes /
     HBM bandwidth."""
-    per_gpu = expert_params / (tp * ep) / (dp // ep if problem.job.distributed_optimizer else 1)
+    per_gpu = expert_params / (tp * ep) / (dp // ep if distributed else 1)
     gpu = problem.gpu_of(node_type)
     return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
 
@@ -597,6 +771,9 @@ def check_plan(problem: Problem, plan: Plan) -> None:
     why = expert_parallel_error(model, problem.job, plan.tp, plan.dp, plan.ep)
     if why is not None:
         raise SpecError(f"plan: {why}")
+    why = context_parallel_error(model, plan.cp)
+    if why is not None:
+        raise SpecError(f"plan: cp = {plan.cp}: {why}")
     for name, count in place(problem, plan).nodes.items():
         available = problem.node(name).num_nodes_available
         if count > available:
@@ -607,6 +784,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
     """Price a plan: per-stage times and memory, iteration and training time, nodes, USD."""
     check_plan(problem, plan)
     model, tp, dp, mbs, pp = problem.model, plan.tp, plan.dp, plan.micro_batch_size, plan.pp
+    cp, dist = plan.cp, plan.distributed_optimizer
     m = num_micro_batches(problem.job, dp, mbs)
     placement = place(problem, plan)
     kinds_by_name = {k.name: k for k in model.kinds}
@@ -618,10 +796,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         kinds = stage_kinds[i]
         recomputed = plan.recomputed_layers(i, kinds)  # block recomputation: min(N, layers) of each kind
         compute = sum(
-            count * layer_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, stage.recompute)
+            count * cp_layer_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, stage.recompute, cp)
             for name, count in kinds.items()
         ) if plan.recompute_num_layers is None else sum(
-            block_recompute_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, count, recomputed[name])
+            block_recompute_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, count, recomputed[name], cp)
             for name, count in kinds.items()
         )
         # expert all-to-alls; under block recomputation only the recomputed layers run their forward ones again
@@ -636,35 +814,35 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
             for name, count in kinds.items()
         )
         if first:
-            compute += embedding_step_s(problem, stage.node_type, tp, mbs)
+            compute += cp_embedding_step_s(problem, stage.node_type, tp, mbs, cp)
         if last:
-            compute += head_step_s(problem, stage.node_type, tp, mbs)
+            compute += cp_head_step_s(problem, stage.node_type, tp, mbs, cp)
         p2p = 0.0
         if not last:
-            p2p += p2p_send_s(problem, stage.node_type, plan.stages[i + 1].node_type,
-                              placement.send_same_node[i], plan.gpus_per_stage, mbs)
+            p2p += stage_send_s(problem, stage.node_type, plan.stages[i + 1].node_type,
+                                placement.send_same_node[i], plan.gpus_per_stage, mbs, tp, cp)
         if not first:
-            p2p += p2p_send_s(problem, stage.node_type, plan.stages[i - 1].node_type,
-                              placement.send_same_node[i - 1], plan.gpus_per_stage, mbs)
+            p2p += stage_send_s(problem, stage.node_type, plan.stages[i - 1].node_type,
+                                placement.send_same_node[i - 1], plan.gpus_per_stage, mbs, tp, cp)
         params = stage_parameters(model, kinds, first, last, pp)
         in_flight = min(pp - i, m)
         activations = sum(
-            in_flight * count * layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
-                                                       stage.recompute)
+            in_flight * count * cp_layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
+                                                          stage.recompute, cp)
             for name, count in kinds.items()
         ) if plan.recompute_num_layers is None else sum(
             in_flight * block_recompute_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
-                                                         count, recomputed[name])
+                                                         count, recomputed[name], cp)
             for name, count in kinds.items()
         )
         if stage.recompute == "full" and stage.num_layers > 0:  # block: N >= 1, so some layer is recomputed
-            activations += full_recompute_working_bytes(problem, stage.node_type, tp, mbs)
+            activations += cp_full_recompute_working_bytes(problem, stage.node_type, tp, mbs, cp)
         if last:
-            activations += logits_bytes(model, tp, mbs)
+            activations += cp_logits_bytes(model, tp, mbs, cp)
         experts = stage_expert_parameters(model, kinds)
         dense = params - experts
-        memory = dense / tp * state_bytes_per_param(problem.job, dp) + activations + MEMORY_RESERVE_BYTES
-        memory += experts / (tp * plan.ep) * expert_state_bytes_per_param(problem.job, dp, plan.ep)
+        memory = dense / tp * state_bytes(problem.job, dp, cp, dist) + activations + MEMORY_RESERVE_BYTES
+        memory += experts / (tp * plan.ep) * expert_state_bytes_per_param(problem.job, dp, plan.ep, dist)
         stages.append(
             StageEstimate(
                 node_type=stage.node_type,
@@ -673,10 +851,12 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 recompute=stage.recompute,
                 compute_s=compute,
                 p2p_s=p2p,
-                dp_allreduce_s=dp_allreduce_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i])
-                + expert_allreduce_s(problem, stage.node_type, experts, tp, dp, plan.ep, placement.stage_spans_nodes[i]),
-                optimizer_s=optimizer_step_s(problem, stage.node_type, dense, tp, dp)
-                + expert_optimizer_step_s(problem, stage.node_type, experts, tp, dp, plan.ep),
+                dp_allreduce_s=gradient_sync_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i],
+                                               cp, dist)
+                + expert_allreduce_s(problem, stage.node_type, experts, tp, dp, plan.ep, placement.stage_spans_nodes[i],
+                                     dist),
+                optimizer_s=optimizer_s(problem, stage.node_type, dense, tp, dp, cp, dist)
+                + expert_optimizer_step_s(problem, stage.node_type, experts, tp, dp, plan.ep, dist),
                 parameters=params,
                 memory_bytes=memory,
                 memory_capacity_bytes=memory_capacity_bytes(problem, node.gpu),

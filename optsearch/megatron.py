@@ -387,7 +387,9 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         "--fp16" if job.precision == "fp16" else "--bf16",
         *recompute,
     ]
-    if job.distributed_optimizer:
+    if plan.cp > 1:
+        args += ["--context-parallel-size", str(plan.cp)]
+    if plan.distributed_optimizer:
         args.append("--use-distributed-optimizer")
     if job.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")
@@ -397,8 +399,12 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         f"--make-vocab-size-divisible-by {MAKE_VOCAB_SIZE_DIVISIBLE_BY} x tp {plan.tp}); optsearch priced "
         f"{model.vocab_size}"
     ))
-    notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x pp) = {plan.num_gpus} / "
-                 f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
+    if plan.cp > 1:
+        notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x cp x pp) = {plan.num_gpus} / "
+                     f"({plan.tp} x {plan.cp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
+    else:
+        notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x pp) = {plan.num_gpus} / "
+                     f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
     if model.is_moe:
         notes.append(f"experts: ep = {plan.ep}, expert data parallel = dp / ep = {plan.dp // plan.ep}; optsearch "
                      "priced an even token spread over the experts and plain expert GEMMs (upstream's Mixtral example "
@@ -498,7 +504,9 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
         raise SpecError(f"megatron arguments: --recompute-granularity {granularity!r}: expected full or selective")
     stages = parse_balance("-".join(map(str, counts)), node_order)
     stages = tuple(Stage(node_type=s.node_type, num_layers=s.num_layers, recompute=m) for s, m in zip(stages, modes))
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=integer("--expert-model-parallel-size", 1))
+    cp = integer("--context-parallel-size", 1)
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=integer("--expert-model-parallel-size", 1), cp=cp,
+                distributed_optimizer="--use-distributed-optimizer" in opts)
 
 
 # ---- the FASOP fork ----------------------------------------------------------------------------------------
@@ -548,6 +556,11 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     check_launchable(problem, plan)
     model = problem.model
     fork_model = fasop_model(model)
+    if plan.cp > 1:
+        raise UnsupportedPlanError(
+            f"plan: cp = {plan.cp}: the FASOP fork (Megatron-LM of 2023) has no context parallelism; re-plan with "
+            "--target fasop (cp = 1), or launch it for upstream Megatron-LM (--format megatron)"
+        )
     jobs = fasop_node_jobs(problem, plan)
     recompute, notes = recompute_args(plan, allow_superset=allow_recompute_superset)
     if model.ffn_hidden_size != fork_model.ffn_hidden_size:
@@ -577,7 +590,7 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
         split_rank = prefix.index(enc.num_layers) + 1
         args += ["--pipeline-model-parallel-split-rank", str(split_rank)]
     args += recompute
-    if problem.job.distributed_optimizer:
+    if plan.distributed_optimizer:
         args.append("--use-distributed-optimizer")
     if problem.job.sequence_parallel and plan.tp > 1:
         args.append("--sequence-parallel")  # the fork's 2023 Megatron-LM has it (megatron/arguments.py)
@@ -612,7 +625,7 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
         f"DP_SIZE={plan.dp}",
         f"PIPELINE_MP_SIZE={plan.pp}",
         f'PARTITION="{plan.balance}"',
-        f"ZERO={'true' if problem.job.distributed_optimizer else 'false'}",
+        f"ZERO={'true' if plan.distributed_optimizer else 'false'}",
     ]
     if split_rank is not None:
         lines += [
@@ -713,9 +726,9 @@ def args_file_text(problem: Problem, plan: Plan, margs: MegatronArgs) -> str:
         *(f"# note: {n}" for n in margs.notes),
         f"MEGATRON_ENTRY={margs.entry}",
     ]
-    if plan.tp > 1:
-        lines.append("export CUDA_DEVICE_MAX_CONNECTIONS=1  # upstream validate_args asserts it with tp > 1 "
-                     "(before Blackwell)")
+    if plan.tp > 1 or plan.cp > 1:
+        lines.append(f"export CUDA_DEVICE_MAX_CONNECTIONS=1  # upstream validate_args asserts it with "
+                     f"{'tp > 1' if plan.tp > 1 else 'cp > 1'} (before Blackwell)")
     lines += [
         "MEGATRON_ARGS=(",
         *_arg_lines(margs.args),
@@ -755,8 +768,9 @@ def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Se
         f'MASTER_ADDR="${{MASTER_ADDR:-{nodes[0].host}}}"',
         f'MASTER_PORT="${{MASTER_PORT:-{master_port}}}"',
     ]
-    if plan.tp > 1:
-        lines.append("export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM requires it with tp > 1 (before Blackwell)")
+    if plan.tp > 1 or plan.cp > 1:
+        lines.append(f"export CUDA_DEVICE_MAX_CONNECTIONS=1  # Megatron-LM requires it with "
+                     f"{'tp > 1' if plan.tp > 1 else 'cp > 1'} (before Blackwell)")
     lines += [
         f'NODE_RANK="${{1:?usage: bash torchrun.sh NODE_RANK (0..{nnodes - 1}) [extra Megatron-LM args]}}"',
         "shift",
@@ -792,7 +806,7 @@ def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
     for k, comp in enumerate(comps):
         if k:
             lines.append("#SBATCH hetjob")
-        first, last = comp.nodes[0], comp.nodes[-1]
+        first = comp.nodes[0]
         stages = sorted({s for n in comp.nodes for s in n.stages})
         lines += [
             f"# component {k}: {comp.node_type}, node rank{'s' if len(comp.nodes) > 1 else ''} "

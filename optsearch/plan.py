@@ -38,6 +38,12 @@ class Plan:
     # Expert parallelism (mixture-of-experts models): each expert layer's experts are split over ep ranks of a stage's
     # dp replicas (Megatron's --expert-model-parallel-size; ep divides dp). 1: every rank holds every expert.
     ep: int = 1
+    # Context parallelism (issue 16): each stage's sequence is split over cp ranks (Megatron's
+    # --context-parallel-size); a stage then uses tp x cp x dp GPUs.
+    cp: int = 1
+    # Megatron's --use-distributed-optimizer: optimizer states sharded over the dp x cp ranks, gradients
+    # reduce-scattered and parameters all-gathered (costmodel.gradient_sync_s).
+    distributed_optimizer: bool = False
 
     @property
     def pp(self) -> int:
@@ -45,11 +51,11 @@ class Plan:
 
     @property
     def gpus_per_stage(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.cp * self.dp
 
     @property
     def num_gpus(self) -> int:
-        return self.tp * self.dp * self.pp
+        return self.gpus_per_stage * self.pp
 
     @property
     def balance(self) -> str:
@@ -76,6 +82,11 @@ class Plan:
             out["recompute_num_layers"] = self.recompute_num_layers
         if self.ep != 1:  # written only when set: plans without expert parallelism keep their JSON form
             out["ep"] = self.ep
+        # Written only when not the default, so that a plan without them reads and writes as before.
+        if self.cp != 1:
+            out["cp"] = self.cp
+        if self.distributed_optimizer:
+            out["distributed_optimizer"] = True
         return out
 
     def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
@@ -131,7 +142,12 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         block = _positive_int(data, "recompute_num_layers", source)
         check_block_recompute(tuple(stages), block, source)
     ep = _positive_int(data, "ep", source) if "ep" in data else 1
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep)
+    cp = _positive_int(data, "cp", source) if "cp" in data else 1
+    dist = data.get("distributed_optimizer", False)
+    if not isinstance(dist, bool):
+        raise SpecError(f"{source}: distributed_optimizer = {dist!r}: must be true or false")
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep, cp=cp,
+                distributed_optimizer=dist)
 
 
 def check_block_recompute(stages: tuple[Stage, ...], recompute_num_layers: int, source: str) -> None:

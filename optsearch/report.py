@@ -148,11 +148,17 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
 
+def _knobs_text(plan: Plan) -> str:
+    """'cp 4, distributed optimizer, ' where the plan sets them (empty for the defaults)."""
+    return (f"cp {plan.cp}, " if plan.cp != 1 else "") + ("distributed optimizer, " if plan.distributed_optimizer else "")
+
+
 def estimate_table(plan: Plan, est: Estimate, title: str = "Estimate") -> Table:
     block = "" if plan.recompute_num_layers is None else (
         f", block recomputation of the first {plan.recompute_num_layers} layers of every stage")
     table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}, "
-                        f"micro-batch {plan.micro_batch_size}, {est.num_micro_batches} micro-batches{block}")
+                        f"micro-batch {plan.micro_batch_size}, {_knobs_text(plan)}{est.num_micro_batches} "
+                        f"micro-batches{block}")
     for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "DP all-reduce ms",
                 "memory GiB", "fits"):
         table.add_column(col, justify="right" if col not in ("node type", "GPU", "recompute") else "left")
@@ -210,7 +216,7 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
         # block recomputation only: plans without it keep their JSON
         **({} if plan.recompute_num_layers is None else {"recompute_num_layers": plan.recompute_num_layers}),
         **({"ep": plan.ep} if plan.ep != 1 else {}),  # expert parallelism: written only when set
-    }
+    } | {k: v for k, v in plan.to_dict().items() if k in ("cp", "distributed_optimizer")}  # when not the default
 
 
 def _ep_text(plan: Plan) -> str:
@@ -264,7 +270,7 @@ def solve_summary(result, problem, budget) -> list[Any]:
     nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
     body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"
             f"plan: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
-            f"balance {plan.balance}\n"
+            f"{_knobs_text(plan)}balance {plan.balance}\n"
             f"training time {format_duration(est.training_time_s)}, cost {format_usd(est.cost_usd)}")
     return [Panel(body, title=f"optsearch solve: {problem.model.name} on {problem.cluster.name}"),
             estimate_table(plan, est), totals_table(est)]

@@ -26,11 +26,13 @@ from optsearch.bounds import (
     degree_terms,
 )
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, in_search_space, dp_candidates, ep_candidates, max_stages, micro_batch_candidates, node_uses,
+    NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates, max_stages,
+    micro_batch_candidates, node_uses,
     one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, Estimate, estimate, memory_capacity_bytes, stage_parameters, state_bytes_per_param,
+    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, memory_capacity_bytes, stage_parameters,
+    state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param
 from optsearch.errors import ConsistencyError, OptsearchError, SpecError
@@ -111,10 +113,11 @@ class Memo:
     sequences: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
 
-    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1) -> DegreeTerms:
-        key = (tp, dp, mbs) if ep == 1 else (tp, dp, mbs, ep)
+    def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
+                     cp: int = 1) -> DegreeTerms:
+        key = (tp, dp, mbs, ep, cp)
         if key not in self.terms:
-            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep)
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp)
         return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
@@ -211,18 +214,19 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     kept: list[Bounded] = []
     total = 0
     for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
+        for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
+                        for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
+            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
+                uses = tuple(node_uses(problem, tp, dp, mbs, cp))
                 if not uses:
                     continue
                 for ep in ep_candidates(problem, tp, dp, options):
-                    terms = memo.degree_terms(tp, dp, mbs, uses, ep)
+                    terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp)
                     for pp in range(1, max_stages(problem, options) + 1):
                         total += 1
-                        if budget.max_gpus is not None and pp * tp * dp > budget.max_gpus:
+                        if budget.max_gpus is not None and pp * tp * cp * dp > budget.max_gpus:
                             continue
-                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep)
+                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp)
                         item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand),
                                         slower_than_s)
                         if item is not None:
@@ -604,9 +608,10 @@ def _memory_message(problem: Problem, options: SpaceOptions) -> str:
                                 for x in node_uses(problem, tp, dp, mbs))
                     pp = max(1, min(slots, max_stages(problem, options)))
                     all_params = layer_params + stage_parameters(model, {}, True, True, pp)
-                    state = state_bytes_per_param(problem.job, dp)
+                    dist = distributed_optimizer_on(problem.job, dp)
+                    state = state_bytes(problem.job, dp, 1, dist)
                     if model.is_moe:  # experts held / ep: the least per-parameter bytes of any ep bound the need
-                        state = min([state] + [expert_state_bytes_per_param(problem.job, dp, ep) / ep
+                        state = min([state] + [expert_state_bytes_per_param(problem.job, dp, ep, dist) / ep
                                                for ep in ep_candidates(problem, tp, dp, options)])
                     need = all_params / pp / tp * state + MEMORY_RESERVE_BYTES
                     cap = memory_capacity_bytes(problem, u.node.gpu)

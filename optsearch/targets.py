@@ -6,7 +6,8 @@ and how many GPUs per node its launcher starts. `space_options` turns a target i
 that solve, whatif, pareto, compare and the brute-force baseline all search; `check_model` refuses a model the target
 cannot train; `megatron.launch_files` emits the plan for it.
 
-megatron: upstream NVIDIA/Megatron-LM, main branch. `--recompute-granularity`, `--recompute-method` and
+megatron: upstream NVIDIA/Megatron-LM, main branch. Context parallelism --context-parallel-size 1, 2, 4 or 8
+    (megatron/training/arguments.py: the world size divides by tp x pp x cp; the sequence by 2 cp). `--recompute-granularity`, `--recompute-method` and
     `--recompute-num-layers` apply to every pipeline stage alike (megatron/training/arguments.py; the transformer
     block reads one config): one mode for all stages, or block recomputation of the first N layers of every stage.
     Decoder-only models run with pretrain_gpt.py; encoder-decoder (T5) with examples/t5/pretrain_t5.py, which raises
@@ -20,7 +21,8 @@ fasop: FASOP's fork (github.com/AvatarHwang/FASOP, Megatron-LM-2, 2023). The sam
     encoder_decoder_split, searched as SpaceOptions.kinds_split_at_stages). Its Slurm scripts fix the order of the nodes: the master
     job's node (the A100 node, hgx partition) is node rank 0 and the slave job's nodes (A10) follow
     (_02_hetero_master_job.sh, _02_hetero_slave_job.sh), so the node types run in the cluster file's order (a100
-    before a10 in fasop-a100-a10). One NPROC_PER_NODE serves every node.
+    before a10 in fasop-a100-a10). One NPROC_PER_NODE serves every node. No context parallelism (its Megatron-LM has
+    no --context-parallel-size): cp = 1.
 """
 
 from __future__ import annotations
@@ -73,18 +75,24 @@ class Target:
     same_gpus_per_node: bool  # one --nproc-per-node for every node
     encoder_decoder_max_pp: int | None  # None: any pp
     encoder_decoder_split: bool = False  # pp > 1: every stage wholly encoder or decoder (a split rank)
+    # Context-parallel sizes the engine runs (issue 16); the search takes those the model allows
+    # (candidates.context_parallel_candidates).
+    context_parallel_sizes: tuple[int, ...] = (1,)
 
     def summary(self) -> str:
         order = "free node order" if self.node_order_free else "node types in the cluster's order"
         gpn = "one GPU count per node for all nodes" if self.same_gpus_per_node else "any GPUs per node"
         rc = {"per-stage": "recomputation per stage", "one-mode": "one recomputation mode for all stages",
               "one-mode-or-block": "one recomputation mode for all stages (or block: first N layers of each)"}
-        return f"{self.name}: {self.description}; {rc[self.recompute]}; {order}; {gpn}"
+        cp = ("; context parallelism " + "/".join(map(str, self.context_parallel_sizes))
+              if len(self.context_parallel_sizes) > 1 else "")
+        return f"{self.name}: {self.description}; {rc[self.recompute]}; {order}; {gpn}{cp}"
 
 
 MEGATRON = Target(
     name="megatron", description="upstream NVIDIA/Megatron-LM (main)", recompute="one-mode-or-block",
     node_order_free=True, same_gpus_per_node=False, encoder_decoder_max_pp=1,
+    context_parallel_sizes=(1, 2, 4, 8),
 )
 FASOP = Target(
     name="fasop", description="FASOP's Megatron-LM fork (AvatarHwang/FASOP, Megatron-LM-2)",
@@ -154,6 +162,11 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
         options = replace(options, same_gpus_per_node=True)
     if target.encoder_decoder_split and is_encoder_decoder(problem.model):
         options = replace(options, kinds_split_at_stages=True)
+    if options.context_parallel_sizes == (1,):  # the base leaves cp open: the target's sizes
+        options = replace(options, context_parallel_sizes=target.context_parallel_sizes)
+    else:  # the base names sizes: those the target runs
+        options = replace(options, context_parallel_sizes=tuple(
+            c for c in options.context_parallel_sizes if c in target.context_parallel_sizes) or (1,))
     if target.encoder_decoder_max_pp is not None and is_encoder_decoder(problem.model):
         most = options.max_stages or problem.model.num_layers + 2
         options = replace(options, max_stages=min(most, target.encoder_decoder_max_pp))

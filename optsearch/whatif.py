@@ -461,19 +461,22 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
         _allowed, _degree_candidates, _least_recompute, partitions, type_sequences,
     )
     from optsearch.candidates import kinds_split_allowed
+    from optsearch.costmodel import distributed_optimizer_on
 
     num_layers = problem.model.num_layers
-    for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
+    for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
+        dist = distributed_optimizer_on(problem.job, dp, cp)  # the search's choice (never worse: costmodel)
         for ep, pp in ((e, p) for e in ep_candidates(problem, tp, dp, options)
                        for p in range(1, max_stages(problem, options) + 1)):
-            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
+            for types in type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options)):
                 for parts in partitions(num_layers, pp):
                     if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
                         continue  # a stage with encoder and decoder layers (as exhaustive.py)
                     stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
                                    for t, k in zip(types, parts))
-                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep),
-                                             options)
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
+                                distributed_optimizer=dist)
+                    found = _least_recompute(problem, plan, options)
                     if found is not None and not budget_violations(found[0], found[1], budget):
                         yield found
 

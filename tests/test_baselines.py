@@ -192,7 +192,7 @@ def test_compare_json_lists_every_method_with_plan_and_gap(tmp_path):
         plan = r["plan"]
         if plan is not None:
             assert r["gap_to_best"] >= -REL
-            assert plan["tp"] * plan["dp"] * plan["pp"] == sum(
+            assert plan["tp"] * plan.get("cp", 1) * plan["dp"] * plan["pp"] == sum(
                 n * {"a": 2, "b": 2}[t] for t, n in plan["nodes"].items())
             assert {"tp", "dp", "pp", "micro_batch_size", "num_micro_batches", "nodes", "stages"} <= set(plan)
             assert all({"node_type", "gpu", "num_layers", "recompute"} <= set(s) for s in plan["stages"])

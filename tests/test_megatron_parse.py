@@ -70,6 +70,8 @@ def _hand_made() -> list[tuple[str, str, Plan]]:
         ("gpt3-6.7b", "fasop-a10", replace(plan("8-8-8-8", "a10", "full", tp=2, dp=1), recompute_num_layers=7)),
         # mixture of experts: 8 experts over ep = 4 of dp = 4, tp = 2 (expert tp = 2), uneven split (issue 16, item 3)
         ("mixtral-8x7b", "aws-p4d", replace(plan("7-9-9-7", "p4d.24xlarge", "selective", tp=2, dp=4), ep=4)),
+        # --context-parallel-size 2 and --use-distributed-optimizer: 32 GPUs = tp 2 x cp 2 x dp 2 x pp 4
+        ("gpt2-xl+sp", "fasop-a10", replace(plan("12-12-12-12", "a10", tp=2, dp=2), cp=2, distributed_optimizer=True)),
     ]
 
 
@@ -124,6 +126,8 @@ def test_hand_made_splits_pass_upstream_validation(upstream, monkeypatch, index)
 def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
     margs, args, argument_utils, block = _run_upstream(upstream, monkeypatch, problem, plan)
     assert args.data_parallel_size == plan.dp
+    assert args.context_parallel_size == plan.cp
+    assert args.use_distributed_optimizer == plan.distributed_optimizer
     assert args.tensor_model_parallel_size == plan.tp and args.pipeline_model_parallel_size == plan.pp
     counts = [s.num_layers for s in plan.stages]
     if args.encoder_num_layers is not None and problem.model.num_layers != args.num_layers:  # T5, pp = 1

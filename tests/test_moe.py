@@ -193,11 +193,15 @@ def test_expert_allreduce_and_optimizer():
     assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 2, False) == approx(1.92e-3)
     assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 8, True) == 0.0  # dp / ep = 1: nothing to reduce
     assert cm.expert_optimizer_step_s(p, "fast", 64e6, 1, 8, 2) == approx(8.96e-4)
-    dist = moe_problem(JOB.model_copy(update={"distributed_optimizer": True}))
-    assert cm.expert_optimizer_step_s(dist, "fast", 64e6, 1, 8, 2) == approx(2.24e-4)
+    # the distributed optimizer is the plan's (issue 16): passed, not read from the job
+    assert cm.expert_optimizer_step_s(p, "fast", 64e6, 1, 8, 2, True) == approx(2.24e-4)
     # states: bf16, fp32 gradients: 2 + 4 + 12 = 18 B; distributed over dp / ep = 4: 6 + 12 / 4 = 9 B
     assert cm.expert_state_bytes_per_param(p.job, 8, 2) == 18.0
-    assert cm.expert_state_bytes_per_param(dist.job, 8, 2) == 9.0
+    assert cm.expert_state_bytes_per_param(p.job, 8, 2, True) == 9.0
+    # distributed: reduce-scatter of fp32 gradients + all-gather of bf16 parameters over 4 ranks, across nodes:
+    # 3/4 x 32e6 x (4 + 2) B / 2.5e10 = 5.76e-3 s (against the all-reduce's 7.68e-3 s)
+    assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 2, True, True) == approx(5.76e-3)
+    assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 8, True, True) == 0.0
 
 
 def test_estimate_adds_exactly_the_expert_terms():
@@ -271,7 +275,8 @@ def moe_instances(draw):
         ffn_hidden_size=1024, gated_mlp=draw(st.booleans()), seq_length=draw(st.sampled_from([512, 1024])),
         vocab_size=8000, layer_kinds=kinds,
         default_job=JobSpec(global_batch_size=draw(st.sampled_from([4, 8])), train_iterations=1000,
-                            sequence_parallel=draw(st.booleans()), distributed_optimizer=draw(st.booleans())))
+                            sequence_parallel=draw(st.booleans()),
+                            distributed_optimizer=draw(st.sampled_from([None, True, False]))))
     cluster = ClusterSpec(name="moe", node_types=nodes, gpus=gpus)
     by_name = {g.name: g for g in gpus}
     problem = Problem(model=model, cluster=cluster, job=model.default_job, gpus=by_name,

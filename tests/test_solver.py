@@ -97,7 +97,7 @@ def _assert_honest(problem: Problem, budget: Budget, options: SpaceOptions, resu
     if result.solver_objective_value is not None:
         assert math.isclose(result.solver_objective_value, result.objective_value, rel_tol=1e-5)
     assert sum(s.num_layers for s in result.plan.stages) == problem.model.num_layers
-    assert result.plan.num_gpus == result.plan.tp * result.plan.dp * result.plan.pp
+    assert result.plan.num_gpus == result.plan.tp * result.plan.cp * result.plan.dp * result.plan.pp
 
 
 def assert_backends_equal_brute_force(problem, budget, options):

@@ -36,7 +36,8 @@ from optsearch.candidates import (
     SpaceOptions, in_search_space, max_stages, micro_batch_candidates, node_uses, tp_candidates,
 )
 from optsearch.costmodel import (
-    Estimate, embedding_step_s, estimate, head_step_s, layer_step_s, num_micro_batches, p2p_send_s, place,
+    Estimate, distributed_optimizer_on, embedding_step_s, estimate, head_step_s, layer_step_s, num_micro_batches,
+    place, stage_send_s,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Recompute, Stage
@@ -130,9 +131,9 @@ def stage_time_tables(problem: Problem, types: tuple[str, ...], tp: int, dp: int
         if s == pp - 1:
             fixed += head_step_s(problem, g, tp, mbs)
         if s + 1 < pp:
-            fixed += p2p_send_s(problem, g, types[s + 1], same[s], w, mbs)
+            fixed += stage_send_s(problem, g, types[s + 1], same[s], w, mbs, tp)
         if s > 0:
-            fixed += p2p_send_s(problem, g, types[s - 1], same[s - 1], w, mbs)
+            fixed += stage_send_s(problem, g, types[s - 1], same[s - 1], w, mbs, tp)
         table = prefix[g][None, :] - prefix[g][:, None] + fixed
         least = 0 if s in (0, pp - 1) else 1
         invalid = b_idx - a_idx < least
@@ -308,7 +309,8 @@ def _evaluate(problem, budget, types, tp, dp, mbs, m, recompute, usd_per_hour, b
     if part is None:
         return None
     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs,
-                stages=tuple(Stage(node_type=t, num_layers=n, recompute=recompute) for t, n in zip(types, part.layers)))
+                stages=tuple(Stage(node_type=t, num_layers=n, recompute=recompute) for t, n in zip(types, part.layers)),
+                distributed_optimizer=distributed_optimizer_on(problem.job, dp))
     try:
         est = estimate(problem, plan)
     except OptsearchError:

@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, block_recompute_enabled, dp_candidates, ep_candidates, kinds_split_allowed, max_stages,
-    micro_batch_candidates, node_uses, tp_candidates,
-    type_sequence_allowed,
+    NodeUse, SpaceOptions, block_recompute_enabled, context_parallel_candidates, dp_candidates, ep_candidates,
+    kinds_split_allowed, max_stages, micro_batch_candidates, node_uses, tp_candidates, type_sequence_allowed,
 )
-from optsearch.costmodel import Estimate, estimate
+from optsearch.costmodel import Estimate, distributed_optimizer_choices, estimate
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
 from optsearch.problem import Problem
@@ -87,10 +86,18 @@ def partitions(num_layers: int, pp: int) -> Iterator[tuple[int, ...]]:
 def _degree_candidates(problem: Problem, budget: Budget, options: SpaceOptions):
     for tp in tp_candidates(problem):
         for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus):
-                uses = node_uses(problem, tp, dp, mbs)
-                if uses:
-                    yield tp, dp, mbs, uses
+            for cp in context_parallel_candidates(problem, options):
+                for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
+                    uses = node_uses(problem, tp, dp, mbs, cp)
+                    if uses:
+                        yield tp, dp, mbs, uses, cp
+
+
+def _optimizer_settings(problem: Problem, dp: int, cp: int) -> tuple[bool, ...]:
+    """Brute force tries every distributed-optimizer setting of the space (both wherever dp x cp > 1 and the job
+    leaves it open), although the search fixes it on there (costmodel.distributed_optimizer_on): equal optima check
+    that the choice loses nothing."""
+    return distributed_optimizer_choices(problem.job, dp, cp)
 
 
 def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceOptions(), limit: int | None = None) -> int:
@@ -99,15 +106,15 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
 
     total = 0
     L = problem.model.num_layers
-    for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
+    for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
         for pp in (pp for _ in ep_candidates(problem, tp, dp, options) for pp in range(1, max_stages(problem, options) + 1)):
             n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
                 comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
             )
             if n_parts == 0:
                 continue
-            for _ in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
-                total += n_parts
+            for _ in type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options)):
+                total += n_parts * len(_optimizer_settings(problem, dp, cp))
                 if limit is not None and total > limit:
                     return total
     return total
@@ -182,10 +189,11 @@ def solve_exhaustive(
     best: tuple[tuple, Plan, Estimate] | None = None
     priced = 0
     L = problem.model.num_layers
-    for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
+    for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
         for ep, pp in ((ep, pp) for ep in ep_candidates(problem, tp, dp, options)
                        for pp in range(1, max_stages(problem, options) + 1)):
-            for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
+            sequences = type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options))
+            for types, dist in itertools.product(sequences, _optimizer_settings(problem, dp, cp)):
                 for parts in partitions(L, pp):
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)
@@ -193,7 +201,8 @@ def solve_exhaustive(
                         continue  # a stage with encoder and decoder layers: the target cannot run it
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
-                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep)
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
+                                distributed_optimizer=dist)
                     priced += 1
                     found = _least_recompute(problem, plan, options)
                     if found is None:

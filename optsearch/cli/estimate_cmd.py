@@ -60,6 +60,10 @@ def estimate_command(
     recompute: Annotated[
         str, typer.Option(help=f"With --balance or --layout: recomputation on every stage ({', '.join(RECOMPUTE_MODES)}).")
     ] = "none",
+    cp: Annotated[
+        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Context-parallel degree (default 1): each stage's "
+                                    "sequence split over cp GPUs, tp x cp x dp GPUs per stage.")
+    ] = None,
     plan_file: Annotated[
         Optional[Path],
         typer.Option("--plan", help="A plan JSON file (as written by `solve --out`): priced on the model, cluster, "
@@ -80,7 +84,7 @@ def estimate_command(
     if plan_file is not None:
         given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout),
                                 ("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
-                                ("--node-order", node_order), ("--ep", ep)) if v is not None]
+                                ("--node-order", node_order), ("--ep", ep), ("--cp", cp)) if v is not None]
         if recompute != "none":
             given.append("--recompute")
         if given:
@@ -95,7 +99,7 @@ def estimate_command(
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
                                        memory_headroom=memory_headroom)
         plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, None,
-                                  layout=layout, cluster=problem.cluster)
+                                  layout=layout, cluster=problem.cluster, job=problem.job, cp=cp)
         if ep is not None:
             plan = replace(plan, ep=ep)
     est = estimate(problem, plan)
@@ -132,7 +136,7 @@ def plan_and_problem(plan_file: Path, model, cluster, profile, global_batch_size
 
 
 def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file, layout=None,
-                       cluster=None) -> Plan:
+                       cluster=None, job=None, cp=None) -> Plan:
     """The plan the options give. With --balance or --layout on a cluster of one node type, --node-order defaults to
     that type."""
     given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout), ("--plan", plan_file)) if v]
@@ -178,7 +182,11 @@ def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, 
                 parsed = parse_balance(balance, node_order, recompute)  # type: ignore[arg-type]
         else:
             parsed = parse_stages(stages)  # type: ignore[arg-type]
-        plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=parsed)
+        # A plan given by options runs the distributed optimizer only where the job says so (plan files say it
+        # themselves); the search decides it (costmodel.distributed_optimizer_on).
+        cp = cp or 1
+        plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=parsed, cp=cp,
+                    distributed_optimizer=job is not None and job.distributed_optimizer is True and dp * cp > 1)
     if pp is not None and pp != plan.pp:
         raise SpecError(f"--pp = {pp} but {plan.pp} stages were given")
     return plan

@@ -100,7 +100,7 @@ def launch_command(
         problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
                                 iterations=iterations, tokens=tokens)
         plan = _plan_from_options(tp, dp, None, micro_batch_size, stages, balance, node_order, recompute, None,
-                                  layout=layout, cluster=problem.cluster)
+                                  layout=layout, cluster=problem.cluster, job=problem.job)
         if ep is not None:
             plan = replace(plan, ep=ep)
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,

@@ -79,7 +79,7 @@ TargetOpt = Annotated[
     str,
     typer.Option("--target", help="The engine the plan is for; only plans it runs as emitted are searched. megatron: "
                                   "upstream Megatron-LM main (one recomputation mode for all stages, T5 without "
-                                  "pipeline parallelism); fasop: FASOP's fork (its three models, node types in the "
+                                  "pipeline parallelism, context parallelism 1/2/4/8); fasop: FASOP's fork (its three models, node types in the "
                                   "cluster's order, one GPU count per node). See docs/launch.md."),
 ]
 

@@ -134,6 +134,12 @@ def solve_command(
     edits: SetOpt = None,
     target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
+    max_cp: Annotated[
+        Optional[int],
+        typer.Option("--max-cp", min=1, max=1024,
+                     help="Largest context-parallel size searched (default: the target's, 8 for megatron, 1 for fasop; "
+                          "1 turns context parallelism off)."),
+    ] = None,
     out: Annotated[
         Optional[Path],
         typer.Option("--out", help="Write the result JSON here (atomically), with the problem it was solved for "
@@ -167,6 +173,9 @@ def solve_command(
         options = space_from_target(target, problem)
         if expert_parallel is not None:
             options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
+        if max_cp is not None:
+            options = replace(options, context_parallel_sizes=tuple(
+                c for c in options.context_parallel_sizes if c <= max_cp))
         # --time-limit bounds the whole command: the start-up already spent (interpreter and imports included) is
         # taken off it, and 5 % is kept for the report after the solve
         left_s = None if time_limit is None else max(0.0, min(left(), 0.95 * time_limit - process_age_s()))

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from optsearch.formulation.model import Formulation, Skeleton, b_, pattern_compute_s, x_, z_
+from optsearch.formulation.model import Formulation, Skeleton, b_, candidate_plan, pattern_compute_s, x_, z_
 from optsearch.plan import Plan, Stage
 
 
@@ -103,7 +103,7 @@ def plan_of(f: Formulation | Skeleton, seq: tuple[int, ...]) -> Plan | None:
         return None
     stages = tuple(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[f.patterns[(s, g, n)]])
                    for s, (g, n) in enumerate(zip(seq, parts)))
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages, ep=f.cand.ep)
+    return candidate_plan(f.problem, f.cand, stages)
 
 
 def quick_plans(f: Formulation | Skeleton) -> list[Plan]:

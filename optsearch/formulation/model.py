@@ -30,12 +30,12 @@ import numpy as np
 
 from optsearch.candidates import NodeUse, SpaceOptions, block_recompute_enabled
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
-    layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
-    stage_parameters, state_bytes_per_param, memory_capacity_bytes, embedding_allreduce_s,
+    MEMORY_RESERVE_BYTES, num_micro_batches, stage_parameters, memory_capacity_bytes, embedding_allreduce_s,
 )
 from optsearch.costmodel import (
     expert_allreduce_s, expert_optimizer_step_s, expert_state_bytes_per_param, moe_layer_alltoall_s,
+    cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
+    cp_logits_bytes, distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
 )
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
@@ -55,14 +55,24 @@ class Candidate:
     pp: int
     uses: tuple[NodeUse, ...]
     ep: int = 1  # expert-parallel size (mixture-of-experts models)
+    cp: int = 1  # context parallelism (issue 16)
 
     @property
     def gpus_per_stage(self) -> int:
-        return self.tp * self.dp
+        return self.tp * self.cp * self.dp
 
     @property
     def key(self) -> tuple[int, ...]:
-        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep)
+        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep) + ((self.cp,) if self.cp != 1 else ())
+
+
+def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
+                   recompute_num_layers: int | None = None) -> Plan:
+    """The candidate's plan with these stages: its degrees, and the distributed optimizer the search decides
+    (costmodel.distributed_optimizer_on)."""
+    return Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages, ep=cand.ep,
+                cp=cand.cp, distributed_optimizer=distributed_optimizer_on(problem.job, cand.dp, cand.cp),
+                recompute_num_layers=recompute_num_layers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -122,31 +132,33 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
     names = [u.name for u in cand.uses]
     m = num_micro_batches(problem.job, cand.dp, mbs)
     ep, spans = cand.ep, [w > u.node.gpus_per_node for u in cand.uses]
+    cp, dist = cand.cp, distributed_optimizer_on(problem.job, cand.dp, cand.cp)
     return Coefficients(
         m=m,
         iterations=problem.iterations,
         modes=modes,
         kind_layers=tuple(k.num_layers for k in kinds),
-        step_s=tuple(tuple(tuple(layer_step_s(problem, g, k, tp, mbs, r)
+        step_s=tuple(tuple(tuple(cp_layer_step_s(problem, g, k, tp, mbs, r, cp)
                                  + moe_layer_alltoall_s(problem, g, k, tp, ep, mbs, r, spans[i]) for k in kinds)
                            for r in modes) for i, g in enumerate(names)),
-        embedding_s=tuple(embedding_step_s(problem, g, tp, mbs) for g in names),
-        head_s=tuple(head_step_s(problem, g, tp, mbs) for g in names),
-        send_inter_s=tuple(tuple(p2p_send_s(problem, g, h, False, w, mbs) for h in names) for g in names),
-        send_intra_s=tuple(p2p_send_s(problem, g, g, True, w, mbs) for g in names),
+        embedding_s=tuple(cp_embedding_step_s(problem, g, tp, mbs, cp) for g in names),
+        head_s=tuple(cp_head_step_s(problem, g, tp, mbs, cp) for g in names),
+        send_inter_s=tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names),
+        send_intra_s=tuple(stage_send_s(problem, g, g, True, w, mbs, tp, cp) for g in names),
         layer_params=tuple(float(model.layer_parameters(k) - model.expert_parameters(k)) for k in kinds),
         fixed_params=tuple(stage_parameters(model, {}, s == 0, s == pp - 1, pp) for s in range(pp)),
         allreduce_s_per_param=tuple(
-            dp_allreduce_s(problem, u.name, 1.0, tp, cand.dp, w > u.node.gpus_per_node) for u in cand.uses
+            gradient_sync_s(problem, u.name, 1.0, tp, cand.dp, w > u.node.gpus_per_node, cp, dist) for u in cand.uses
         ),
-        optimizer_s_per_param=tuple(optimizer_step_s(problem, g, 1.0, tp, cand.dp) for g in names),
-        state_bytes_per_param=state_bytes_per_param(problem.job, cand.dp) / tp,
+        optimizer_s_per_param=tuple(optimizer_s(problem, g, 1.0, tp, cand.dp, cp, dist) for g in names),
+        state_bytes_per_param=state_bytes(problem.job, cand.dp, cp, dist) / tp,
         activation_bytes=tuple(
-            tuple(tuple(layer_activation_bytes(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names
+            tuple(tuple(cp_layer_activation_bytes(problem, g, k, tp, mbs, r, cp) for k in kinds) for r in modes)
+            for g in names
         ),
         in_flight=tuple(min(pp - s, m) for s in range(pp)),
-        full_working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
-        logits_bytes=logits_bytes(model, tp, mbs),
+        full_working_bytes=tuple(cp_full_recompute_working_bytes(problem, g, tp, mbs, cp) for g in names),
+        logits_bytes=cp_logits_bytes(model, tp, mbs, cp),
         capacity_bytes=tuple(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         price_scaled=tuple(
             round(u.node.price_usd_per_node_hour * u.nodes_per_block * PRICE_SCALE) for u in cand.uses
@@ -156,10 +168,11 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
         emb_intra_s=tuple(embedding_allreduce_s(problem, g, g, True, w, tp) if pp > 1 else 0.0 for g in names),
         emb_same_possible=tuple(pp > 1 and pp * w <= u.node.gpus_per_node for u in cand.uses),
         expert_params=tuple(float(model.expert_parameters(k)) for k in kinds),
-        expert_allreduce_s_per_param=tuple(expert_allreduce_s(problem, u.name, 1.0, tp, cand.dp, ep, spans[i])
+        expert_allreduce_s_per_param=tuple(expert_allreduce_s(problem, u.name, 1.0, tp, cand.dp, ep, spans[i], dist)
                                            for i, u in enumerate(cand.uses)),
-        expert_optimizer_s_per_param=tuple(expert_optimizer_step_s(problem, g, 1.0, tp, cand.dp, ep) for g in names),
-        expert_state_bytes_per_param=expert_state_bytes_per_param(problem.job, cand.dp, ep) / (tp * ep),
+        expert_optimizer_s_per_param=tuple(expert_optimizer_step_s(problem, g, 1.0, tp, cand.dp, ep, dist)
+                                           for g in names),
+        expert_state_bytes_per_param=expert_state_bytes_per_param(problem.job, cand.dp, ep, dist) / (tp * ep),
     )
 
 
@@ -873,15 +886,13 @@ def decode(f: Formulation, sol: Solution) -> Plan:
             g, n = max(f.patterns_of(s), key=lambda gn: val[x_(s, *gn)])
             r = f.patterns[(s, g, n)] if u is None or n == 0 else u
             stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
-        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages),
-                    ep=f.cand.ep)
+        return candidate_plan(f.problem, f.cand, tuple(stages))
     for s in range(f.cand.pp):
         g = max(range(len(f.cand.uses)), key=lambda gg: val[z_(s, gg)])
         r = max(range(len(f.c.modes)), key=lambda rr: val[y_(s, g, rr)])
         layers = sum(int(round(val[n_(s, g, r, k)])) for k in range(len(f.c.kind_layers)))
         stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=layers, recompute=f.c.modes[r]))
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages),
-                    ep=f.cand.ep)
+    return candidate_plan(f.problem, f.cand, tuple(stages))
 
 
 def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
@@ -937,17 +948,17 @@ def block_coefficients(problem: Problem, cand: Candidate) -> BlockCoefficients:
     spans = [cand.gpus_per_stage > u.node.gpus_per_node for u in cand.uses]
 
     def table(fn, mode):
-        return tuple(tuple(fn(problem, g, k, tp, mbs, mode) for k in kinds) for g in names)
+        return tuple(tuple(fn(problem, g, k, tp, mbs, mode, cand.cp) for k in kinds) for g in names)
 
     def step(mode):  # a layer's compute and, for an expert layer, its all-to-alls (as Coefficients.step_s)
-        return tuple(tuple(layer_step_s(problem, g, k, tp, mbs, mode)
+        return tuple(tuple(cp_layer_step_s(problem, g, k, tp, mbs, mode, cand.cp)
                            + moe_layer_alltoall_s(problem, g, k, tp, cand.ep, mbs, mode, spans[i]) for k in kinds)
                      for i, g in enumerate(names))
 
     return BlockCoefficients(
         step_none_s=step("none"), step_full_s=step("full"),
-        act_none_bytes=table(layer_activation_bytes, "none"), act_full_bytes=table(layer_activation_bytes, "full"),
-        working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
+        act_none_bytes=table(cp_layer_activation_bytes, "none"), act_full_bytes=table(cp_layer_activation_bytes, "full"),
+        working_bytes=tuple(cp_full_recompute_working_bytes(problem, g, tp, mbs, cand.cp) for g in names),
         big_m=max(k.num_layers for k in kinds),
     )
 
@@ -1153,8 +1164,7 @@ def _decode_block(f: Formulation, sol: Solution, blk: int) -> Plan:
     stages = tuple(Stage(node_type=f.cand.uses[_block_type(f, sol, s)].name, num_layers=sum(ls),
                          recompute="full" if sum(ls) > 0 else "none") for s, ls in enumerate(layers))
     partial = any(n > blk for ls in layers for n in ls)
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=stages,
-                recompute_num_layers=blk if partial else None, ep=f.cand.ep)
+    return candidate_plan(f.problem, f.cand, stages, recompute_num_layers=blk if partial else None)
 
 
 def hk_(s: int, k: int) -> str: return f"hk_{s}_{k}"

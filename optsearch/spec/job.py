@@ -27,8 +27,12 @@ class JobSpec(Spec):
         default="bf16", description="Mixed-precision compute dtype (weights and activations use 2 bytes)."
     )
     optimizer: Literal["adam"] = Field(default="adam", description="Optimizer; Adam with fp32 master weights.")
-    distributed_optimizer: bool = Field(
-        default=False, description="Megatron's --use-distributed-optimizer: optimizer states sharded over dp."
+    distributed_optimizer: bool | None = Field(
+        default=None,
+        description="Megatron's --use-distributed-optimizer (optimizer states sharded over the dp x cp ranks, gradients "
+                    "reduce-scattered, parameters all-gathered). Unset: the search decides, and turns it on wherever "
+                    "dp x cp > 1 (under the cost model it never costs time or memory: docs/knobs.md); true: the same "
+                    "(on wherever dp x cp > 1); false: off for every plan.",
     )
     grad_reduce_in_fp32: bool | None = Field(
         default=None,
