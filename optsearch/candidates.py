@@ -13,6 +13,8 @@ The search space (solver, exhaustive and DP baselines alike):
 An engine target (targets.py) narrows the space to what that engine runs: one recomputation mode on every stage
 that holds layers (uniform_recompute), node types along the pipeline in a fixed order (node_type_order), one number
 of GPUs per node on every node used (same_gpus_per_node), and at most max_stages stages.
+Interleaved pipeline (virtual_stages): one v for the whole plan from the allowed set; v > 1 only where
+interleaving_allowed (pp > 2, micro-batches a multiple of pp, one layer kind) and every stage's layers a multiple of v.
 A (gpu, layer kind, tp, b) missing from the profile makes that node type unusable for that candidate.
 """
 
@@ -40,6 +42,8 @@ class SpaceOptions:
     node_type_order: tuple[str, ...] | None = None
     # Every node type used has the same GPUs per node (a launcher with one --nproc-per-node for all nodes).
     same_gpus_per_node: bool = False
+    # Interleaved pipeline: the model chunks per pipeline rank v the search may choose (plan-wide); (1,): none.
+    virtual_stages: tuple[int, ...] = (1,)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,7 +137,8 @@ def one_mode_variants(plan: Plan, options: SpaceOptions) -> list[Plan]:
     start = max(used, default=0)
     return [Plan(tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size,
                  stages=tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
-                                    recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages))
+                                    recompute=mode if s.num_layers > 0 else modes[0]) for s in plan.stages),
+                 virtual_stages=plan.virtual_stages)
             for mode in modes[start:]]
 
 
@@ -148,9 +153,24 @@ def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:
     return len({s.recompute for s in plan.stages if s.num_layers > 0}) <= 1
 
 
+def interleaving_allowed(problem: Problem, pp: int, dp: int, micro_batch_size: int, v: int) -> bool:
+    """v = 1, or v > 1 where Megatron-LM's interleaved schedule runs it and some split has every stage's layers a
+    multiple of v (costmodel.check_interleaving): pp > 2, m a multiple of pp, one layer kind, L a multiple of v."""
+    if v == 1:
+        return True
+    m = problem.job.global_batch_size // (dp * micro_batch_size)
+    model = problem.model
+    return v > 1 and pp > 2 and m % pp == 0 and len(model.kinds) == 1 and model.num_layers % v == 0
+
+
 def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceOptions()) -> bool:
     """True when the plan is one the search methods consider (whole nodes, usable types, allowed degrees)."""
     if plan.tp not in tp_candidates(problem) or plan.micro_batch_size not in micro_batch_candidates(problem, options):
+        return False
+    v = plan.virtual_stages
+    if v not in options.virtual_stages or not interleaving_allowed(problem, plan.pp, plan.dp, plan.micro_batch_size, v):
+        return False
+    if any(s.num_layers % v for s in plan.stages):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):

@@ -31,6 +31,9 @@ class Plan:
     dp: int
     micro_batch_size: int
     stages: tuple[Stage, ...]
+    # Interleaved (virtual) pipeline: model chunks per pipeline rank (Megatron's virtual pipeline size). Each stage
+    # (pipeline rank) splits its num_layers into this many equal chunks; chunk k of rank r is virtual stage k pp + r.
+    virtual_stages: int = 1
 
     @property
     def pp(self) -> int:
@@ -56,7 +59,7 @@ class Plan:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "tp": self.tp,
             "dp": self.dp,
             "pp": self.pp,
@@ -65,6 +68,9 @@ class Plan:
                 {"node_type": s.node_type, "num_layers": s.num_layers, "recompute": s.recompute} for s in self.stages
             ],
         }
+        if self.virtual_stages != 1:  # written only when interleaved: plans without it keep today's JSON
+            out["virtual_stages"] = self.virtual_stages
+        return out
 
 
 def _positive_int(data: dict[str, Any], key: str, source: str) -> int:
@@ -103,7 +109,8 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         stages.append(Stage(node_type=node_type, num_layers=layers, recompute=recompute))
     if "pp" in data and data["pp"] != len(stages):
         raise SpecError(f"{source}: pp = {data['pp']!r}: must equal the number of stages ({len(stages)})")
-    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages))
+    virtual = _positive_int(data, "virtual_stages", source) if "virtual_stages" in data else 1
+    return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), virtual_stages=virtual)
 
 
 def load_plan(path: Path) -> Plan:

@@ -7,7 +7,9 @@ less recomputation is never slower, so the least mode that fits each stage domin
 heuristic). Where the target runs one mode on every stage (SpaceOptions.uniform_recompute), the modes are tried in
 order, the same on every stage with layers, and the first that fits every stage is kept: a later mode recomputes more,
 so it is never faster on any stage, nor cheaper on the same GPUs (exact again, with no assumption on memory). Node-type
-sequences the target cannot run (order, GPUs per node) are skipped. Instances whose plan count exceeds `max_plans` are
+sequences the target cannot run (order, GPUs per node) are skipped. With interleaving (SpaceOptions.virtual_stages),
+every allowed v is tried where candidates.interleaving_allowed, with every partition whose counts are multiples of v
+(v x a partition of L / v). Instances whose plan count exceeds `max_plans` are
 refused, saying how many plans there are.
 """
 
@@ -19,8 +21,8 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates,
-    type_sequence_allowed,
+    NodeUse, SpaceOptions, dp_candidates, interleaving_allowed, max_stages, micro_batch_candidates, node_uses,
+    tp_candidates, type_sequence_allowed,
 )
 from optsearch.costmodel import Estimate, estimate
 from optsearch.errors import OptsearchError
@@ -96,9 +98,11 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
     total = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
-            n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
-                comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
+        for pp, v in _stage_counts(problem, options, dp, mbs):
+            # with v > 1 every count is v x a partition of L / v (middle stages >= v)
+            Lv = L // v
+            n_parts = sum(1 for _ in partitions(Lv, pp)) if pp <= 3 else sum(
+                comb(Lv - f - l - 1, pp - 3) for f in range(Lv + 1) for l in range(Lv - f + 1) if Lv - f - l >= pp - 2
             )
             if n_parts == 0:
                 continue
@@ -107,6 +111,14 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
                 if limit is not None and total > limit:
                     return total
     return total
+
+
+def _stage_counts(problem: Problem, options: SpaceOptions, dp: int, mbs: int) -> Iterator[tuple[int, int]]:
+    """(pp, v): every stage count, with every interleaving v the options allow there (candidates.interleaving_allowed)."""
+    for pp in range(1, max_stages(problem, options) + 1):
+        for v in options.virtual_stages:
+            if interleaving_allowed(problem, pp, dp, mbs, v):
+                yield pp, v
 
 
 def _allowed(problem: Problem, options: SpaceOptions):
@@ -162,14 +174,15 @@ def solve_exhaustive(
     priced = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for pp, v in _stage_counts(problem, options, dp, mbs):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
-                for parts in partitions(L, pp):
+                for chunks in partitions(L // v, pp):
+                    parts = tuple(v * n for n in chunks)  # v = 1: the partition itself
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
-                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages)
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, virtual_stages=v)
                     priced += 1
                     found = _least_recompute(problem, plan, options)
                     if found is None:

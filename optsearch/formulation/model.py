@@ -30,7 +30,8 @@ import numpy as np
 from optsearch.candidates import NodeUse, SpaceOptions
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, dp_allreduce_s, embedding_step_s, full_recompute_working_bytes, head_step_s,
-    layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s, p2p_send_s,
+    in_flight_per_layer, layer_activation_bytes, layer_step_s, logits_bytes, num_micro_batches, optimizer_step_s,
+    p2p_send_s,
     stage_parameters, state_bytes_per_param, memory_capacity_bytes, embedding_allreduce_s,
 )
 from optsearch.formulation.linear import Lin, LinearModel, Solution
@@ -50,14 +51,17 @@ class Candidate:
     micro_batch_size: int
     pp: int
     uses: tuple[NodeUse, ...]
+    v: int = 1  # interleaved pipeline: model chunks per rank (Plan.virtual_stages)
 
     @property
     def gpus_per_stage(self) -> int:
         return self.tp * self.dp
 
     @property
-    def key(self) -> tuple[int, int, int, int]:
-        return (self.tp, self.dp, self.micro_batch_size, self.pp)
+    def key(self) -> tuple[int, ...]:
+        """(tp, dp, b, pp), and v after them when the candidate interleaves."""
+        base = (self.tp, self.dp, self.micro_batch_size, self.pp)
+        return base if self.v == 1 else (*base, self.v)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,6 +91,9 @@ class Coefficients:
     emb_inter_s: tuple[tuple[float, ...], ...] = ()  # [g][h]: tied-embedding all-reduce, first on g, last on h
     emb_intra_s: tuple[float, ...] = ()  # [g]: the same inside one node of g
     emb_same_possible: tuple[bool, ...] = ()  # [g]: pp x w <= GPUs per node of g (the pipeline fits one node)
+    virtual_stages: int = 1  # v: stage layer counts are multiples of v; sends and the pipeline rows scale with it
+    wrap_inter_s: tuple[tuple[float, ...], ...] = ()  # [g][h]: v > 1, a send between the last (h) and first (g) stage
+    wrap_intra_s: tuple[float, ...] = ()  # [g]: the same inside one node of g
 
     @property
     def has_embedding_allreduce(self) -> bool:
@@ -118,7 +125,7 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
         activation_bytes=tuple(
             tuple(tuple(layer_activation_bytes(problem, g, k, tp, mbs, r) for k in kinds) for r in modes) for g in names
         ),
-        in_flight=tuple(min(pp - s, m) for s in range(pp)),
+        in_flight=tuple(in_flight_per_layer(pp, s, m, cand.v) for s in range(pp)),
         full_working_bytes=tuple(full_recompute_working_bytes(problem, g, tp, mbs) for g in names),
         logits_bytes=logits_bytes(model, tp, mbs),
         capacity_bytes=tuple(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
@@ -129,6 +136,10 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
                                 for h in names) for g in names),
         emb_intra_s=tuple(embedding_allreduce_s(problem, g, g, True, w, tp) if pp > 1 else 0.0 for g in names),
         emb_same_possible=tuple(pp > 1 and pp * w <= u.node.gpus_per_node for u in cand.uses),
+        virtual_stages=cand.v,
+        wrap_inter_s=tuple(tuple(p2p_send_s(problem, h, g, False, w, mbs) if cand.v > 1 else 0.0 for h in names)
+                           for g in names),
+        wrap_intra_s=tuple(p2p_send_s(problem, g, g, True, w, mbs) if cand.v > 1 else 0.0 for g in names),
     )
 
 
@@ -343,12 +354,16 @@ def add_p2p(f: Formulation) -> None:
             f.lm.add(f"p2i_{j}_{g}", Lin.of((1, e_(j)), (-c, z_(j, g))).extend(starts, c), ">=", 0, "time")
 
 
-def _minus_sends(lin: Lin, s: int, pp: int) -> Lin:
-    """lin - e[s-1] - e[s]: stage s pays its sends (gradients back to s-1, activations on to s+1)."""
+def _minus_sends(lin: Lin, s: int, pp: int, v: int = 1) -> Lin:
+    """lin - v e[s-1] - v e[s] (- (v - 1) e_wrap on the end stages): stage s pays its sends (gradients back to s-1,
+    activations on to s+1), v of each per micro-batch when interleaved, and the v - 1 across the wrap-around
+    (costmodel.interleaved_send_counts)."""
     if s > 0:
-        lin.add(-1, e_(s - 1))
+        lin.add(-v, e_(s - 1))
     if s < pp - 1:
-        lin.add(-1, e_(s))
+        lin.add(-v, e_(s))
+    if v > 1 and s in (0, pp - 1):
+        lin.add(-(v - 1), "e_wrap")
     return lin
 
 
@@ -365,7 +380,7 @@ def add_stage_time(f: Formulation) -> None:
                 lin.add(-f.c.embedding_s[g], z_(s, g))
             if s == pp - 1:
                 lin.add(-f.c.head_s[g], z_(s, g))
-        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
+        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp, f.cand.v), ">=", 0, "time")
 
 
 def add_pipeline_max(f: Formulation) -> None:
@@ -420,8 +435,44 @@ def add_embedding_allreduce(f: Formulation) -> None:
             f.lm.add(f"emi_{g}", Lin.of((1, "E"), (-x, z_(0, g)), (x, "u_emb")), ">=", 0, "time")
 
 
+def add_wrap_p2p(f: Formulation) -> None:
+    """v > 1: e_wrap >= one send across the wrap-around between the last and the first stage, priced as the tied
+    embedding all-reduce's pair (same node iff Placement.ends_same_node):
+    w >= b[s,h] (s >= 1);  w >= z[0,g] (g: the pipeline cannot fit one node);  w <= sum of those
+    e_wrap >= c_inter[g,h] (z[0,g] + z[pp-1,h] + w - 2);   e_wrap >= c_intra[g] (z[0,g] - w)   (g: it can)"""
+    c, pp = f.c, f.cand.pp
+    if f.cand.v == 1:
+        return
+    G = len(f.cand.uses)
+    later = [b for (s, _), b in f.block_starts.items() if s >= 1]
+    whole = [z_(0, g) for g in range(G) if not c.emb_same_possible[g]]
+    for i, b in enumerate(later):
+        f.lm.add(f"wu_b_{i}", Lin.of((1, "u_wrap"), (-1, b)), ">=", 0, "count")
+    for g in range(G):
+        if not c.emb_same_possible[g]:
+            f.lm.add(f"wu_z_{g}", Lin.of((1, "u_wrap"), (-1, z_(0, g))), ">=", 0, "count")
+    f.lm.add("wu_up", Lin.of((1, "u_wrap"), *((-1, b) for b in later), *((-1, z) for z in whole)), "<=", 0, "count")
+    for g in range(G):
+        for h in range(G):
+            x = c.wrap_inter_s[g][h]
+            lin = Lin.of((1, "e_wrap"), (-x, z_(0, g)), (-x, z_(pp - 1, h)), (-x, "u_wrap"))
+            f.lm.add(f"wrx_{g}_{h}", lin, ">=", -2 * x, "time")
+        if c.emb_same_possible[g]:
+            x = c.wrap_intra_s[g]
+            f.lm.add(f"wri_{g}", Lin.of((1, "e_wrap"), (-x, z_(0, g)), (x, "u_wrap")), ">=", 0, "time")
+
+
 def add_iteration_time(f: Formulation) -> None:
-    """T >= (m - 1) M + sum_s t[s] + A + O + E   (1F1B pipeline + DP and embedding all-reduces + optimizer step)"""
+    """T >= (m - 1) M + sum_s t[s] + A + O + E   (1F1B pipeline + DP and embedding all-reduces + optimizer step)
+    Interleaved (v > 1; costmodel.interleaved_pipeline_time_s), times v for integer coefficients:
+    v T >= (m v - 1) M + sum_s t[s] + v (A + O + E)"""
+    v = f.cand.v
+    if v > 1:
+        lin = Lin.of((v, "T"), (-(f.c.m * v - 1), "M"), (-v, "A"), (-v, "O"), (-v, "E"))
+        for s in range(f.cand.pp):
+            lin.add(-1, t_(s))
+        f.lm.add("iter", lin, ">=", 0, "time")
+        return
     lin = Lin.of((1, "T"), (-(f.c.m - 1), "M"), (-1, "A"), (-1, "O"), (-1, "E"))
     for s in range(f.cand.pp):
         lin.add(-1, t_(s))
@@ -538,6 +589,8 @@ def stage_patterns(c: Coefficients, pp: int, num_uses: int, most: np.ndarray | N
             if low == 0 and by_mode[0] >= 0:
                 out[(s, g, 0)] = 0  # an empty stage recomputes nothing
             for n in range(max(low, 1), max(by_mode) + 1):
+                if n % c.virtual_stages:
+                    continue  # interleaved: every stage's layers split into v equal chunks
                 out[(s, g, n)] = next(r for r, k in enumerate(by_mode) if k >= n)
     return out
 
@@ -605,7 +658,7 @@ def add_pattern_stage_time(f: Formulation) -> None:
         lin = Lin.of((1, t_(s)))
         for (g, n) in f.patterns_of(s):
             lin.add(-pattern_compute_s(f, s, g, n), x_(s, g, n))
-        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
+        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp, f.cand.v), ">=", 0, "time")
 
 
 def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
@@ -655,7 +708,7 @@ def add_uniform_recompute(f: Formulation) -> None:
                 extra = max(extra, at_r - least)
                 lin.add(-at_r, x_(s, g, n))
             if extra > 0:
-                lin = _minus_sends(lin, s, pp).add(-extra, u_(r))
+                lin = _minus_sends(lin, s, pp, f.cand.v).add(-extra, u_(r))
                 f.lm.add(f"ust_{s}_{r}", lin, ">=", -extra, "time")
 
 
@@ -705,7 +758,9 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
     layers = sum(c.kind_layers)
     step_hi = max(x for per_g in c.step_s for per_r in per_g for x in per_r)
     send_hi = max(max(max(row) for row in c.send_inter_s), max(c.send_intra_s))
-    t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi
+    t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi * cand.v
+    if cand.v > 1:
+        t_hi += (cand.v - 1) * max(max(max(row) for row in c.wrap_inter_s), max(c.wrap_intra_s))
     params_hi = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + max(c.fixed_params) * 2
     upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
     upper += max((x for row in c.emb_inter_s for x in row), default=0.0) + max(c.emb_intra_s, default=0.0)
@@ -762,6 +817,9 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         lm.var(name, "time", 0, U)
     if c.has_embedding_allreduce:
         lm.var("u_emb", "bool")
+    if cand.v > 1:
+        lm.var("e_wrap", "time", 0, U)
+        lm.var("u_wrap", "bool")
     need_cost = budget.objective == "cost" or budget.max_cost_usd is not None
     if need_cost:
         for (s, g) in block_starts:
@@ -788,6 +846,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_optimizer(f)                # O >= optimizer step of every stage
         add_memory(f)                   # per-GPU bytes <= capacity
     add_embedding_allreduce(f)          # E >= tied-embedding all-reduce (first <-> last stage)
+    add_wrap_p2p(f)                     # v > 1: e_wrap >= a send between the last and the first stage
     if uniform:
         add_uniform_recompute(f)        # one recomputation mode on every stage with layers
     if options.node_type_order is not None:
@@ -815,13 +874,15 @@ def decode(f: Formulation, sol: Solution) -> Plan:
             g, n = max(f.patterns_of(s), key=lambda gn: val[x_(s, *gn)])
             r = f.patterns[(s, g, n)] if u is None or n == 0 else u
             stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[r]))
-        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+        return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages),
+                    virtual_stages=f.cand.v)
     for s in range(f.cand.pp):
         g = max(range(len(f.cand.uses)), key=lambda gg: val[z_(s, gg)])
         r = max(range(len(f.c.modes)), key=lambda rr: val[y_(s, g, rr)])
         layers = sum(int(round(val[n_(s, g, r, k)])) for k in range(len(f.c.kind_layers)))
         stages.append(Stage(node_type=f.cand.uses[g].name, num_layers=layers, recompute=f.c.modes[r]))
-    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages))
+    return Plan(tp=f.cand.tp, dp=f.cand.dp, micro_batch_size=f.cand.micro_batch_size, stages=tuple(stages),
+                virtual_stages=f.cand.v)
 
 
 def solver_memory_bytes(f: Formulation, sol: Solution) -> list[float]:
