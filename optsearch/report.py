@@ -148,8 +148,14 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, sort_keys=True) + "\n"
 
 
+def _virtual_text(plan: Plan) -> str:
+    """', interleaved x v' for an interleaved plan (v model chunks per pipeline rank), else nothing."""
+    return f", interleaved x {plan.virtual_stages}" if plan.virtual_stages != 1 else ""
+
+
 def estimate_table(plan: Plan, est: Estimate, title: str = "Estimate") -> Table:
-    table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
+    table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}{_virtual_text(plan)}, "
+                        f"micro-batch {plan.micro_batch_size}, "
                         f"{est.num_micro_batches} micro-batches")
     for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "DP all-reduce ms",
                 "memory GiB", "fits"):
@@ -192,7 +198,7 @@ def totals_table(est: Estimate) -> Table:
 
 def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
     """The plan as `solve --json` prints it (and `--out` writes it; `estimate --plan` and `launch` read it back)."""
-    return {
+    out = {
         "tp": plan.tp,
         "dp": plan.dp,
         "pp": plan.pp,
@@ -205,6 +211,9 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
             for s, e in zip(plan.stages, est.stages)
         ],
     }
+    if plan.virtual_stages != 1:  # interleaved only: other plans keep today's JSON
+        out["virtual_stages"] = plan.virtual_stages
+    return out
 
 
 def megatron_json(problem, plan: Plan) -> dict[str, Any]:
@@ -253,7 +262,7 @@ def solve_summary(result, problem, budget) -> list[Any]:
             f"gap {gap}, solve time {result.solve_time_s:.2f} s")
     nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
     body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"
-            f"plan: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
+            f"plan: tp {plan.tp}, dp {plan.dp}, pp {plan.pp}{_virtual_text(plan)}, micro-batch {plan.micro_batch_size}, "
             f"balance {plan.balance}\n"
             f"training time {format_duration(est.training_time_s)}, cost {format_usd(est.cost_usd)}")
     return [Panel(body, title=f"optsearch solve: {problem.model.name} on {problem.cluster.name}"),
