@@ -1,6 +1,6 @@
 """What the interleaved pipeline is worth (docs/knobs.md, "Interleaved pipeline").
 
-    python bench/knobs_interleaved.py MODEL CLUSTER cost|time TIME_LIMIT_S [with|without|both]
+    python bench/knobs_interleaved.py MODEL CLUSTER cost|time TIME_LIMIT_S [with|without|both [GLOBAL_BATCH]]
 
 Solves `--target megatron`'s search space (space_from_target, what `solve --target megatron` searches: v in
 targets.VIRTUAL_STAGES) and the same space with v = 1 only, with CP-SAT and the time limit given, and prints one line
@@ -19,8 +19,8 @@ from optsearch.solver import solve
 from optsearch.units import format_duration, format_usd
 
 
-def main(model: str, cluster: str, minimize: str, limit_s: float, which: str = "both") -> None:
-    problem = problem_from_options(model, cluster, "analytic", None, None, None)
+def main(model: str, cluster: str, minimize: str, limit_s: float, which: str = "both", gbs: str | None = None) -> None:
+    problem = problem_from_options(model, cluster, "analytic", int(gbs) if gbs else None, None, None)
     budget = budget_from_options(minimize, None, None, None, None)
     target = space_from_target("megatron", problem)
     runs = {"with": target, "without": replace(target, virtual_stages=(1,))}
@@ -44,6 +44,6 @@ def main(model: str, cluster: str, minimize: str, limit_s: float, which: str = "
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (5, 6) or sys.argv[3] not in ("cost", "time"):
+    if len(sys.argv) not in (5, 6, 7) or sys.argv[3] not in ("cost", "time"):
         sys.exit(__doc__)
     main(sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), *sys.argv[5:])

@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from optsearch.candidates import SpaceOptions, max_stages
+from optsearch.candidates import SpaceOptions
 from optsearch.costmodel import Estimate
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Stage
@@ -458,17 +458,18 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
     """Every plan of the search space that meets the budget, priced, as exhaustive.py enumerates them (the least
     recomputation that fits each stage, which is never slower nor dearer than more)."""
     from optsearch.baselines.exhaustive import (
-        _allowed, _degree_candidates, _least_recompute, partitions, type_sequences,
+        _allowed, _degree_candidates, _least_recompute, _stage_counts, partitions, type_sequences,
     )
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses in _degree_candidates(problem, budget, options):
-        for pp in range(1, max_stages(problem, options) + 1):
+        for pp, v in _stage_counts(problem, options, dp, mbs):  # v: interleaving, where the options allow it
             for types in type_sequences(uses, pp, budget.max_gpus, tp * dp, _allowed(problem, options)):
-                for parts in partitions(num_layers, pp):
-                    stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
-                                   for t, k in zip(types, parts))
-                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages), options)
+                for chunks in partitions(num_layers // v, pp):
+                    stages = tuple(Stage(node_type=t, num_layers=v * k, recompute=options.recompute_modes[0])
+                                   for t, k in zip(types, chunks))
+                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages,
+                                                           virtual_stages=v), options)
                     if found is not None and not budget_violations(found[0], found[1], budget):
                         yield found
 
