@@ -14,7 +14,7 @@ An engine target (targets.py) narrows the space to what that engine runs: one re
 that holds layers (uniform_recompute), node types along the pipeline in a fixed order (node_type_order), one number
 of GPUs per node on every node used (same_gpus_per_node), and at most max_stages stages.
 Interleaved pipeline (virtual_stages): one v for the whole plan from the allowed set; v > 1 only where
-interleaving_allowed (pp > 2, micro-batches a multiple of pp, one layer kind) and every stage's layers a multiple of v.
+interleaving_allowed (pp > 1, micro-batches a multiple of pp, one layer kind) and every stage's layers a multiple of v.
 A (gpu, layer kind, tp, b) missing from the profile makes that node type unusable for that candidate.
 """
 
@@ -155,12 +155,12 @@ def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:
 
 def interleaving_allowed(problem: Problem, pp: int, dp: int, micro_batch_size: int, v: int) -> bool:
     """v = 1, or v > 1 where Megatron-LM's interleaved schedule runs it and some split has every stage's layers a
-    multiple of v (costmodel.check_interleaving): pp > 2, m a multiple of pp, one layer kind, L a multiple of v."""
+    multiple of v (costmodel.check_interleaving): pp > 1, m a multiple of pp, one layer kind, L a multiple of v."""
     if v == 1:
         return True
     m = problem.job.global_batch_size // (dp * micro_batch_size)
     model = problem.model
-    return v > 1 and pp > 2 and m % pp == 0 and len(model.kinds) == 1 and model.num_layers % v == 0
+    return v > 1 and pp > 1 and m % pp == 0 and len(model.kinds) == 1 and model.num_layers % v == 0
 
 
 def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceOptions()) -> bool:

@@ -413,8 +413,9 @@ def in_flight_per_layer(pp: int, rank: int, num_micro_batches: int, virtual_stag
 
 
 def check_interleaving(problem: Problem, plan: Plan) -> None:
-    """Megatron-LM's rules for v > 1 (SpecError naming the rule): pp > 2 (megatron/training/arguments.py
-    validate_args, without --overlap-p2p-comm), m a multiple of pp (schedules.py: micro-batch groups of
+    """Megatron-LM's rules for v > 1 (SpecError naming the rule): pp > 1 (megatron/training/arguments.py
+    validate_args with overlap_p2p_comm, upstream's default; pp > 2 only with --no-overlap-p2p-communication, which
+    optsearch does not emit), m a multiple of pp (schedules.py: micro-batch groups of
     microbatch_group_size_per_vp_stage = pp), every stage's layers a multiple of v (optsearch's equal chunks), one
     layer kind (the flexible layout has no encoder layers)."""
     v = plan.virtual_stages
@@ -422,8 +423,8 @@ def check_interleaving(problem: Problem, plan: Plan) -> None:
         return
     if v < 1:
         raise SpecError(f"plan: virtual_stages = {v}: must be at least 1")
-    if plan.pp < 3:
-        raise SpecError(f"plan: virtual_stages = {v} needs pp > 2 (Megatron-LM's interleaved schedule); pp = {plan.pp}")
+    if plan.pp < 2:
+        raise SpecError(f"plan: virtual_stages = {v} needs pp > 1 (Megatron-LM's interleaved schedule); pp = {plan.pp}")
     m = num_micro_batches(problem.job, plan.dp, plan.micro_batch_size)
     if m % plan.pp:
         raise SpecError(f"plan: virtual_stages = {v}: the {m} micro-batches must be a multiple of pp = {plan.pp} "

@@ -104,7 +104,7 @@ def test_wrap_around_inside_one_node_uses_the_intra_node_link():
 
 
 @pytest.mark.parametrize("counts, v, gbs, rule", [
-    ([4, 4], 2, 8, "pp > 2"),
+    ([8], 2, 8, "pp > 1"),
     ([2, 2, 2, 2], 2, 6, "multiple of pp"),
     ([3, 1, 2, 2], 2, 8, "multiple of virtual_stages"),
 ])
@@ -151,7 +151,7 @@ def interleaved_instances(draw):
                            seq=draw(st.sampled_from([512, 2048])))
     # only interleaved plans in some spaces: every v > 1 model is then what the solvers must get right
     virtual = draw(st.sampled_from([(1, 2, 3), (2,), (3,), (2, 4)]))
-    options = SpaceOptions(micro_batch_sizes=(1,), max_stages=draw(st.integers(3, 4)), virtual_stages=virtual,
+    options = SpaceOptions(micro_batch_sizes=(1,), max_stages=draw(st.integers(2, 4)), virtual_stages=virtual,
                            uniform_recompute=draw(st.booleans()))
     return problem, options, draw(st.sampled_from(["cost", "time"])), draw(st.floats(0.6, 1.5))
 
@@ -190,7 +190,7 @@ def _bounds_below_every_plan(problem, options, budget) -> int:
                 if not uses:
                     continue
                 terms = degree_terms(problem, tp, dp, mbs, uses)
-                for pp in range(3, options.max_stages + 1):
+                for pp in range(2, options.max_stages + 1):
                     for v in options.virtual_stages:
                         if v == 1 or not interleaving_allowed(problem, pp, dp, mbs, v):
                             continue

@@ -138,6 +138,7 @@ def _interleaved() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", plan("12-12-12-12", "a10", 2, recompute="selective")),
         ("gpt2-xl", "fasop-a10", plan("10-14-12-12", "a10", 2)),  # heterogeneous ranks: chunks 5, 7, 6, 6
         ("gpt2-xl", "fasop-a100-a10", plan("0-18-15-15", "a100,a10*3", 3, tp=2, dp=2)),  # empty first rank, v 3
+        ("gpt2-xl", "fasop-a10", plan("20-28", "a10", 4)),  # pp 2: upstream overlaps the p2p by default
     ]
 
 
