@@ -229,3 +229,27 @@ def test_interleaving_factor_by_hand():
     # tight for equal stages with no sends: t = 1, m = 8, p = 4: v = 2 gives 8 + 3 / 2 = 9.5 vs 11 at v = 1
     assert interleaving_factor(8, 4, 2) * pipeline_time_s([1.0] * 4, 8) <= interleaved_pipeline_time_s([1.0] * 4, 8, 2)
     assert math.isclose(interleaving_factor(8, 4, 2) * 11, 5.5 + 4.0)
+
+
+# ---- launch ----------------------------------------------------------------------------------------------------
+
+
+def test_megatron_arguments_round_trip_and_the_fork_refuses():
+    from optsearch.errors import UnsupportedPlanError
+    from optsearch.megatron import chunk_layers, fasop_settings, megatron_args, plan_from_megatron_args
+    from optsearch.plan import parse_balance
+    from optsearch.problem import build_problem
+
+    problem = build_problem("gpt2-xl", "fasop-a100-a10")
+    plan = Plan(tp=2, dp=2, micro_batch_size=1, stages=parse_balance("0-18-15-15", "a100,a10*3"), virtual_stages=3)
+    assert chunk_layers(plan) == [0, 6, 5, 5] * 3  # chunk k of rank r at k pp + r
+    args = megatron_args(problem, plan).args
+    layout = args[args.index("--pipeline-model-parallel-layout") + 1]
+    assert layout == "E|t*6|(t*5|)*2|t*6|(t*5|)*2|t*6|t*5|t*5L"
+    assert plan_from_megatron_args(args, node_order="a100,a10*3", dp=2) == plan
+    uneven = [*args]
+    uneven[args.index(layout)] = "E|t*6|(t*5|)*2|t*5|(t*5|)*2|t*7|t*5|t*5L"
+    with pytest.raises(UnsupportedPlanError, match="equal chunks"):
+        plan_from_megatron_args(uneven, node_order="a100,a10*3", dp=2)
+    with pytest.raises(UnsupportedPlanError, match="interleaved"):
+        fasop_settings(problem, plan)
