@@ -515,3 +515,32 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
             return CandidateBound(False)
         cost_rate_s = max(cost_rate_s, joint)
     return CandidateBound(True, iteration, rate, cost_rate_s / SECONDS_PER_HOUR)
+
+
+def interleaving_factor(m: int, pp: int, v: int) -> float:
+    """f_v = 1 / v + (1 - 1 / v) m / (m + pp - 1): interleaved pipeline time >= f_v x the 1F1B pipeline time of the
+    same stages at v = 1 (docs/cost-model.md, "Interleaved pipeline", bounds).
+
+    With u_i a stage's time at v = 1 (the same layers and placement: its compute, and its sends once each way),
+    the stage's time at v is t_i >= u_i (v times the sends, plus the wrap-around), so
+    ((m v - 1) max t + sum t) / v >= (m - 1/v) U + S / v, with U = max u, S = sum u. Writing P = (m - 1) U + S:
+    (m - 1/v) U + S / v = P / v + (1 - 1/v) m U, and P <= (m + pp - 1) U gives U >= P / (m + pp - 1)."""
+    if v == 1:
+        return 1.0
+    return 1.0 / v + (1.0 - 1.0 / v) * m / (m + pp - 1)
+
+
+def interleaved_bound(bound: CandidateBound, m: int, pp: int, v: int) -> CandidateBound:
+    """A bound for the candidate with v chunks per rank from a budget-free bound of the same (tp, dp, b, pp) at
+    v = 1. Valid because every plan of the v candidate is also a plan of the v = 1 candidate (its layer counts are
+    allowed there, and its memory at v = 1 is no larger: in-flight chunks / v >= min(pp - rank, m), see
+    costmodel.in_flight_per_layer), and
+      iteration at v >= f_v x pipeline at 1 + the same all-reduces and optimizer step >= f_v x iteration at 1,
+      rent is the same, so rent x iteration at v >= f_v x (rent x iteration at 1).
+    Infeasible stays infeasible (memory and node supply). The v = 1 bound must be taken without a budget: a budget
+    prunes by the v = 1 times, which v > 1 may beat."""
+    if v == 1 or not bound.feasible:
+        return bound
+    factor = interleaving_factor(m, pp, v)
+    return CandidateBound(True, bound.iteration_s * factor, bound.rate_usd_per_hour,
+                          bound.cost_per_iteration_usd * factor)

@@ -15,6 +15,8 @@ The search space (solver, exhaustive and DP baselines alike):
 An engine target (targets.py) narrows the space to what that engine runs: one recomputation mode on every stage
 that holds layers (uniform_recompute), node types along the pipeline in a fixed order (node_type_order), one number
 of GPUs per node on every node used (same_gpus_per_node), and at most max_stages stages.
+Interleaved pipeline (virtual_stages): one v for the whole plan from the allowed set; v > 1 only where
+interleaving_allowed (pp > 1, micro-batches a multiple of pp, one layer kind) and every stage's layers a multiple of v.
 A (gpu, layer kind, tp, b) missing from the profile makes that node type unusable for that candidate.
 """
 
@@ -53,6 +55,8 @@ class SpaceOptions:
     # Context-parallel sizes searched (issue 16): (1,) = none; the megatron target adds 2, 4, 8 where the model
     # allows them (context_parallel_candidates).
     context_parallel_sizes: tuple[int, ...] = (1,)
+    # Interleaved pipeline: the model chunks per pipeline rank v the search may choose (plan-wide); (1,): none.
+    virtual_stages: tuple[int, ...] = (1,)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -205,9 +209,26 @@ def recompute_allowed(plan: Plan, options: SpaceOptions) -> bool:
     return len({s.recompute for s in plan.stages if s.num_layers > 0}) <= 1
 
 
+def interleaving_allowed(problem: Problem, pp: int, dp: int, micro_batch_size: int, v: int) -> bool:
+    """v = 1, or v > 1 where Megatron-LM's interleaved schedule runs it and some split has every stage's layers a
+    multiple of v (costmodel.check_interleaving): pp > 1, m a multiple of pp, one layer kind, L a multiple of v."""
+    if v == 1:
+        return True
+    m = problem.job.global_batch_size // (dp * micro_batch_size)
+    model = problem.model
+    return v > 1 and pp > 1 and m % pp == 0 and len(model.kinds) == 1 and model.num_layers % v == 0
+
+
 def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceOptions()) -> bool:
     """True when the plan is one the search methods consider (whole nodes, usable types, allowed degrees)."""
     if plan.tp not in tp_candidates(problem) or plan.micro_batch_size not in micro_batch_candidates(problem, options):
+        return False
+    v = plan.virtual_stages
+    if v not in options.virtual_stages or not interleaving_allowed(problem, plan.pp, plan.dp, plan.micro_batch_size, v):
+        return False
+    if any(s.num_layers % v for s in plan.stages):
+        return False
+    if v > 1 and plan.recompute_num_layers is not None:  # Megatron applies N per model chunk: not modelled
         return False
     if plan.ep not in ep_candidates(problem, plan.tp, plan.dp, options):
         return False

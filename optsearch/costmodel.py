@@ -595,6 +595,82 @@ def pipeline_time_s(stage_times_s: list[float], num_micro_batches: int) -> float
     return (num_micro_batches - 1) * max(stage_times_s) + sum(stage_times_s)
 
 
+# ---- interleaved (virtual) pipeline stages -----------------------------------------------------------------
+# Narayanan et al., SC'21, section 2.2.2: each pipeline rank holds v model chunks; a micro-batch passes every rank v
+# times. docs/cost-model.md, section "Interleaved pipeline".
+
+
+def interleaved_pipeline_time_s(stage_times_s: list[float], num_micro_batches: int, virtual_stages: int) -> float:
+    """Interleaved 1F1B with v chunks per rank: ((m v - 1) x max_i t_i + sum_i t_i) / v.
+
+    Rank i spends t_i / v per chunk and micro-batch and runs m v chunk-micro-batches; the fill and drain are one pass
+    of a chunk through the p ranks. That is 1F1B over m v units of t_i / v each: pipeline_time_s(t / v, m v). v = 1 is
+    pipeline_time_s; with p equal stages t it is m t + (p - 1) t / v, the paper's bubble (p - 1) / (v m) of m t."""
+    v = virtual_stages
+    if v == 1:
+        return pipeline_time_s(stage_times_s, num_micro_batches)
+    return ((num_micro_batches * v - 1) * max(stage_times_s) + sum(stage_times_s)) / v
+
+
+def interleaved_in_flight_chunks(pp: int, rank: int, num_micro_batches: int, virtual_stages: int) -> int:
+    """Chunk-micro-batches whose activations rank `rank` holds at once under Megatron's interleaved schedule: its
+    warm-up forwards plus the one of the steady state, at most m v (megatron/core/pipeline_parallel/schedules.py,
+    get_pp_rank_microbatches: warm-up = (p - rank - 1) x 2 + (v - 1) x microbatch_group_size_per_vp_stage, the group
+    size defaulting to p in model_parallel_config.py)."""
+    v = virtual_stages
+    warmup = (pp - rank - 1) * 2 + (v - 1) * pp
+    return min(warmup + 1, num_micro_batches * v)
+
+
+def in_flight_per_layer(pp: int, rank: int, num_micro_batches: int, virtual_stages: int) -> float:
+    """Micro-batches' worth of each of the rank's layers held at once: min(p - rank, m) without interleaving; with v
+    chunks of n / v layers each, in-flight chunks x (n / v) / n = in-flight chunks / v."""
+    if virtual_stages == 1:
+        return min(pp - rank, num_micro_batches)
+    return interleaved_in_flight_chunks(pp, rank, num_micro_batches, virtual_stages) / virtual_stages
+
+
+def check_interleaving(problem: Problem, plan: Plan) -> None:
+    """Megatron-LM's rules for v > 1 (SpecError naming the rule): pp > 1 (megatron/training/arguments.py
+    validate_args with overlap_p2p_comm, upstream's default; pp > 2 only with --no-overlap-p2p-communication, which
+    optsearch does not emit), m a multiple of pp (schedules.py: micro-batch groups of
+    microbatch_group_size_per_vp_stage = pp), every stage's layers a multiple of v (optsearch's equal chunks), one
+    layer kind (the flexible layout has no encoder layers)."""
+    v = plan.virtual_stages
+    if v == 1:
+        return
+    if v < 1:
+        raise SpecError(f"plan: virtual_stages = {v}: must be at least 1")
+    if plan.pp < 2:
+        raise SpecError(f"plan: virtual_stages = {v} needs pp > 1 (Megatron-LM's interleaved schedule); pp = {plan.pp}")
+    m = num_micro_batches(problem.job, plan.dp, plan.micro_batch_size)
+    if m % plan.pp:
+        raise SpecError(f"plan: virtual_stages = {v}: the {m} micro-batches must be a multiple of pp = {plan.pp} "
+                        "(Megatron-LM's interleaved schedule runs them in groups of pp)")
+    for i, stage in enumerate(plan.stages):
+        if stage.num_layers % v:
+            raise SpecError(f"plan: stages[{i}].num_layers = {stage.num_layers}: must be a multiple of "
+                            f"virtual_stages = {v} (each rank's layers split into {v} equal chunks)")
+    if len(problem.model.kinds) > 1:
+        raise SpecError(f"plan: virtual_stages = {v}: {problem.model.name} has several layer kinds; interleaving is "
+                        "planned for models of one layer kind only")
+    if plan.recompute_num_layers is not None:
+        raise SpecError(f"plan: virtual_stages = {v} with recompute_num_layers = {plan.recompute_num_layers}: "
+                        "Megatron-LM applies block recomputation to each model chunk, which the cost model does not "
+                        "price; use one recomputation mode, or v = 1")
+
+
+def interleaved_send_counts(pp: int, rank: int, virtual_stages: int) -> tuple[int, int, int]:
+    """Per micro-batch, how many sends rank `rank` makes: (to rank + 1, to rank - 1, across the wrap-around between
+    the last and the first rank). A micro-batch crosses v p - 1 chunk boundaries each way: v on each of the p - 1
+    links and v - 1 on the wrap-around (rank p-1 chunk k -> rank 0 chunk k+1 forward, its gradient backward)."""
+    v = virtual_stages
+    forward = v if rank < pp - 1 else 0
+    backward = v if rank > 0 else 0
+    wrap = v - 1 if rank in (0, pp - 1) and pp > 1 else 0
+    return forward, backward, wrap
+
+
 def dp_allreduce_s(
     problem: Problem, node_type: str, parameters: float, tp: int, dp: int, spans_nodes: bool
 ) -> float:
@@ -774,6 +850,7 @@ def check_plan(problem: Problem, plan: Plan) -> None:
     why = context_parallel_error(model, plan.cp)
     if why is not None:
         raise SpecError(f"plan: cp = {plan.cp}: {why}")
+    check_interleaving(problem, plan)
     for name, count in place(problem, plan).nodes.items():
         available = problem.node(name).num_nodes_available
         if count > available:
@@ -785,6 +862,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
     check_plan(problem, plan)
     model, tp, dp, mbs, pp = problem.model, plan.tp, plan.dp, plan.micro_batch_size, plan.pp
     cp, dist = plan.cp, plan.distributed_optimizer
+    v = plan.virtual_stages
     m = num_micro_batches(problem.job, dp, mbs)
     placement = place(problem, plan)
     kinds_by_name = {k.name: k for k in model.kinds}
@@ -818,14 +896,19 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         if last:
             compute += cp_head_step_s(problem, stage.node_type, tp, mbs, cp)
         p2p = 0.0
+        forward, backward, wrap = interleaved_send_counts(pp, i, v)
         if not last:
-            p2p += stage_send_s(problem, stage.node_type, plan.stages[i + 1].node_type,
-                                placement.send_same_node[i], plan.gpus_per_stage, mbs, tp, cp)
+            p2p += forward * stage_send_s(problem, stage.node_type, plan.stages[i + 1].node_type,
+                                          placement.send_same_node[i], plan.gpus_per_stage, mbs, tp, cp)
         if not first:
-            p2p += stage_send_s(problem, stage.node_type, plan.stages[i - 1].node_type,
-                                placement.send_same_node[i - 1], plan.gpus_per_stage, mbs, tp, cp)
+            p2p += backward * stage_send_s(problem, stage.node_type, plan.stages[i - 1].node_type,
+                                           placement.send_same_node[i - 1], plan.gpus_per_stage, mbs, tp, cp)
+        if wrap:
+            other = plan.stages[-1 if first else 0].node_type
+            p2p += wrap * stage_send_s(problem, stage.node_type, other, placement.ends_same_node, plan.gpus_per_stage,
+                                       mbs, tp, cp)
         params = stage_parameters(model, kinds, first, last, pp)
-        in_flight = min(pp - i, m)
+        in_flight = in_flight_per_layer(pp, i, m, v)
         activations = sum(
             in_flight * count * cp_layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
                                                           stage.recompute, cp)
@@ -863,7 +946,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 recomputed_layers=None if plan.recompute_num_layers is None else sum(recomputed.values()),
             )
         )
-    pipeline = pipeline_time_s([s.time_s for s in stages], m)
+    pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
     allreduce = max(s.dp_allreduce_s for s in stages)
     embedding = 0.0
     if pp > 1:

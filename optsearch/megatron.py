@@ -19,7 +19,7 @@ import math
 import re
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
 from optsearch.costmodel import check_plan, estimate, place
@@ -277,9 +277,20 @@ def recompute_args(plan: Plan, *, allow_superset: bool = False) -> tuple[list[st
 # ---- Megatron-LM arguments ---------------------------------------------------------------------------------
 
 
+def chunk_layers(plan: Plan) -> list[int]:
+    """Layers of every virtual stage in upstream's layout order: chunk k of pipeline rank r at index k pp + r (a
+    rank's layers split into v equal chunks; PipelineParallelLayerLayout reads stage vpp_rank x pp + pp_rank)."""
+    v = plan.virtual_stages
+    return [s.num_layers // v for _ in range(v) for s in plan.stages]
+
+
 def partition_args(plan: Plan) -> list[str]:
     """The pipeline split in the plainest upstream spelling: none when even, first/last stage sizes when only the
-    end stages differ (both must hold layers), else --pipeline-model-parallel-layout."""
+    end stages differ (both must hold layers), else --pipeline-model-parallel-layout. Interleaved (v > 1): always a
+    layout of v x pp virtual stages (chunk_layers), which sets the virtual pipeline size v and puts the embedding in
+    rank 0's first chunk and the loss in the last rank's last chunk."""
+    if plan.virtual_stages > 1:
+        return ["--pipeline-model-parallel-layout", format_layout(chunk_layers(plan))]
     counts = [s.num_layers for s in plan.stages]
     pp = len(counts)
     if pp == 1 or len(set(counts)) == 1:
@@ -460,8 +471,11 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
         total = integer("--num-layers")
     else:
         total = integer("--encoder-num-layers") + integer("--decoder-num-layers")
+    virtual = 1
     if "--pipeline-model-parallel-layout" in opts:
         counts = list(parse_layout(opts["--pipeline-model-parallel-layout"] or "", option="--pipeline-model-parallel-layout"))
+        if len(counts) > pp and pp > 0 and len(counts) % pp == 0:  # interleaved: v x pp virtual stages
+            counts, virtual = _fold_chunks(counts, pp), len(counts) // pp
     elif "--decoder-first-pipeline-num-layers" in opts or "--decoder-last-pipeline-num-layers" in opts:
         first = integer("--decoder-first-pipeline-num-layers", 0) if "--decoder-first-pipeline-num-layers" in opts else None
         last = integer("--decoder-last-pipeline-num-layers", 0) if "--decoder-last-pipeline-num-layers" in opts else None
@@ -479,6 +493,7 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
         raise SpecError(f"megatron arguments: the partition has {len(counts)} stages but pp = {pp}")
     granularity = opts.get("--recompute-granularity")
     modes: list[Recompute]
+    block = None
     if granularity is None:
         modes = ["none"] * pp
     elif granularity == "selective":
@@ -488,12 +503,14 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
         if method == "uniform" and n == 1:
             modes = ["full"] * pp
         elif method == "block":
+            if virtual > 1 and any(c // virtual > n and n > 0 for c in counts):  # per model chunk
+                raise UnsupportedPlanError(
+                    f"megatron arguments: --recompute-method block --recompute-num-layers {n} with "
+                    f"{virtual} model chunks per rank recomputes part of each chunk; optsearch does not plan block "
+                    "recomputation with an interleaved pipeline")
             partial = [i for i, c in enumerate(counts) if c > n and n > 0]
             if partial:  # the first n layers of every stage: a block plan
-                stages = parse_balance("-".join(map(str, counts)), node_order)
-                stages = tuple(Stage(node_type=s.node_type, num_layers=s.num_layers,
-                                     recompute="full" if s.num_layers > 0 else "none") for s in stages)
-                return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, recompute_num_layers=n)
+                block = n
             modes = ["full" if n > 0 else "none"] * pp
         else:
             raise UnsupportedPlanError(
@@ -504,9 +521,25 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
         raise SpecError(f"megatron arguments: --recompute-granularity {granularity!r}: expected full or selective")
     stages = parse_balance("-".join(map(str, counts)), node_order)
     stages = tuple(Stage(node_type=s.node_type, num_layers=s.num_layers, recompute=m) for s, m in zip(stages, modes))
+    if block is not None:  # block recomputation: every stage with layers "full", an empty one "none"
+        stages = tuple(replace(s, recompute="full" if s.num_layers > 0 else "none") for s in stages)
     cp = integer("--context-parallel-size", 1)
     return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=integer("--expert-model-parallel-size", 1), cp=cp,
-                distributed_optimizer="--use-distributed-optimizer" in opts)
+                distributed_optimizer="--use-distributed-optimizer" in opts, virtual_stages=virtual,
+                recompute_num_layers=block)
+
+
+def _fold_chunks(chunks: Sequence[int], pp: int) -> list[int]:
+    """Virtual-stage layer counts (layout order) -> layers per pipeline rank; optsearch plans equal chunks per rank."""
+    v = len(chunks) // pp
+    per_rank = [[chunks[k * pp + r] for k in range(v)] for r in range(pp)]
+    uneven = [r for r, cs in enumerate(per_rank) if len(set(cs)) > 1]
+    if uneven:
+        raise UnsupportedPlanError(
+            f"megatron arguments: --pipeline-model-parallel-layout gives rank {uneven[0]} chunks of "
+            f"{'-'.join(map(str, per_rank[uneven[0]]))} layers; optsearch plans equal chunks on every rank"
+        )
+    return [sum(cs) for cs in per_rank]
 
 
 # ---- the FASOP fork ----------------------------------------------------------------------------------------
@@ -554,6 +587,12 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     (Megatron-LM-2/megatron/model/transformer.py; its own example is T5 with 11-13-11-13 and split rank 2).
     """
     check_launchable(problem, plan)
+    if plan.virtual_stages > 1:
+        raise UnsupportedPlanError(
+            f"plan: virtual_stages = {plan.virtual_stages}: the FASOP fork builds balance[rank] layers in every model "
+            "chunk (megatron/model/transformer.py), so it cannot run an interleaved pipeline; re-plan with "
+            "--target fasop, or launch for upstream (--format megatron)"
+        )
     model = problem.model
     fork_model = fasop_model(model)
     if plan.cp > 1:

@@ -44,6 +44,9 @@ class Plan:
     # Megatron's --use-distributed-optimizer: optimizer states sharded over the dp x cp ranks, gradients
     # reduce-scattered and parameters all-gathered (costmodel.gradient_sync_s).
     distributed_optimizer: bool = False
+    # Interleaved (virtual) pipeline: model chunks per pipeline rank (Megatron's virtual pipeline size). Each stage
+    # (pipeline rank) splits its num_layers into this many equal chunks; chunk k of rank r is virtual stage k pp + r.
+    virtual_stages: int = 1
 
     @property
     def pp(self) -> int:
@@ -87,6 +90,8 @@ class Plan:
             out["cp"] = self.cp
         if self.distributed_optimizer:
             out["distributed_optimizer"] = True
+        if self.virtual_stages != 1:  # written only when interleaved: plans without it keep today's JSON
+            out["virtual_stages"] = self.virtual_stages
         return out
 
     def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
@@ -146,8 +151,9 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     dist = data.get("distributed_optimizer", False)
     if not isinstance(dist, bool):
         raise SpecError(f"{source}: distributed_optimizer = {dist!r}: must be true or false")
+    virtual = _positive_int(data, "virtual_stages", source) if "virtual_stages" in data else 1
     return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep, cp=cp,
-                distributed_optimizer=dist)
+                distributed_optimizer=dist, virtual_stages=virtual)
 
 
 def check_block_recompute(stages: tuple[Stage, ...], recompute_num_layers: int, source: str) -> None:

@@ -220,6 +220,10 @@ def check_derived_fields(data: dict, plan: Plan, problem, source: str,
     if "balance" in body and body["balance"] != plan.balance:
         refuse("balance", body["balance"], f"the stages hold {plan.balance} layers; balance is derived from the "
                                            "stages: edit stages[].num_layers (or delete balance)")
+    if "num_micro_batches" in body:  # never anything but a positive integer, whatever job replaces the file's
+        m = body["num_micro_batches"]
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            refuse("num_micro_batches", m, "must be global batch / (dp x micro-batch), a positive integer")
     if "num_micro_batches" in body and "job" not in replaced:
         m = body["num_micro_batches"]
         ok = isinstance(m, int) and not isinstance(m, bool) and m == est.num_micro_batches

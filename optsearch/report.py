@@ -153,10 +153,15 @@ def _knobs_text(plan: Plan) -> str:
     return (f"cp {plan.cp}, " if plan.cp != 1 else "") + ("distributed optimizer, " if plan.distributed_optimizer else "")
 
 
+def _virtual_text(plan: Plan) -> str:
+    """', interleaved x v' for an interleaved plan (v model chunks per pipeline rank), else nothing."""
+    return f", interleaved x {plan.virtual_stages}" if plan.virtual_stages != 1 else ""
+
+
 def estimate_table(plan: Plan, est: Estimate, title: str = "Estimate") -> Table:
     block = "" if plan.recompute_num_layers is None else (
         f", block recomputation of the first {plan.recompute_num_layers} layers of every stage")
-    table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}, "
+    table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}{_virtual_text(plan)}, "
                         f"micro-batch {plan.micro_batch_size}, {_knobs_text(plan)}{est.num_micro_batches} "
                         f"micro-batches{block}")
     for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "DP all-reduce ms",
@@ -201,7 +206,7 @@ def totals_table(est: Estimate) -> Table:
 
 def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
     """The plan as `solve --json` prints it (and `--out` writes it; `estimate --plan` and `launch` read it back)."""
-    return {
+    out = {
         "tp": plan.tp,
         "dp": plan.dp,
         "pp": plan.pp,
@@ -217,6 +222,9 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
         **({} if plan.recompute_num_layers is None else {"recompute_num_layers": plan.recompute_num_layers}),
         **({"ep": plan.ep} if plan.ep != 1 else {}),  # expert parallelism: written only when set
     } | {k: v for k, v in plan.to_dict().items() if k in ("cp", "distributed_optimizer")}  # when not the default
+    if plan.virtual_stages != 1:  # interleaved only: other plans keep today's JSON
+        out["virtual_stages"] = plan.virtual_stages
+    return out
 
 
 def _ep_text(plan: Plan) -> str:
@@ -269,8 +277,8 @@ def solve_summary(result, problem, budget) -> list[Any]:
             f"gap {gap}, solve time {result.solve_time_s:.2f} s")
     nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
     body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"
-            f"plan: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}, micro-batch {plan.micro_batch_size}, "
-            f"{_knobs_text(plan)}balance {plan.balance}\n"
+            f"plan: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}{_virtual_text(plan)}, "
+            f"micro-batch {plan.micro_batch_size}, {_knobs_text(plan)}balance {plan.balance}\n"
             f"training time {format_duration(est.training_time_s)}, cost {format_usd(est.cost_usd)}")
     return [Panel(body, title=f"optsearch solve: {problem.model.name} on {problem.cluster.name}"),
             estimate_table(plan, est), totals_table(est)]

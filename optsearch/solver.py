@@ -19,16 +19,15 @@ import math
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from optsearch.bounds import (
     CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds,
-    degree_terms,
+    degree_terms, interleaved_bound,
 )
 from optsearch.candidates import (
-    NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates, max_stages,
-    micro_batch_candidates, node_uses,
-    one_mode_variants, tp_candidates,
+    NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
+    interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, memory_capacity_bytes, stage_parameters,
@@ -121,15 +120,20 @@ class Memo:
         return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
-        """The unrefined bound, which does not depend on the budget (bounds.candidate_bound)."""
+        """The unrefined bound, which does not depend on the budget (bounds.candidate_bound); with v > 1, the v = 1
+        bound relaxed by bounds.interleaved_bound."""
         if cand.key not in self.cheap:
-            self.cheap[cand.key] = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
+            bound = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
+            self.cheap[cand.key] = interleaved_bound(bound, terms.m, cand.pp, cand.v)
         return self.cheap[cand.key]
 
     def refined_bound(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
                       slower_than_s: float = 0.0) -> CandidateBound:
         """The refined bound under the budget (bounds.candidate_bound). With few node types its budget-free part, one
         bound per composition, is kept; then slower_than_s bounds each composition's time and cost by itself."""
+        if cand.v > 1:  # the budget-free v = 1 bound, relaxed (bounds.interleaved_bound); _bounded applies the budget
+            base = self.refined_bound(terms, replace(cand, v=1), Budget(objective=budget.objective))
+            return interleaved_bound(base, terms.m, cand.pp, cand.v)
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
         comps = self.compositions[cand.key]
@@ -163,6 +167,8 @@ class Memo:
 
     def plan_of(self, sk: Skeleton, seq: tuple[int, ...]) -> tuple[Plan, Estimate] | None:
         """The plan the heuristic makes of a node-type sequence (positional bound), priced; None when it has none."""
+        if sk.cand.v > 1:  # the heuristic splits layers without the multiple-of-v rule
+            return None
         key = (sk.cand.key, seq)
         if key not in self.sequences:
             found = self.runnable(plan_of(sk, seq))
@@ -171,6 +177,8 @@ class Memo:
 
     def quick_plans(self, sk: Skeleton) -> list[tuple[Plan, Estimate]]:
         """The candidate's quick plans that are in the search space and fit in memory, priced."""
+        if sk.cand.v > 1:  # the heuristic splits layers without the multiple-of-v rule
+            return []
         if sk.cand.key not in self.quick:
             self.quick[sk.cand.key] = [found for plan in quick_plans(sk) if (found := self.runnable(plan))]
         return self.quick[sk.cand.key]
@@ -222,11 +230,12 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                     continue
                 for ep in ep_candidates(problem, tp, dp, options):
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp)
-                    for pp in range(1, max_stages(problem, options) + 1):
+                    for pp, v in ((p, v) for p in range(1, max_stages(problem, options) + 1)
+                                  for v in options.virtual_stages if interleaving_allowed(problem, p, dp, mbs, v)):
                         total += 1
                         if budget.max_gpus is not None and pp * tp * cp * dp > budget.max_gpus:
                             continue
-                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp)
+                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v)
                         item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand),
                                         slower_than_s)
                         if item is not None:
@@ -453,7 +462,7 @@ def solve(
                     if first_plan_only:
                         heapq.heappush(queue, (lower, key, i, item))
                         continue
-            if sk.most is not None:  # pattern mode (one layer kind)
+            if sk.most is not None and item.cand.v == 1:  # pattern mode (one layer kind); not for interleaving
                 try:
                     pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
                                            slower_than_s=slower_than_s, deadline=deadline)
@@ -476,7 +485,7 @@ def solve(
             continue
         sk = memo.skeleton(item.cand)
         least_s = slower_than_s
-        if sk.most is not None and budget.objective == "cost":
+        if sk.most is not None and budget.objective == "cost" and item.cand.v == 1:
             # The candidate's own least time (its positional bound with time as the objective): the model's rows
             # T >= T_lo and v >= T_lo b give its LP relaxation cost >= rent x T_lo.
             try:

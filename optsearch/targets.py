@@ -22,7 +22,12 @@ fasop: FASOP's fork (github.com/AvatarHwang/FASOP, Megatron-LM-2, 2023). The sam
     job's node (the A100 node, hgx partition) is node rank 0 and the slave job's nodes (A10) follow
     (_02_hetero_master_job.sh, _02_hetero_slave_job.sh), so the node types run in the cluster file's order (a100
     before a10 in fasop-a100-a10). One NPROC_PER_NODE serves every node. No context parallelism (its Megatron-LM has
-    no --context-parallel-size): cp = 1.
+    no --context-parallel-size): cp = 1. No interleaved pipeline: the fork's
+    ParallelTransformer builds balance[pipeline rank] layers in every model chunk (megatron/model/transformer.py), so
+    with --num-layers-per-virtual-pipeline-stage each chunk would build the rank's whole share, and its run script
+    passes no such flag.
+megatron interleaves: v model chunks per rank (targets.VIRTUAL_STAGES), emitted as a --pipeline-model-parallel-layout
+    of v x pp stages (megatron.partition_args).
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ class Target:
     # Context-parallel sizes the engine runs (issue 16); the search takes those the model allows
     # (candidates.context_parallel_candidates).
     context_parallel_sizes: tuple[int, ...] = (1,)
+    virtual_stages: tuple[int, ...] = (1,)  # interleaved pipeline: model chunks per rank it runs ((1,): none)
 
     def summary(self) -> str:
         order = "free node order" if self.node_order_free else "node types in the cluster's order"
@@ -89,10 +95,14 @@ class Target:
         return f"{self.name}: {self.description}; {rc[self.recompute]}; {order}; {gpn}{cp}"
 
 
+# The interleaved pipeline sizes searched for upstream (--pipeline-model-parallel-layout with v x pp stages). Each
+# further v is another set of candidates; the bubble shrinks as 1 / v while the sends grow as v, so the gain from
+# v = 4 to larger v is at most a quarter of the bubble (docs/knobs.md, "Interleaved pipeline").
+VIRTUAL_STAGES: tuple[int, ...] = (1, 2, 3, 4)
 MEGATRON = Target(
     name="megatron", description="upstream NVIDIA/Megatron-LM (main)", recompute="one-mode-or-block",
     node_order_free=True, same_gpus_per_node=False, encoder_decoder_max_pp=1,
-    context_parallel_sizes=(1, 2, 4, 8),
+    context_parallel_sizes=(1, 2, 4, 8), virtual_stages=VIRTUAL_STAGES,
 )
 FASOP = Target(
     name="fasop", description="FASOP's Megatron-LM fork (AvatarHwang/FASOP, Megatron-LM-2)",
@@ -167,6 +177,8 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
     else:  # the base names sizes: those the target runs
         options = replace(options, context_parallel_sizes=tuple(
             c for c in options.context_parallel_sizes if c in target.context_parallel_sizes) or (1,))
+    if options.virtual_stages == (1,) and target.virtual_stages != (1,):
+        options = replace(options, virtual_stages=target.virtual_stages)
     if target.encoder_decoder_max_pp is not None and is_encoder_decoder(problem.model):
         most = options.max_stages or problem.model.num_layers + 2
         options = replace(options, max_stages=min(most, target.encoder_decoder_max_pp))

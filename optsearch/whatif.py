@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from optsearch.candidates import SpaceOptions, ep_candidates, max_stages
+from optsearch.candidates import SpaceOptions, ep_candidates
 from optsearch.costmodel import Estimate
 from optsearch.errors import SpecError
 from optsearch.plan import Plan, Stage
@@ -458,7 +458,7 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
     """Every plan of the search space that meets the budget, priced, as exhaustive.py enumerates them (the least
     recomputation that fits each stage, which is never slower nor dearer than more)."""
     from optsearch.baselines.exhaustive import (
-        _allowed, _degree_candidates, _least_recompute, partitions, type_sequences,
+        _allowed, _degree_candidates, _least_recompute, _stage_counts, partitions, type_sequences,
     )
     from optsearch.candidates import kinds_split_allowed
     from optsearch.costmodel import distributed_optimizer_on
@@ -466,16 +466,17 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
         dist = distributed_optimizer_on(problem.job, dp, cp)  # the search's choice (never worse: costmodel)
-        for ep, pp in ((e, p) for e in ep_candidates(problem, tp, dp, options)
-                       for p in range(1, max_stages(problem, options) + 1)):
+        for ep, pp, v in ((e, p, v) for e in ep_candidates(problem, tp, dp, options)
+                          for p, v in _stage_counts(problem, options, dp, mbs)):  # v: interleaving, where allowed
             for types in type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options)):
-                for parts in partitions(num_layers, pp):
+                for chunks in partitions(num_layers // v, pp):
+                    parts = tuple(v * k for k in chunks)
                     if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
                         continue  # a stage with encoder and decoder layers (as exhaustive.py)
                     stages = tuple(Stage(node_type=t, num_layers=k, recompute=options.recompute_modes[0])
                                    for t, k in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
-                                distributed_optimizer=dist)
+                                distributed_optimizer=dist, virtual_stages=v)
                     found = _least_recompute(problem, plan, options)
                     if found is not None and not budget_violations(found[0], found[1], budget):
                         yield found

@@ -147,3 +147,36 @@ def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
         assert (args.num_experts, args.moe_router_topk) == (kind.num_experts, kind.moe_router_topk)
         assert args.expert_tensor_parallel_size == plan.tp  # upstream's default: what the cost model priced
         assert args.moe_token_dispatcher_type == "alltoall"
+
+
+def _interleaved() -> list[tuple[str, str, Plan]]:
+    """Interleaved plans (issue 16): v chunks per rank, equal on a rank, unequal across ranks, empty end ranks."""
+    plan = lambda balance, order, v, tp=1, dp=4, recompute="none": Plan(  # noqa: E731
+        tp=tp, dp=dp, micro_batch_size=1, stages=parse_balance(balance, order, recompute), virtual_stages=v)
+    return [
+        ("gpt2-xl", "fasop-a10", plan("12-12-12-12", "a10", 2, recompute="selective")),
+        ("gpt2-xl", "fasop-a10", plan("10-14-12-12", "a10", 2)),  # heterogeneous ranks: chunks 5, 7, 6, 6
+        ("gpt2-xl", "fasop-a100-a10", plan("0-18-15-15", "a100,a10*3", 3, tp=2, dp=2)),  # empty first rank, v 3
+        ("gpt2-xl", "fasop-a10", plan("20-28", "a10", 4)),  # pp 2: upstream overlaps the p2p by default
+    ]
+
+
+@pytest.mark.parametrize("index", range(len(_interleaved())))
+def test_interleaved_plans_pass_upstream_validation(upstream, monkeypatch, index):
+    """Megatron's virtual pipeline size is the plan's v, and its parsed layout gives every (rank, chunk) the plan's
+    layers: rank r's num_layers / v in each of its v chunks (upstream's 2-D layout, [pp_rank][vpp_rank])."""
+    model, cluster, plan = _interleaved()[index]
+    problem = build_problem(model, cluster)
+    margs, args, argument_utils, block = _run_upstream(upstream, monkeypatch, problem, plan)
+    assert args.virtual_pipeline_model_parallel_size == plan.virtual_stages
+    assert args.pipeline_model_parallel_size == plan.pp and args.data_parallel_size == plan.dp
+    try:
+        importlib.import_module("transformer_engine")
+    except ImportError:
+        args.apply_rope_fusion = False
+    config = argument_utils.core_transformer_config_from_args(args)
+    layout = config.pipeline_model_parallel_layout
+    decoder = importlib.import_module("megatron.core.transformer.enums").LayerType.decoder
+    got = [[layout.layout[r][k].count(decoder) for k in range(plan.virtual_stages)] for r in range(plan.pp)]
+    assert got == [[s.num_layers // plan.virtual_stages] * plan.virtual_stages for s in plan.stages]
+    assert sum(map(sum, got)) == problem.model.num_layers

@@ -10,7 +10,9 @@ so it is never faster on any stage, nor cheaper on the same GPUs (exact again, w
 sequences the target cannot run (order, GPUs per node) are skipped. Where the target also runs block recomputation
 (SpaceOptions.block_recompute) and no recomputation at all does not fit, every N from 1 to the most layers on a stage
 minus 1 is priced beside the first fitting mode and the fastest that fits is kept (no recomputation, when it fits, is
-never slower than any N). Instances whose plan count exceeds `max_plans` are
+never slower than any N; not with v > 1, where Megatron applies N per model chunk). With interleaving (SpaceOptions.virtual_stages),
+every allowed v is tried where candidates.interleaving_allowed, with every partition whose counts are multiples of v
+(v x a partition of L / v). Instances whose plan count exceeds `max_plans` are
 refused, saying how many plans there are.
 """
 
@@ -23,7 +25,8 @@ from dataclasses import replace
 
 from optsearch.candidates import (
     NodeUse, SpaceOptions, block_recompute_enabled, context_parallel_candidates, dp_candidates, ep_candidates,
-    kinds_split_allowed, max_stages, micro_batch_candidates, node_uses, tp_candidates, type_sequence_allowed,
+    interleaving_allowed, kinds_split_allowed, max_stages, micro_batch_candidates, node_uses, tp_candidates,
+    type_sequence_allowed,
 )
 from optsearch.costmodel import Estimate, distributed_optimizer_choices, estimate
 from optsearch.errors import OptsearchError
@@ -107,9 +110,12 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
     total = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
-        for pp in (pp for _ in ep_candidates(problem, tp, dp, options) for pp in range(1, max_stages(problem, options) + 1)):
-            n_parts = sum(1 for _ in partitions(L, pp)) if pp <= 3 else sum(
-                comb(L - f - l - 1, pp - 3) for f in range(L + 1) for l in range(L - f + 1) if L - f - l >= pp - 2
+        for pp, v in ((pp, v) for _ in ep_candidates(problem, tp, dp, options)
+                      for pp, v in _stage_counts(problem, options, dp, mbs)):
+            # with v > 1 every count is v x a partition of L / v (middle stages >= v)
+            Lv = L // v
+            n_parts = sum(1 for _ in partitions(Lv, pp)) if pp <= 3 else sum(
+                comb(Lv - f - l - 1, pp - 3) for f in range(Lv + 1) for l in range(Lv - f + 1) if Lv - f - l >= pp - 2
             )
             if n_parts == 0:
                 continue
@@ -118,6 +124,14 @@ def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceO
                 if limit is not None and total > limit:
                     return total
     return total
+
+
+def _stage_counts(problem: Problem, options: SpaceOptions, dp: int, mbs: int) -> Iterator[tuple[int, int]]:
+    """(pp, v): every stage count, with every interleaving v the options allow there (candidates.interleaving_allowed)."""
+    for pp in range(1, max_stages(problem, options) + 1):
+        for v in options.virtual_stages:
+            if interleaving_allowed(problem, pp, dp, mbs, v):
+                yield pp, v
 
 
 def _allowed(problem: Problem, options: SpaceOptions):
@@ -136,10 +150,11 @@ def _least_recompute(problem: Problem, plan: Plan, options: SpaceOptions) -> tup
             uniform = replace(plan, stages=stages)
             est = estimate(problem, uniform)
             if est.fits:
-                if block_recompute_enabled(options) and mode != modes[0]:
+                if block_recompute_enabled(options) and plan.virtual_stages == 1 and mode != modes[0]:
                     return _fastest_with_block(problem, plan, (uniform, est))
                 return uniform, est
-        return _fastest_with_block(problem, plan, None) if block_recompute_enabled(options) else None
+        return (_fastest_with_block(problem, plan, None)
+                if block_recompute_enabled(options) and plan.virtual_stages == 1 else None)
     level = [0] * plan.pp
     while True:
         est = estimate(problem, plan)
@@ -190,11 +205,12 @@ def solve_exhaustive(
     priced = 0
     L = problem.model.num_layers
     for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
-        for ep, pp in ((ep, pp) for ep in ep_candidates(problem, tp, dp, options)
-                       for pp in range(1, max_stages(problem, options) + 1)):
+        for ep, pp, v in ((ep, pp, v) for ep in ep_candidates(problem, tp, dp, options)
+                          for pp, v in _stage_counts(problem, options, dp, mbs)):
             sequences = type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options))
             for types, dist in itertools.product(sequences, _optimizer_settings(problem, dp, cp)):
-                for parts in partitions(L, pp):
+                for chunks in partitions(L // v, pp):
+                    parts = tuple(v * n for n in chunks)  # v = 1: the partition itself
                     if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
                         return _finish(best, budget, start, priced, timed_out=True)
                     if options.kinds_split_at_stages and not kinds_split_allowed(problem, list(parts)):
@@ -202,7 +218,7 @@ def solve_exhaustive(
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
-                                distributed_optimizer=dist)
+                                distributed_optimizer=dist, virtual_stages=v)
                     priced += 1
                     found = _least_recompute(problem, plan, options)
                     if found is None:

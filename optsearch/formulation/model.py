@@ -30,7 +30,7 @@ import numpy as np
 
 from optsearch.candidates import NodeUse, SpaceOptions, block_recompute_enabled
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, num_micro_batches, stage_parameters, memory_capacity_bytes, embedding_allreduce_s,
+    MEMORY_RESERVE_BYTES, in_flight_per_layer, num_micro_batches, stage_parameters, memory_capacity_bytes, embedding_allreduce_s,
 )
 from optsearch.costmodel import (
     expert_allreduce_s, expert_optimizer_step_s, expert_state_bytes_per_param, moe_layer_alltoall_s,
@@ -56,6 +56,7 @@ class Candidate:
     uses: tuple[NodeUse, ...]
     ep: int = 1  # expert-parallel size (mixture-of-experts models)
     cp: int = 1  # context parallelism (issue 16)
+    v: int = 1  # interleaved pipeline: model chunks per rank (Plan.virtual_stages)
 
     @property
     def gpus_per_stage(self) -> int:
@@ -63,16 +64,17 @@ class Candidate:
 
     @property
     def key(self) -> tuple[int, ...]:
-        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep) + ((self.cp,) if self.cp != 1 else ())
+        """(tp, dp, b, pp, ep, cp, v): one length, so that keys order (ties of the bound sort by it)."""
+        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep, self.cp, self.v)
 
 
 def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
                    recompute_num_layers: int | None = None) -> Plan:
-    """The candidate's plan with these stages: its degrees, and the distributed optimizer the search decides
-    (costmodel.distributed_optimizer_on)."""
+    """The candidate's plan with these stages: its degrees (tp, dp, b, ep, cp, v), and the distributed optimizer the
+    search decides (costmodel.distributed_optimizer_on)."""
     return Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages, ep=cand.ep,
                 cp=cand.cp, distributed_optimizer=distributed_optimizer_on(problem.job, cand.dp, cand.cp),
-                recompute_num_layers=recompute_num_layers)
+                recompute_num_layers=recompute_num_layers, virtual_stages=cand.v)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +122,9 @@ class Coefficients:
     def layer_optimizer_s(self, g: int, k: int) -> float:
         """The part of a layer of kind k on g in its stage's optimizer step beyond beta[g] x P_k (its experts)."""
         return self.expert_optimizer_s_per_param[g] * self.expert_params[k]
+    virtual_stages: int = 1  # v: stage layer counts are multiples of v; sends and the pipeline rows scale with it
+    wrap_inter_s: tuple[tuple[float, ...], ...] = ()  # [g][h]: v > 1, a send between the last (h) and first (g) stage
+    wrap_intra_s: tuple[float, ...] = ()  # [g]: the same inside one node of g
 
     @property
     def has_embedding_allreduce(self) -> bool:
@@ -156,7 +161,7 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
             tuple(tuple(cp_layer_activation_bytes(problem, g, k, tp, mbs, r, cp) for k in kinds) for r in modes)
             for g in names
         ),
-        in_flight=tuple(min(pp - s, m) for s in range(pp)),
+        in_flight=tuple(in_flight_per_layer(pp, s, m, cand.v) for s in range(pp)),
         full_working_bytes=tuple(cp_full_recompute_working_bytes(problem, g, tp, mbs, cp) for g in names),
         logits_bytes=cp_logits_bytes(model, tp, mbs, cp),
         capacity_bytes=tuple(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
@@ -173,6 +178,10 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
         expert_optimizer_s_per_param=tuple(expert_optimizer_step_s(problem, g, 1.0, tp, cand.dp, ep, dist)
                                            for g in names),
         expert_state_bytes_per_param=expert_state_bytes_per_param(problem.job, cand.dp, ep, dist) / (tp * ep),
+        virtual_stages=cand.v,
+        wrap_inter_s=tuple(tuple(stage_send_s(problem, h, g, False, w, mbs, tp, cp) if cand.v > 1 else 0.0
+                                 for h in names) for g in names),
+        wrap_intra_s=tuple(stage_send_s(problem, g, g, True, w, mbs, tp, cp) if cand.v > 1 else 0.0 for g in names),
     )
 
 
@@ -237,7 +246,7 @@ def skeleton(problem: Problem, cand: Candidate, options: SpaceOptions) -> Skelet
     else:
         skel = Skeleton(problem=problem, cand=cand, c=c, block_starts=block_starts,
                         most=most_layers(c, cand.pp, len(cand.uses)))
-    if block_recompute_enabled(options):
+    if block_recompute_enabled(options) and cand.v == 1:  # v > 1: Megatron applies N per chunk, not modelled
         bc = block_coefficients(problem, cand)
         skel.block = bc if block_worth_modelling(skel, bc) else None
     return skel
@@ -394,12 +403,16 @@ def add_p2p(f: Formulation) -> None:
             f.lm.add(f"p2i_{j}_{g}", Lin.of((1, e_(j)), (-c, z_(j, g))).extend(starts, c), ">=", 0, "time")
 
 
-def _minus_sends(lin: Lin, s: int, pp: int) -> Lin:
-    """lin - e[s-1] - e[s]: stage s pays its sends (gradients back to s-1, activations on to s+1)."""
+def _minus_sends(lin: Lin, s: int, pp: int, v: int = 1) -> Lin:
+    """lin - v e[s-1] - v e[s] (- (v - 1) e_wrap on the end stages): stage s pays its sends (gradients back to s-1,
+    activations on to s+1), v of each per micro-batch when interleaved, and the v - 1 across the wrap-around
+    (costmodel.interleaved_send_counts)."""
     if s > 0:
-        lin.add(-1, e_(s - 1))
+        lin.add(-v, e_(s - 1))
     if s < pp - 1:
-        lin.add(-1, e_(s))
+        lin.add(-v, e_(s))
+    if v > 1 and s in (0, pp - 1):
+        lin.add(-(v - 1), "e_wrap")
     return lin
 
 
@@ -416,7 +429,7 @@ def add_stage_time(f: Formulation) -> None:
                 lin.add(-f.c.embedding_s[g], z_(s, g))
             if s == pp - 1:
                 lin.add(-f.c.head_s[g], z_(s, g))
-        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
+        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp, f.cand.v), ">=", 0, "time")
 
 
 def add_pipeline_max(f: Formulation) -> None:
@@ -480,8 +493,44 @@ def add_embedding_allreduce(f: Formulation) -> None:
             f.lm.add(f"emi_{g}", Lin.of((1, "E"), (-x, z_(0, g)), (x, "u_emb")), ">=", 0, "time")
 
 
+def add_wrap_p2p(f: Formulation) -> None:
+    """v > 1: e_wrap >= one send across the wrap-around between the last and the first stage, priced as the tied
+    embedding all-reduce's pair (same node iff Placement.ends_same_node):
+    w >= b[s,h] (s >= 1);  w >= z[0,g] (g: the pipeline cannot fit one node);  w <= sum of those
+    e_wrap >= c_inter[g,h] (z[0,g] + z[pp-1,h] + w - 2);   e_wrap >= c_intra[g] (z[0,g] - w)   (g: it can)"""
+    c, pp = f.c, f.cand.pp
+    if f.cand.v == 1:
+        return
+    G = len(f.cand.uses)
+    later = [b for (s, _), b in f.block_starts.items() if s >= 1]
+    whole = [z_(0, g) for g in range(G) if not c.emb_same_possible[g]]
+    for i, b in enumerate(later):
+        f.lm.add(f"wu_b_{i}", Lin.of((1, "u_wrap"), (-1, b)), ">=", 0, "count")
+    for g in range(G):
+        if not c.emb_same_possible[g]:
+            f.lm.add(f"wu_z_{g}", Lin.of((1, "u_wrap"), (-1, z_(0, g))), ">=", 0, "count")
+    f.lm.add("wu_up", Lin.of((1, "u_wrap"), *((-1, b) for b in later), *((-1, z) for z in whole)), "<=", 0, "count")
+    for g in range(G):
+        for h in range(G):
+            x = c.wrap_inter_s[g][h]
+            lin = Lin.of((1, "e_wrap"), (-x, z_(0, g)), (-x, z_(pp - 1, h)), (-x, "u_wrap"))
+            f.lm.add(f"wrx_{g}_{h}", lin, ">=", -2 * x, "time")
+        if c.emb_same_possible[g]:
+            x = c.wrap_intra_s[g]
+            f.lm.add(f"wri_{g}", Lin.of((1, "e_wrap"), (-x, z_(0, g)), (x, "u_wrap")), ">=", 0, "time")
+
+
 def add_iteration_time(f: Formulation) -> None:
-    """T >= (m - 1) M + sum_s t[s] + A + O + E   (1F1B pipeline + DP and embedding all-reduces + optimizer step)"""
+    """T >= (m - 1) M + sum_s t[s] + A + O + E   (1F1B pipeline + DP and embedding all-reduces + optimizer step)
+    Interleaved (v > 1; costmodel.interleaved_pipeline_time_s), times v for integer coefficients:
+    v T >= (m v - 1) M + sum_s t[s] + v (A + O + E)"""
+    v = f.cand.v
+    if v > 1:
+        lin = Lin.of((v, "T"), (-(f.c.m * v - 1), "M"), (-v, "A"), (-v, "O"), (-v, "E"))
+        for s in range(f.cand.pp):
+            lin.add(-1, t_(s))
+        f.lm.add("iter", lin, ">=", 0, "time")
+        return
     lin = Lin.of((1, "T"), (-(f.c.m - 1), "M"), (-1, "A"), (-1, "O"), (-1, "E"))
     for s in range(f.cand.pp):
         lin.add(-1, t_(s))
@@ -598,6 +647,8 @@ def stage_patterns(c: Coefficients, pp: int, num_uses: int, most: np.ndarray | N
             if low == 0 and by_mode[0] >= 0:
                 out[(s, g, 0)] = 0  # an empty stage recomputes nothing
             for n in range(max(low, 1), max(by_mode) + 1):
+                if n % c.virtual_stages:
+                    continue  # interleaved: every stage's layers split into v equal chunks
                 out[(s, g, n)] = next(r for r, k in enumerate(by_mode) if k >= n)
     return out
 
@@ -665,7 +716,7 @@ def add_pattern_stage_time(f: Formulation) -> None:
         lin = Lin.of((1, t_(s)))
         for (g, n) in f.patterns_of(s):
             lin.add(-pattern_compute_s(f, s, g, n), x_(s, g, n))
-        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp), ">=", 0, "time")
+        f.lm.add(f"st_{s}", _minus_sends(lin, s, pp, f.cand.v), ">=", 0, "time")
 
 
 def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
@@ -715,7 +766,7 @@ def add_uniform_recompute(f: Formulation) -> None:
                 extra = max(extra, at_r - least)
                 lin.add(-at_r, x_(s, g, n))
             if extra > 0:
-                lin = _minus_sends(lin, s, pp).add(-extra, u_(r))
+                lin = _minus_sends(lin, s, pp, f.cand.v).add(-extra, u_(r))
                 f.lm.add(f"ust_{s}_{r}", lin, ">=", -extra, "time")
 
 
@@ -765,7 +816,9 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
     layers = sum(c.kind_layers)
     step_hi = max(x for per_g in c.step_s for per_r in per_g for x in per_r)
     send_hi = max(max(max(row) for row in c.send_inter_s), max(c.send_intra_s))
-    t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi
+    t_hi = layers * step_hi + max(c.embedding_s) + max(c.head_s) + 2 * send_hi * cand.v
+    if cand.v > 1:
+        t_hi += (cand.v - 1) * max(max(max(row) for row in c.wrap_inter_s), max(c.wrap_intra_s))
     params_hi = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + max(c.fixed_params) * 2
     upper = (c.m - 1 + cand.pp) * t_hi + params_hi * (max(c.allreduce_s_per_param) + max(c.optimizer_s_per_param))
     upper += sum(n * max(c.layer_allreduce_s(g, k) + c.layer_optimizer_s(g, k) for g in range(len(cand.uses)))
@@ -825,6 +878,9 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         lm.var(name, "time", 0, U)
     if c.has_embedding_allreduce:
         lm.var("u_emb", "bool")
+    if cand.v > 1:
+        lm.var("e_wrap", "time", 0, U)
+        lm.var("u_wrap", "bool")
     need_cost = budget.objective == "cost" or budget.max_cost_usd is not None
     if need_cost:
         for (s, g) in block_starts:
@@ -851,6 +907,7 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_optimizer(f)                # O >= optimizer step of every stage
         add_memory(f)                   # per-GPU bytes <= capacity
     add_embedding_allreduce(f)          # E >= tied-embedding all-reduce (first <-> last stage)
+    add_wrap_p2p(f)                     # v > 1: e_wrap >= a send between the last and the first stage
     if uniform:
         add_uniform_recompute(f)        # one recomputation mode on every stage with layers
     if skel.block is not None:
