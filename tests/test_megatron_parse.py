@@ -158,6 +158,10 @@ def _interleaved() -> list[tuple[str, str, Plan]]:
         ("gpt2-xl", "fasop-a10", plan("10-14-12-12", "a10", 2)),  # heterogeneous ranks: chunks 5, 7, 6, 6
         ("gpt2-xl", "fasop-a100-a10", plan("0-18-15-15", "a100,a10*3", 3, tp=2, dp=2)),  # empty first rank, v 3
         ("gpt2-xl", "fasop-a10", plan("20-28", "a10", 4)),  # pp 2: upstream overlaps the p2p by default
+        # the plan-wide knobs together: v 2 with cp 2 and the distributed optimizer (32 GPUs = tp 2 x cp 2 x dp 2 x pp 4)
+        ("gpt2-xl", "fasop-a10", replace(plan("12-12-12-12", "a10", 2, tp=2, dp=2), cp=2, distributed_optimizer=True)),
+        # experts with interleaving: Mixtral, tp 2, dp 4, ep 4, v 2 (4 layers per chunk)
+        ("mixtral-8x7b", "aws-p4d", replace(plan("8-8-8-8", "p4d.24xlarge", 2, tp=2, dp=4), ep=4)),
     ]
 
 
@@ -170,6 +174,8 @@ def test_interleaved_plans_pass_upstream_validation(upstream, monkeypatch, index
     margs, args, argument_utils, block = _run_upstream(upstream, monkeypatch, problem, plan)
     assert args.virtual_pipeline_model_parallel_size == plan.virtual_stages
     assert args.pipeline_model_parallel_size == plan.pp and args.data_parallel_size == plan.dp
+    assert args.context_parallel_size == plan.cp and args.expert_model_parallel_size == plan.ep
+    assert args.use_distributed_optimizer == plan.distributed_optimizer
     try:
         importlib.import_module("transformer_engine")
     except ImportError:
