@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from optsearch.candidates import NodeUse
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, dp_allreduce_s, memory_capacity_bytes, embedding_step_s, full_recompute_working_bytes, head_step_s,
@@ -235,9 +237,9 @@ def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: floa
     stages, which only loosens the bound) and holds a whole number of layers, at most
     k_g(M) = min(NMAX[g], floor((M - sends) / step_min[g])). SIGMA(M) pours the L layers fastest-first into those
     stages; it is infinite while they cannot hold L. Between two breakpoints M = sends + n step_min[g], every k_g
-    and so SIGMA are constant and (m - 1) M grows: the minimum sits on a breakpoint. Breakpoints are walked upwards
-    from the first that holds L, and the walk stops once (m - 1) M plus the least SIGMA (every stage at NMAX)
-    reaches the best value. cap_of overrides NMAX (the aggregate bound gives every slot the largest NMAX)."""
+    and so SIGMA are constant and (m - 1) M grows: the minimum sits on a breakpoint. Every breakpoint is evaluated
+    in one array operation (a Python walk over them took most of the refined bounds' time on the large pools).
+    cap_of overrides NMAX (the aggregate bound gives every slot the largest NMAX)."""
     caps = cap_of if cap_of is not None else d.max_layers_per_stage
     # Groups of identical stages, fastest first: (step, cap, send, how many).
     groups: list[tuple[float, int, float, int]] = []
@@ -254,36 +256,22 @@ def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: floa
         return math.inf
     sends_total = sum(e * c for _, _, e, c in groups)
 
-    def per_stage(M: float, step: float, cap: int, e: float) -> int:
-        # + 1e-9: at a breakpoint M = e + n step, rounding must not lose the n-th layer (that would overstate)
-        return cap if M == math.inf else max(0, min(cap, math.floor((M - e) / step + 1e-9)))
-
-    def sigma(M: float) -> float | None:
-        left, total = L, sends_total
-        for step, cap, e, c in groups:
-            take = min(left, c * per_stage(M, step, cap, e))
-            total += take * step
-            left -= take
-        return None if left > 0 else total
-
-    least_sigma = sigma(math.inf)
-    assert least_sigma is not None
-    marks = sorted({e + n * step for step, cap, e, _ in groups for n in range(1, cap + 1)})
-    lo, hi = 0, len(marks) - 1  # the first mark that holds L (sigma is finite from there on)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if sigma(marks[mid]) is None:
-            lo = mid + 1
-        else:
-            hi = mid
-    best = math.inf
-    for M in marks[lo:]:
-        if (d.m - 1) * M + least_sigma >= best:
-            break
-        got = sigma(M)
-        if got is not None:
-            best = min(best, (d.m - 1) * M + got)
-    return best * (1 - 1e-9)  # float sums: stay below the true minimum
+    # Every breakpoint at once (one row per M, one column per group, in pouring order): a group of c stages holds
+    # c x per_stage(M) layers, per_stage(M) = min(cap, floor((M - e) / step + 1e-9)) (+ 1e-9: at a breakpoint
+    # M = e + n step, rounding must not lose the n-th layer, which would overstate); the layers are poured into the
+    # groups in order, so group i takes min(what is left, what it holds).
+    step = np.array([g[0] for g in groups])
+    cap = np.array([g[1] for g in groups], dtype=np.float64)
+    send = np.array([g[2] for g in groups])
+    count = np.array([g[3] for g in groups], dtype=np.float64)
+    marks = np.unique(np.concatenate([e + np.arange(1, c + 1) * st for st, c, e, _ in groups]))
+    per_stage = np.clip(np.floor((marks[:, None] - send[None, :]) / step[None, :] + 1e-9), 0, cap[None, :])
+    holds = count[None, :] * per_stage  # [M, group]
+    before = np.cumsum(holds, axis=1) - holds  # layers the groups before hold
+    take = np.clip(L - before, 0, holds)
+    sigma = sends_total + (take * step[None, :]).sum(axis=1)
+    value = np.where(holds.sum(axis=1) >= L, (d.m - 1) * marks + sigma, math.inf)
+    return float(value.min()) * (1 - 1e-9)  # float sums: stay below the true minimum
 
 
 def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[int, ...], all_params: float

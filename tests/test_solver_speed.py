@@ -1,0 +1,123 @@
+"""The speed work of issue 14 item 3 keeps every bound a bound: the vectorized searches against plain loops, and the
+cost-budget pruning of the positional bound (minimizing time under a cost budget) against every plan by brute force."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+
+from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
+from optsearch.bounds import _compositions, _pipeline_s, degree_terms
+from optsearch.candidates import dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates
+from optsearch.formulation.model import Candidate, skeleton
+from optsearch.formulation.positional import _most_cover, positional_bound, tables
+from optsearch.plan import Plan, Stage
+from optsearch.spec.budget import Budget
+
+from test_solver import instances
+
+
+def _pattern_candidates(problem, options):
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs):
+                uses = tuple(node_uses(problem, tp, dp, mbs))
+                if not uses:
+                    continue
+                for pp in range(1, max_stages(problem, options) + 1):
+                    sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
+                    if sk.patterns is not None:
+                        yield sk
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_the_communication_search_finds_the_least_value_a_linear_scan_finds(case):
+    """comm_at's search tries many values of C per programme; it must land on the least C whose layouts still hold the
+    layers, as a scan of every value from the smallest does (and as a plain bisection does)."""
+    problem, options, _, _, _ = case
+    for sk in _pattern_candidates(problem, options):
+        tab = tables(sk)
+        if not len(tab.marks):
+            continue
+        ix = np.arange(len(tab.marks))
+        Ms = tab.marks[np.isfinite(tab.rent_at(ix))]
+        if not len(Ms):
+            continue
+        for which, cm in enumerate(tab.comm_marks):
+            want = []
+            for M in Ms:
+                covers = _most_cover(tab.groups, tab.sup, tab.caps_of.at(np.full(len(cm), M), cm, which), tab.pp)
+                holds = np.nonzero(covers >= tab.L)[0]
+                want.append(int(holds[0]) if len(holds) else len(cm) - 1)
+            for ways in (1, 3, 16):
+                assert tab._least_comm(Ms, cm, which, ways).tolist() == want, (sk.cand.key, which, ways)
+
+
+def _pipeline_by_walk(d, pp, counts, send_min, L):
+    """_pipeline_s as a plain loop over every breakpoint M (no early stop): min of (m - 1) M + SIGMA(M)."""
+    groups = []
+    ends_left = 2 if pp > 1 else 0
+    for g in sorted((g for g, n in enumerate(counts) if n), key=lambda g: d.step_min_s[g]):
+        light = min(ends_left, counts[g])
+        ends_left -= light
+        if light:
+            groups.append((d.step_min_s[g], d.max_layers_per_stage[g], send_min, light))
+        if counts[g] - light:
+            groups.append((d.step_min_s[g], d.max_layers_per_stage[g], 2 * send_min if pp > 1 else 0.0,
+                           counts[g] - light))
+    best = math.inf
+    for M in sorted({e + n * step for step, cap, e, _ in groups for n in range(1, cap + 1)}):
+        left, total = L, sum(e * c for _, _, e, c in groups)
+        for step, cap, e, c in groups:
+            take = min(left, c * max(0, min(cap, math.floor((M - e) / step + 1e-9))))
+            total += take * step
+            left -= take
+        if left == 0:
+            best = min(best, (d.m - 1) * M + total)
+    return best * (1 - 1e-9)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_the_vectorized_pipeline_bound_equals_the_walk_over_every_breakpoint(case):
+    problem, options, _, _, _ = case
+    L = problem.model.num_layers
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs):
+                uses = tuple(node_uses(problem, tp, dp, mbs))
+                if not uses:
+                    continue
+                d = degree_terms(problem, tp, dp, mbs, uses)
+                for pp in range(1, max_stages(problem, options) + 1):
+                    for counts in _compositions(d, pp, 10**6) or []:
+                        got = _pipeline_s(d, pp, counts, d.send_min_s, L)
+                        want = _pipeline_by_walk(d, pp, counts, d.send_min_s, L)
+                        assert got == want or math.isclose(got, want, rel_tol=1e-12), (counts, got, want)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_minimizing_time_under_a_cost_budget_at_a_plans_exact_cost_the_positional_bound_stays_below_it(case):
+    """The positional bound drops a mark (a limit on the slowest stage) when the McCormick bound on the cost of its
+    plans exceeds the cost budget. With the budget at a plan's own cost, the tightest budget it meets, the bound of
+    its candidate must stay at or below its time: were the cost bound above some plan's cost, this fails."""
+    problem, options, _, _, _ = case
+    for sk in _pattern_candidates(problem, options):
+        cand = sk.cand
+        plans = []
+        for types in type_sequences(list(cand.uses), cand.pp, None, cand.tp * cand.dp):
+            for parts in partitions(problem.model.num_layers, cand.pp):
+                stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
+                found = _least_recompute(
+                    problem, Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages),
+                    options)
+                if found is not None:
+                    plans.append(found[1])
+        # the fastest plans and the cheapest: the ones whose cost sits closest to the McCormick bound
+        for est in [min(plans, key=lambda e: e.training_time_s), min(plans, key=lambda e: e.cost_usd)] if plans else []:
+            pos = positional_bound(sk, Budget(objective="time", max_cost_usd=est.cost_usd))
+            assert pos.bound <= est.training_time_s * (1 + 1e-9), (cand.key, est.cost_usd, pos.bound)
