@@ -121,3 +121,27 @@ def test_minimizing_time_under_a_cost_budget_at_a_plans_exact_cost_the_positiona
         for est in [min(plans, key=lambda e: e.training_time_s), min(plans, key=lambda e: e.cost_usd)] if plans else []:
             pos = positional_bound(sk, Budget(objective="time", max_cost_usd=est.cost_usd))
             assert pos.bound <= est.training_time_s * (1 + 1e-9), (cand.key, est.cost_usd, pos.bound)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(instances())
+def test_the_least_sum_programme_takes_every_layer_count_at_once_with_the_loops_result(case):
+    """_least_sum's array form (every count n of a group in one operation) against its loop over n, with and
+    without the rent weight of the combined programme: the same values, to the bit."""
+    from unittest import mock
+
+    from optsearch.formulation import positional
+
+    problem, options, _, _, _ = case
+    for sk in _pattern_candidates(problem, options):
+        tab = tables(sk)
+        if not len(tab.marks):
+            continue
+        caps = tab.caps(np.arange(len(tab.marks)))
+        for weight in (None, np.linspace(0.0, 3.0, len(tab.marks))):
+            args = (tab.groups, tab.sup, caps, tab.pp, tab.L, weight)
+            with mock.patch.object(positional, "SUM_VECTOR_LIMIT", 0):
+                looped = positional._least_sum(*args)[0]
+            with mock.patch.object(positional, "SUM_VECTOR_LIMIT", 10**12):
+                at_once = positional._least_sum(*args)[0]
+            assert np.array_equal(looped, at_once), (sk.cand.key, looped, at_once)

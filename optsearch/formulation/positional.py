@@ -64,6 +64,7 @@ from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
 
 CHUNK = 64  # values of M per vectorized pass
+SUM_VECTOR_LIMIT = 1_000_000  # _least_sum takes every layer count of a group at once while its array stays this small
 COMM_WAYS = 16  # values of C tried per pass of comm_at's search (one programme over all of them)
 
 
@@ -313,7 +314,20 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             base = np.where(cap >= 0, base, np.inf)
-            for n in range(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1):
+            ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
+            if len(ns) == 0:
+                continue
+            if not choices and nM * len(grp.index) * U * len(ns) * (L + 1) <= SUM_VECTOR_LIMIT:
+                # Every count n at once (the loop below, one array operation): [M, block, u, n, l] holds
+                # per[n, block, M] + nxt[M, block, u, l - n], infinite where l < n; the least over blocks and n.
+                per = np.where((ns[:, None, None] >= grp.low[None, :, None]) & (ns[:, None, None] <= cap[None]),
+                               base[None] + grp.step_s[None, :, None] * ns[:, None, None], np.inf)  # [n, block, M]
+                shift = np.arange(L + 1)[None, :] - ns[:, None]  # [n, l]: l - n
+                padded = np.concatenate([nxt, np.full(nxt.shape[:3] + (1,), np.inf)], axis=3)
+                got = per.transpose(2, 1, 0)[:, :, None, :, None] + padded[:, :, :, np.where(shift >= 0, shift, L + 1)]
+                np.minimum(best[:, :U, :], got.min(axis=(1, 3)), out=best[:, :U, :])
+                continue
+            for n in ns.tolist():
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
                 got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
                 low = got.min(axis=1)
@@ -501,21 +515,29 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # R(M), S(M) and C(M) never grow with M (a larger M allows every layout a smaller one allows), so their values at
     # the largest mark (where every allowed count is allowed) are floors at every mark: one programme each, often far
     # above the structural floors. With m = 1 the bound's minimum sits at that mark, and the walk below ends there.
-    # They are taken one at a time, cheapest first (R: one programme; S: one; C: a search of programmes), and the
-    # bound stops at the first floor that already reaches the cutoff (issue 14: all three for every candidate took
-    # 16 ms a candidate on GPT-3 175B, mixed-pool-8k, against 5.6 ms without them).
+    # They are taken one at a time, cheapest first (R at the largest mark: one programme; R at the first CHUNK
+    # useful marks, which the walk needs anyway; S: one; C: a search of programmes), and the bound stops at the first
+    # that already reaches the cutoff (issue 14: all three floors for every candidate took 14 ms of CPU a candidate on
+    # GPT-3 175B, mixed-pool-8k; in this order 6.5 ms, bench figures in docs/solver.md).
     def floors() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
         rents = np.full(len(marks), rent_floor)
         return floor_iteration, value_of(rents, floor_iteration), tab.possible & meets(rents, floor_iteration)
 
     top = np.nonzero(tab.possible)[0][-1:]
-    for level in range(4) if len(top) else ():
+    for level in range(5) if len(top) else ():
         if level:
             floor_iteration, floor, useful = floors()
             if not useful.any():
                 return PositionalBound(math.inf, ())  # every mark breaks the budget on its floors
             least = float(floor[useful].min())  # floors grow with M: every useful mark's bound is at least this
+            if level == 2:
+                # R(M) itself at the first CHUNK useful marks (the walk's first programme, kept for it): where the
+                # rent falls steeply with M this alone ends most candidates on a large pool before S and C.
+                first, rest = np.nonzero(useful)[0][:CHUNK], np.nonzero(useful)[0][CHUNK:]
+                rent = tab.rent_at(first)
+                rough = np.where(meets(rent, floor_iteration[first]), value_of(rent, floor_iteration[first]), np.inf)
+                least = min(float(rough.min()), float(floor[rest].min(initial=math.inf)))
             if least >= cutoff:
                 return PositionalBound(least * (1 - 1e-9), ())
         if level == 0:
@@ -523,9 +545,9 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             if not math.isfinite(rent_top):
                 return PositionalBound(math.inf, ())  # no layout holds the layers at any M
             rent_floor = max(rent_floor, rent_top * (1 - 1e-12))
-        elif level == 1:
-            sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
         elif level == 2:
+            sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
+        elif level == 3:
             comm_s = max(comm_s, float(tab.comm_at(top)[0]))
     floor_iteration, floor, useful = floors()
     best = math.inf  # least bound over the values of M seen so far
