@@ -185,15 +185,14 @@ MAX_COMPOSITIONS = 300
 def _count_compositions_upto(d: DegreeTerms, most: int) -> list[int]:
     """How many compositions `_compositions` would list, for every pp up to `most` (a DP over types; capped)."""
     pp = min(most, 512)
-    ways = [1] + [0] * pp
+    ways = np.zeros(pp + 1, dtype=np.int64)
+    ways[0] = 1
     for g in range(len(d.slots)):
-        nxt = [0] * (pp + 1)
-        for total, count in enumerate(ways):
-            if count:
-                for n in range(0, min(pp - total, d.slots[g]) + 1, d.stages_per_block[g]):
-                    nxt[total + n] = min(nxt[total + n] + count, 10**9)
-        ways = nxt
-    return ways
+        nxt = np.zeros(pp + 1, dtype=np.int64)
+        for n in range(0, min(pp, d.slots[g]) + 1, d.stages_per_block[g]):  # n stages of type g
+            nxt[n:] += ways[: pp + 1 - n]
+        ways = np.minimum(nxt, 10**9)  # each term is at most 10^9 and at most 513 of them: no overflow
+    return ways.tolist()
 
 
 _COUNTS: dict[tuple, list[int]] = {}
@@ -216,8 +215,11 @@ def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] 
 def _list_compositions(d: DegreeTerms, pp: int) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     G = len(d.slots)
+    room = [sum(d.slots[h] // d.stages_per_block[h] * d.stages_per_block[h] for h in range(g, G)) for g in range(G)]
 
     def rec(g: int, left: int, acc: tuple[int, ...]) -> None:
+        if left > room[g]:  # the types from g on cannot take the stages left
+            return
         if g == G - 1:
             if left <= d.slots[g] and left % d.stages_per_block[g] == 0:
                 out.append(acc + (left,))
@@ -237,9 +239,9 @@ def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: floa
     stages, which only loosens the bound) and holds a whole number of layers, at most
     k_g(M) = min(NMAX[g], floor((M - sends) / step_min[g])). SIGMA(M) pours the L layers fastest-first into those
     stages; it is infinite while they cannot hold L. Between two breakpoints M = sends + n step_min[g], every k_g
-    and so SIGMA are constant and (m - 1) M grows: the minimum sits on a breakpoint. Every breakpoint is evaluated
-    in one array operation (a Python walk over them took most of the refined bounds' time on the large pools).
-    cap_of overrides NMAX (the aggregate bound gives every slot the largest NMAX)."""
+    and so SIGMA are constant and (m - 1) M grows: the minimum sits on a breakpoint. Breakpoints are walked upwards
+    from the first that holds L, and the walk stops once (m - 1) M plus the least SIGMA (every stage at NMAX)
+    reaches the best value. cap_of overrides NMAX (the aggregate bound gives every slot the largest NMAX)."""
     caps = cap_of if cap_of is not None else d.max_layers_per_stage
     # Groups of identical stages, fastest first: (step, cap, send, how many).
     groups: list[tuple[float, int, float, int]] = []
@@ -256,22 +258,36 @@ def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: floa
         return math.inf
     sends_total = sum(e * c for _, _, e, c in groups)
 
-    # Every breakpoint at once (one row per M, one column per group, in pouring order): a group of c stages holds
-    # c x per_stage(M) layers, per_stage(M) = min(cap, floor((M - e) / step + 1e-9)) (+ 1e-9: at a breakpoint
-    # M = e + n step, rounding must not lose the n-th layer, which would overstate); the layers are poured into the
-    # groups in order, so group i takes min(what is left, what it holds).
-    step = np.array([g[0] for g in groups])
-    cap = np.array([g[1] for g in groups], dtype=np.float64)
-    send = np.array([g[2] for g in groups])
-    count = np.array([g[3] for g in groups], dtype=np.float64)
-    marks = np.unique(np.concatenate([e + np.arange(1, c + 1) * st for st, c, e, _ in groups]))
-    per_stage = np.clip(np.floor((marks[:, None] - send[None, :]) / step[None, :] + 1e-9), 0, cap[None, :])
-    holds = count[None, :] * per_stage  # [M, group]
-    before = np.cumsum(holds, axis=1) - holds  # layers the groups before hold
-    take = np.clip(L - before, 0, holds)
-    sigma = sends_total + (take * step[None, :]).sum(axis=1)
-    value = np.where(holds.sum(axis=1) >= L, (d.m - 1) * marks + sigma, math.inf)
-    return float(value.min()) * (1 - 1e-9)  # float sums: stay below the true minimum
+    def per_stage(M: float, step: float, cap: int, e: float) -> int:
+        # + 1e-9: at a breakpoint M = e + n step, rounding must not lose the n-th layer (that would overstate)
+        return cap if M == math.inf else max(0, min(cap, math.floor((M - e) / step + 1e-9)))
+
+    def sigma(M: float) -> float | None:
+        left, total = L, sends_total
+        for step, cap, e, c in groups:
+            take = min(left, c * per_stage(M, step, cap, e))
+            total += take * step
+            left -= take
+        return None if left > 0 else total
+
+    least_sigma = sigma(math.inf)
+    assert least_sigma is not None
+    marks = sorted({e + n * step for step, cap, e, _ in groups for n in range(1, cap + 1)})
+    lo, hi = 0, len(marks) - 1  # the first mark that holds L (sigma is finite from there on)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if sigma(marks[mid]) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    best = math.inf
+    for M in marks[lo:]:
+        if (d.m - 1) * M + least_sigma >= best:
+            break
+        got = sigma(M)
+        if got is not None:
+            best = min(best, (d.m - 1) * M + got)
+    return best * (1 - 1e-9)  # float sums: stay below the true minimum
 
 
 def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[int, ...], all_params: float

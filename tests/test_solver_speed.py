@@ -145,3 +145,26 @@ def test_the_least_sum_programme_takes_every_layer_count_at_once_with_the_loops_
             with mock.patch.object(positional, "SUM_VECTOR_LIMIT", 10**12):
                 at_once = positional._least_sum(*args)[0]
             assert np.array_equal(looped, at_once), (sk.cand.key, looped, at_once)
+
+
+def test_compositions_are_counted_and_listed_as_a_brute_force_over_every_count_finds_them():
+    """The count (an array DP) and the list (a recursion that stops where the types left cannot take the stages
+    left) of the stage counts per type against itertools.product over every count."""
+    import itertools
+    import random
+    from types import SimpleNamespace
+
+    from optsearch.bounds import _count_compositions_upto, _list_compositions
+
+    rng = random.Random(14)
+    for _ in range(60):
+        G = rng.randint(1, 4)
+        d = SimpleNamespace(slots=tuple(rng.randint(0, 9) for _ in range(G)),
+                            stages_per_block=tuple(rng.choice([1, 1, 2, 4]) for _ in range(G)))
+        counts = _count_compositions_upto(d, 40)
+        for pp in range(0, 41):
+            want = sorted(c for c in itertools.product(*(range(0, s + 1, q) for s, q in zip(d.slots,
+                                                                                            d.stages_per_block)))
+                          if sum(c) == pp)
+            assert sorted(_list_compositions(d, pp)) == want, (d, pp)
+            assert counts[pp] == len(want), (d, pp)
