@@ -65,7 +65,7 @@ from optsearch.units import SECONDS_PER_HOUR
 
 CHUNK = 64  # values of M per vectorized pass
 SUM_VECTOR_LIMIT = 20_000  # _least_sum takes every layer count of a group at once while its array stays this small
-COMM_WAYS = 16  # values of C tried per pass of comm_at's search (one programme over all of them)
+COMM_WAYS = 4  # values of C tried per pass of comm_at's search (one programme over all of them)
 
 
 class OutOfTime(Exception):
