@@ -501,7 +501,9 @@ def solve(
             slice_s = MODEL_SLICE_S * MODEL_SLICE_GROWTH ** item.tries
             if limit is None or slice_s < limit:
                 limit, sliced = slice_s, True
-        sol, found, solves = _solve_model(problem, engine, f, limit, hint(f, start_from[1]) if start_from else None)
+        # A hint needs pattern mode; a plan of a candidate of several layer kinds (from its own earlier slice) has none.
+        hint_values = hint(f, start_from[1]) if start_from and f.patterns is not None else None
+        sol, found, solves = _solve_model(problem, engine, f, limit, hint_values)
         checker = engine.name
         if sol.status == "infeasible" and incumbent is None:
             # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):

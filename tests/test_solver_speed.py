@@ -212,3 +212,23 @@ def test_the_slices_were_exercised():
     if not _SLICED:
         test_model_solves_cut_short_by_their_slice_and_solved_again_later_still_give_the_optimum()
     assert _SLICED
+
+
+def test_a_candidate_of_several_layer_kinds_solved_in_slices_keeps_its_own_plan_without_a_hint():
+    """A T5-like model has no pattern mode, so no solution hint: a candidate parked after its slice found a plan is
+    solved again without one (the grid's t5-fasop time row once crashed there). Both backends, 10 us slices, against
+    brute force."""
+    from unittest import mock
+
+    from optsearch import solver as solver_module
+    from optsearch.baselines.exhaustive import solve_exhaustive
+    from optsearch.candidates import SpaceOptions
+    from test_solver import MAX_PLANS, assert_backends_equal_brute_force
+    from test_solver_certificate import _two_kinds
+
+    problem, options = _two_kinds(), SpaceOptions(max_stages=2)
+    for objective in ("cost", "time"):
+        budget = Budget(objective=objective)
+        assert solve_exhaustive(problem, budget, options=options, max_plans=MAX_PLANS).status == "optimal"
+        with mock.patch.object(solver_module, "MODEL_SLICE_S", 1e-5):
+            assert_backends_equal_brute_force(problem, budget, options)
