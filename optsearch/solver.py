@@ -346,7 +346,10 @@ def solve(
     objective under the same budget, for up to half the time left: its candidates come in order of that budget's own
     quantity, so the first plan it meets does meet it, where the objective's own order may visit thousands of
     candidates whose quick plans break it. Time limit: the positional programmes stop at the deadline (OutOfTime),
-    leaving the candidate with its cheaper bound.
+    leaving the candidate with its cheaper bound. Model solves of pattern-mode candidates get time slices
+    (MODEL_SLICE_S, growing by MODEL_SLICE_GROWTH) while other candidates are open; one cut short is parked with the
+    bound it proved and solved again once the queue cannot beat the incumbent by the gap (docs/solver.md, "Speed,
+    round 3"); parked candidates count in every stopping test and in the reported bound.
     """
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
