@@ -35,6 +35,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from optsearch.candidates import NodeUse
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, memory_capacity_bytes, num_micro_batches, stage_parameters,
@@ -228,15 +230,14 @@ MAX_COMPOSITIONS = 300
 def _count_compositions_upto(d: DegreeTerms, most: int) -> list[int]:
     """How many compositions `_compositions` would list, for every pp up to `most` (a DP over types; capped)."""
     pp = min(most, 512)
-    ways = [1] + [0] * pp
+    ways = np.zeros(pp + 1, dtype=np.int64)
+    ways[0] = 1
     for g in range(len(d.slots)):
-        nxt = [0] * (pp + 1)
-        for total, count in enumerate(ways):
-            if count:
-                for n in range(0, min(pp - total, d.slots[g]) + 1, d.stages_per_block[g]):
-                    nxt[total + n] = min(nxt[total + n] + count, 10**9)
-        ways = nxt
-    return ways
+        nxt = np.zeros(pp + 1, dtype=np.int64)
+        for n in range(0, min(pp, d.slots[g]) + 1, d.stages_per_block[g]):  # n stages of type g
+            nxt[n:] += ways[: pp + 1 - n]
+        ways = np.minimum(nxt, 10**9)  # each term is at most 10^9 and at most 513 of them: no overflow
+    return ways.tolist()
 
 
 _COUNTS: dict[tuple, list[int]] = {}
@@ -259,8 +260,11 @@ def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] 
 def _list_compositions(d: DegreeTerms, pp: int) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     G = len(d.slots)
+    room = [sum(d.slots[h] // d.stages_per_block[h] * d.stages_per_block[h] for h in range(g, G)) for g in range(G)]
 
     def rec(g: int, left: int, acc: tuple[int, ...]) -> None:
+        if left > room[g]:  # the types from g on cannot take the stages left
+            return
         if g == G - 1:
             if left <= d.slots[g] and left % d.stages_per_block[g] == 0:
                 out.append(acc + (left,))

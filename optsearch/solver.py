@@ -93,6 +93,7 @@ class Bounded:
     terms: DegreeTerms | None = None
     level: int = REFINED
     own_best: Priced | None = None  # the best plan of this candidate found without a solver
+    tries: int = 0  # model solves of this candidate stopped by their time slice (see solve)
 
 
 @dataclass(slots=True)
@@ -279,6 +280,8 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 
 
 MAX_ROUNDING_CUTS = 20
+MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
+MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan
 
 
@@ -360,7 +363,10 @@ def solve(
     objective under the same budget, for up to half the time left: its candidates come in order of that budget's own
     quantity, so the first plan it meets does meet it, where the objective's own order may visit thousands of
     candidates whose quick plans break it. Time limit: the positional programmes stop at the deadline (OutOfTime),
-    leaving the candidate with its cheaper bound.
+    leaving the candidate with its cheaper bound. Model solves of pattern-mode candidates get time slices
+    (MODEL_SLICE_S, growing by MODEL_SLICE_GROWTH) while other candidates are open; one cut short is parked with the
+    bound it proved and solved again once the queue cannot beat the incumbent by the gap (docs/solver.md, "Speed,
+    round 3"); parked candidates count in every stopping test and in the reported bound.
     """
     start = time.perf_counter()
     deadline = None if time_limit_s is None else start + time_limit_s
@@ -419,8 +425,13 @@ def solve(
 
     queue = [(b.lower_bound, b.cand.key, i, b) for i, b in enumerate(bounded)]
     heapq.heapify(queue)
-    while queue:
-        lower, key, i, item = queue[0]
+    # Candidates whose model solve ran out of its time slice, ordered by bound. They stay open (their bounds count in
+    # every stopping test) and are solved again, with a slice MODEL_SLICE_GROWTH times longer and the incumbent found
+    # meanwhile as the cut, once nothing in the queue can still beat the incumbent by the gap.
+    parked: list = []
+    while queue or parked:
+        front = queue[0][0] if queue else math.inf
+        lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
         if first_plan_only and incumbent is not None:
@@ -436,7 +447,8 @@ def solve(
         if remaining is not None and remaining <= 0:
             stopped_early = True
             break
-        heapq.heappop(queue)
+        worth = incumbent[0] * (1 - gap) if incumbent is not None else math.inf
+        lower, key, i, item = heapq.heappop(queue if front < worth or not parked else parked)
         if item.level == CHEAP:
             sharper = _bounded(problem, budget, item.terms, item.cand, True,
                                memo.refined_bound(item.terms, item.cand, budget, slower_than_s), slower_than_s)
@@ -500,8 +512,19 @@ def solve(
         if deadline is not None:  # the bound and the build above took some of it
             remaining = deadline - time.perf_counter()
         start_from = item.own_best
-        sol, found, solves = _solve_model(problem, engine, f, remaining,
-                                          hint(f, start_from[1]) if start_from else None)
+        # While other candidates are open, one model solve gets a slice of the time: a model whose cut (the
+        # incumbent) is still far from the optimum can take seconds to prove it has no better plan, where the next
+        # candidates may hold the plan that makes that proof quick (issue 14: GPT-3 13B on mixed-pool-8k, time under
+        # a cost budget, spent 30 s on such models before a later candidate's quick plan gave the optimum).
+        limit, sliced = remaining, False
+        if (queue or parked) and sk.most is not None:  # without pattern mode (several layer kinds) plans and bounds
+            # come only from models: a slice would only restart them (T5 on FASOP's cluster, time: 16 -> 27 % at 10 s)
+            slice_s = MODEL_SLICE_S * MODEL_SLICE_GROWTH ** item.tries
+            if limit is None or slice_s < limit:
+                limit, sliced = slice_s, True
+        # A hint needs pattern mode (a candidate of several layer kinds is never parked, but stay safe).
+        hint_values = hint(f, start_from[1]) if start_from and f.patterns is not None else None
+        sol, found, solves = _solve_model(problem, engine, f, limit, hint_values)
         checker = engine.name
         if sol.status == "infeasible" and incumbent is None:
             # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):
@@ -521,16 +544,22 @@ def solve(
             plan, est = found
             _check(problem, f, sol, plan, est, checker, slower_than_s)
             incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
-        if sol.status in ("feasible", "unknown"):  # stopped by the time limit inside this candidate
-            stopped_early = True
+            start_from = incumbent[:3]
+        if sol.status in ("feasible", "unknown"):  # stopped by the time limit or its slice inside this candidate
             cand_bound = objective_to_user(f, sol.bound) if sol.bound is not None else item.lower_bound
             cand_bound = max(cand_bound, item.lower_bound)
-            open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
+            if sliced:  # open, to be solved again later with a longer slice (the bound it proved kept)
+                heapq.heappush(parked, (cand_bound, key, i, Bounded(item.cand, cand_bound, item.terms, POSITIONAL,
+                                                                    start_from, item.tries + 1)))
+            else:
+                stopped_early = True
+                open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
         report(item)
     elapsed = time.perf_counter() - start
-    if stopped_early and queue:
-        # Unvisited candidates are bounded by their lower bounds; the queue's front is the least.
-        open_bound = queue[0][0] if open_bound is None else min(open_bound, queue[0][0])
+    if stopped_early and (queue or parked):
+        # Unvisited candidates are bounded by their lower bounds; the fronts of the queue and the parked are the least.
+        least = min(queue[0][0] if queue else math.inf, parked[0][0] if parked else math.inf)
+        open_bound = least if open_bound is None else min(open_bound, least)
     stats = {"candidates_total": float(total), "candidates_after_bounds": float(len(bounded)),
              "candidates_explored": float(explored), "models_solved": float(milps)}
     if seed_s is not None:

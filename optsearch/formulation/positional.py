@@ -66,6 +66,8 @@ from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
 
 CHUNK = 64  # values of M per vectorized pass
+SUM_VECTOR_LIMIT = 20_000  # _least_sum takes every layer count of a group at once while its array stays this small
+COMM_WAYS = 4  # values of C tried per pass of comm_at's search (one programme over all of them)
 
 
 class OutOfTime(Exception):
@@ -328,7 +330,20 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             base = np.where(cap >= 0, base, np.inf)
-            for n in range(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1):
+            ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
+            if len(ns) == 0:
+                continue
+            if not choices and nM * len(grp.index) * U * len(ns) * (L + 1) <= SUM_VECTOR_LIMIT:
+                # Every count n at once (the loop below, one array operation): [M, block, u, n, l] holds
+                # per[n, block, M] + nxt[M, block, u, l - n], infinite where l < n; the least over blocks and n.
+                per = np.where((ns[:, None, None] >= grp.low[None, :, None]) & (ns[:, None, None] <= cap[None]),
+                               base[None] + grp.step_s[None, :, None] * ns[:, None, None], np.inf)  # [n, block, M]
+                shift = np.arange(L + 1)[None, :] - ns[:, None]  # [n, l]: l - n
+                padded = np.concatenate([nxt, np.full(nxt.shape[:3] + (1,), np.inf)], axis=3)
+                got = per.transpose(2, 1, 0)[:, :, None, :, None] + padded[:, :, :, np.where(shift >= 0, shift, L + 1)]
+                np.minimum(best[:, :U, :], got.min(axis=(1, 3)), out=best[:, :U, :])
+                continue
+            for n in ns.tolist():
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
                 got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
                 low = got.min(axis=1)
@@ -411,18 +426,28 @@ class _Tables:
         miss = ix[np.isnan(self.comm[ix])]
         if len(miss):
             Ms = self.marks[miss]
-            comm = np.zeros(len(Ms))  # kept only once both bisections are done (OutOfTime may stop them)
+            comm = np.zeros(len(Ms))  # kept only once both searches are done (OutOfTime may stop them)
             for which, cm in enumerate(self.comm_marks):
-                lo, hi = np.zeros(len(Ms), dtype=np.int64), np.full(len(Ms), len(cm) - 1)
-                while (open_ := lo < hi).any():
-                    mid = (lo + hi) // 2
-                    caps = self.caps_of.at(Ms, cm[mid], which)
-                    ok = _most_cover(self.groups, self.sup, caps, self.pp, self.deadline) >= self.L
-                    hi = np.where(open_ & ok, mid, hi)
-                    lo = np.where(open_ & ~ok, mid + 1, lo)
-                comm += cm[lo]
+                comm += cm[self._least_comm(Ms, cm, which)]
             self.comm[miss] = comm
         return self.comm[ix]
+
+    def _least_comm(self, Ms: np.ndarray, cm: np.ndarray, which: int, ways: int = COMM_WAYS) -> np.ndarray:
+        """[M] -> the least index i into the sorted values cm such that blocks within M and with every stage's
+        all-reduce (which=0) or optimizer step (1) within cm[i] hold L layers (len(cm) - 1 where none does: the last
+        value allows every count). The cover only grows with C, so a search that tries `ways` values of C per M in
+        one vectorized programme narrows [lo, hi] about ways + 1 times per pass (a bisection is ways = 1)."""
+        lo, hi = np.zeros(len(Ms), dtype=np.int64), np.full(len(Ms), len(cm) - 1)
+        steps = np.arange(1, ways + 1)
+        while (open_ := lo < hi).any():
+            rows = np.nonzero(open_)[0]
+            span = hi[rows] - lo[rows]
+            points = lo[rows, None] + span[:, None] * steps[None, :] // (ways + 1)  # [row, way], in lo..hi - 1
+            caps = self.caps_of.at(np.repeat(Ms[rows], ways), cm[points.ravel()], which)
+            ok = (_most_cover(self.groups, self.sup, caps, self.pp, self.deadline) >= self.L).reshape(points.shape)
+            hi[rows] = np.where(ok, points, hi[rows, None]).min(axis=1)
+            lo[rows] = np.maximum(lo[rows], np.where(ok, -1, points).max(axis=1) + 1)
+        return lo
 
     def total_at(self, ix: np.ndarray) -> np.ndarray:
         """S(M) at these marks."""
@@ -510,17 +535,44 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     # R(M), S(M) and C(M) never grow with M (a larger M allows every layout a smaller one allows), so their values at
     # the largest mark (where every allowed count is allowed) are floors at every mark: one programme each, often far
     # above the structural floors. With m = 1 the bound's minimum sits at that mark, and the walk below ends there.
+    # They are taken one at a time, cheapest first (R at the largest mark: one programme; R at the first CHUNK
+    # useful marks, which the walk needs anyway; S: one; C: a search of programmes), and the bound stops at the first
+    # that already reaches the cutoff (issue 14: all three floors for every candidate took 14 ms of CPU a candidate on
+    # GPT-3 175B, mixed-pool-8k; in this order 6.5 ms, bench figures in docs/solver.md).
+    def floors() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
+        rents = np.full(len(marks), rent_floor)
+        return floor_iteration, value_of(rents, floor_iteration), tab.possible & meets(rents, floor_iteration)
+
     top = np.nonzero(tab.possible)[0][-1:]
-    if len(top):
-        rent_top = float(tab.rent_at(top)[0])
-        if not math.isfinite(rent_top):
-            return PositionalBound(math.inf, ())  # no layout holds the layers at any M
-        rent_floor = max(rent_floor, rent_top * (1 - 1e-12))
-        sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
-        comm_s = max(comm_s, float(tab.comm_at(top)[0]))
-    floor_iteration = np.maximum((c.m - 1) * marks + sum_floor + comm_s, least_iteration_s)
-    floor = value_of(np.full(len(marks), rent_floor), floor_iteration)
-    useful = tab.possible & meets(np.full(len(marks), rent_floor), floor_iteration)
+    rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
+    for level in range(5) if len(top) else ():
+        if level:
+            floor_iteration, floor, useful = floors()
+            if not useful.any():
+                return PositionalBound(math.inf, ())  # every mark breaks the budget on its floors
+            least = float(floor[useful].min())  # floors grow with M: every useful mark's bound is at least this
+            if level == 2 and rent_counts:
+                # R(M) itself at the first CHUNK useful marks (the walk's first programme, kept for it): where the
+                # rent falls steeply with M this alone ends most candidates on a large pool before S and C. Only
+                # where the rent counts (cost, or a cost or rent limit): minimizing time without them, the bound does
+                # not depend on R(M) and the programme would only cost time (4x on GPT-3 13B, mixed-pool-8k).
+                first, rest = np.nonzero(useful)[0][:CHUNK], np.nonzero(useful)[0][CHUNK:]
+                rent = tab.rent_at(first)
+                rough = np.where(meets(rent, floor_iteration[first]), value_of(rent, floor_iteration[first]), np.inf)
+                least = min(float(rough.min()), float(floor[rest].min(initial=math.inf)))
+            if least >= cutoff:
+                return PositionalBound(least * (1 - 1e-9), ())
+        if level == 0:
+            rent_top = float(tab.rent_at(top)[0])
+            if not math.isfinite(rent_top):
+                return PositionalBound(math.inf, ())  # no layout holds the layers at any M
+            rent_floor = max(rent_floor, rent_top * (1 - 1e-12))
+        elif level == 2:
+            sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
+        elif level == 3:
+            comm_s = max(comm_s, float(tab.comm_at(top)[0]))
+    floor_iteration, floor, useful = floors()
     best = math.inf  # least bound over the values of M seen so far
     beyond = np.nonzero(useful & (floor >= cutoff))[0]
     if len(beyond):
@@ -534,16 +586,23 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         iteration = np.maximum((c.m - 1) * Ms + tab.total_at(ix) + comm, least_iteration_s)
         value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
         weight = np.zeros(len(Ms))
-        if is_cost:
+        if is_cost or budget.max_cost_usd is not None:
             # McCormick: rent >= R and T >= T0 at this M, so (rent - R)(T - T0) >= 0 and
             # rent x T >= R x T + T0 x rent - R x T0 = R (K + sum + (T0 / R) rent) - R T0, minimized by the programme.
+            # A lower bound on the cost of every plan at this M: the objective when minimizing cost, and under a cost
+            # budget a mark whose plans all cost more than the budget has none (minimizing time under a cost budget,
+            # R x T0 alone lets through marks whose plans all break it: issue 14).
             sharpen = np.isfinite(value) & (value < cutoff)
             if sharpen.any():
                 weight[sharpen] = iteration[sharpen] / rent[sharpen]
                 combined = tab.combined_at(ix[sharpen], weight[sharpen])
                 K = (c.m - 1) * Ms[sharpen] + comm[sharpen]
                 mccormick = per_hour * (rent[sharpen] * (K + combined) - rent[sharpen] * iteration[sharpen])
-                value[sharpen] = np.maximum(value[sharpen], mccormick)
+                if is_cost:
+                    value[sharpen] = np.maximum(value[sharpen], mccormick)
+                if budget.max_cost_usd is not None:
+                    value[sharpen] = np.where(mccormick > budget.max_cost_usd * slack,
+                                              np.inf, value[sharpen])
         return value, weight
 
     found: list[tuple[float, int, float]] = []  # (bound, mark index, weight of the rent in the combined objective)
@@ -589,8 +648,12 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         return PositionalBound(best * (1 - 1e-9), ())
     found.sort()
     sequences: list[tuple[int, ...]] = []
+    # Minimizing time under a cost budget, the fastest layout at a mark is often one that breaks the budget: the
+    # layout of the combined programme (sum of stage times + weight x rent, the weight of the McCormick cost bound)
+    # comes first, then the fastest. Sequences are incumbents only, never proofs.
     for _, j, wt in found[:keep]:
-        seq = tab.sequence(j, wt if is_cost else None)
-        if seq is not None and seq not in sequences:
-            sequences.append(seq)
+        for weight in [wt if is_cost else None] if is_cost or wt == 0.0 else [wt, None]:
+            seq = tab.sequence(j, weight)
+            if seq is not None and seq not in sequences:
+                sequences.append(seq)
     return PositionalBound(best * (1 - 1e-9), tuple(sequences))
