@@ -11,7 +11,9 @@ each: the fast plan meets D, the cheap plan meets B). Each row runs in its own p
 age when the answer is ready, interpreter start included. "first plan" is when the solver first held a plan that
 meets the budget, counted from the start of `solve`, plus the start-up before it. With --dp the DP baseline
 (FASOP/AMP-style, `optsearch compare`) runs beside each row with the same limit. Records go to --out (JSON, one
-record per row, written after every row, so an interrupted run keeps what it measured).
+record per row, written after every row, so an interrupted run keeps what it measured). With --target, the solver
+rows search that engine target's space (as `optsearch solve --target` does; the CLI's default is megatron); without
+it, the library's default space (SpaceOptions(): per-stage recomputation, none of issue 16's plan-wide knobs).
 """
 
 from __future__ import annotations
@@ -46,7 +48,12 @@ def run_one(spec: dict) -> dict:
         from optsearch.baselines.dp import solve_dp
         result = solve_dp(problem, budget, time_limit_s=limit)
     else:
-        result = solve(problem, budget, solver=spec["method"], time_limit_s=limit)
+        from optsearch.candidates import SpaceOptions
+        from optsearch.cli.options import space_from_target
+
+        target = spec.get("target")
+        options = space_from_target(target, problem) if target else SpaceOptions()
+        result = solve(problem, budget, solver=spec["method"], time_limit_s=limit, options=options)
     wall = process_age_s()
     est = result.estimate
     first = result.stats.get("first_plan_s")
@@ -133,6 +140,7 @@ def main() -> None:
     parser.add_argument("--solver", default="cpsat")
     parser.add_argument("--dp", action="store_true", help="the DP baseline beside every row")
     parser.add_argument("--table", action="store_true", help="print the records of --out as a markdown table")
+    parser.add_argument("--target", help="search this engine target's space (megatron, fasop), as solve --target")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "objective_grid.json")
     args = parser.parse_args()
@@ -163,6 +171,8 @@ def main() -> None:
     for model in models:
         for cluster in args.clusters.split(","):
             base = dict(model=model, cluster=cluster, time_limit=args.time_limit)
+            if args.target:
+                base["target"] = args.target
             got = {}
             for row, objective in (("cost", "cost"), ("time", "time")):
                 for method in methods:
