@@ -216,16 +216,16 @@ def layer_activation_bytes(
     """Stored activations of one layer for one micro-batch (Korthikanti et al. 2022, Table 2).
 
     none: s b h (10 + 24/t + 5 a s / (h t)) or the profile's measured bytes; selective: s b h (10 + 24/t);
-    full: 2 s b h (only the layer input is kept). With sequence parallelism (job.sequence_parallel and t > 1) the
-    10 s b h that tensor parallelism leaves whole is split over the t ranks too: none s b h (34/t + 5 a s / (h t))
-    (a measured value loses 10 s b h (1 - 1/t)), selective 34 s b h / t, full 2 s b h / t (the kept layer input is
+    full: 2 s b h (only the layer input is kept). With sequence parallelism (sequence_parallel_on: t > 1 unless the
+    job forces it off) the 10 s b h that tensor parallelism leaves whole is split over the t ranks too: none
+    s b h (34/t + 5 a s / (h t)) (a measured value loses 10 s b h (1 - 1/t)), selective 34 s b h / t, full 2 s b h / t (the kept layer input is
     the sequence-sharded residual stream). A mixture-of-experts kind adds moe_activation_extra_bytes (its routed
     token copies, expert inner tensors and router scores) in modes none and selective, which keep the MLP's tensors.
     """
     model = problem.model
     sbh = model.seq_length * micro_batch_size * model.hidden_size
     cross = 2 if kind.cross_attention else 1
-    split = tp if problem.job.sequence_parallel and tp > 1 else 1  # what the 10 s b h and the input divide by
+    split = tp if sequence_parallel_on(problem.job, tp) else 1  # what the 10 s b h and the input divide by
     if recompute == "full":
         return 2.0 * sbh / split
     moe = moe_activation_extra_bytes(model, kind, micro_batch_size, tp) if kind.is_moe else 0.0
@@ -298,6 +298,14 @@ def stage_parameters(model: ModelSpec, kinds: dict[str, int], first: bool, last:
 
 
 # ---- context parallelism, the distributed optimizer, the sequence-parallel stage message (issue 16) ----------
+
+
+def sequence_parallel_on(job: JobSpec, tp: int) -> bool:
+    """Megatron's --sequence-parallel for a plan at this tp: on wherever tp > 1 unless the job forces it off
+    (job.sequence_parallel = false). Under this cost model it never costs time (its all-gather + reduce-scatter move
+    what the all-reduce moves, section 3) and only shrinks activations and the stage message (9c, 16c), so on is
+    optimal; Megatron itself turns it off at tp = 1."""
+    return job.sequence_parallel is not False and tp > 1
 
 
 def distributed_optimizer_on(job: JobSpec, dp: int, cp: int = 1) -> bool:
@@ -380,7 +388,7 @@ def stage_message_shards(job: JobSpec, tp: int, cp: int) -> int:
     """What the b s h pipeline message divides by: cp (each rank sends its own s / cp tokens) and, with sequence
     parallelism, tp (upstream sends the sequence-sharded tensor: schedules.get_tensor_shapes divides the sequence
     length by the cp group's size, and by the tp group's with sequence_parallel)."""
-    return cp * (tp if job.sequence_parallel and tp > 1 else 1)
+    return cp * (tp if sequence_parallel_on(job, tp) else 1)
 
 
 def stage_send_s(problem: Problem, sender: str, receiver: str, same_node: bool, gpus_per_stage: int, mbs: int,
@@ -735,9 +743,9 @@ def expert_parallel_error(model: ModelSpec, job: JobSpec, tp: int, dp: int, ep: 
             return f"ep = {ep} does not divide num_experts {k.num_experts} of layer kind {k.name}"
     if dp % ep:
         return f"ep = {ep} does not divide dp = {dp} (the expert data-parallel size is dp / ep)"
-    if moe and tp > 1 and not job.sequence_parallel:
+    if moe and not sequence_parallel_on(job, tp) and tp > 1:
         return (f"tp = {tp} with mixture-of-experts layers needs sequence parallelism (upstream's MoELayer refuses "
-                "to train with tp > 1 without it): set job sequence_parallel")
+                "to train with tp > 1 without it): leave job.sequence_parallel unset or true")
     return None
 
 

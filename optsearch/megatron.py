@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal, get_args
 
-from optsearch.costmodel import check_plan, estimate, place
+from optsearch.costmodel import check_plan, estimate, place, sequence_parallel_on
 from optsearch.errors import SpecError, UnsupportedPlanError
 from optsearch.plan import Plan, Recompute, Stage, parse_balance, plan_from_dict
 from optsearch.problem import Problem
@@ -402,7 +402,7 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         args += ["--context-parallel-size", str(plan.cp)]
     if plan.distributed_optimizer:
         args.append("--use-distributed-optimizer")
-    if job.sequence_parallel and plan.tp > 1:
+    if sequence_parallel_on(job, plan.tp):
         args.append("--sequence-parallel")
     padded = padded_vocab_size(model.vocab_size, plan.tp)
     notes.insert(0, (
@@ -631,7 +631,7 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     args += recompute
     if plan.distributed_optimizer:
         args.append("--use-distributed-optimizer")
-    if problem.job.sequence_parallel and plan.tp > 1:
+    if sequence_parallel_on(problem.job, plan.tp):
         args.append("--sequence-parallel")  # the fork's 2023 Megatron-LM has it (megatron/arguments.py)
     nodes = launch_nodes(problem, plan)
     nproc = problem.node(jobs[0][0]).gpus_per_node

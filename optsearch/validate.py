@@ -3,7 +3,7 @@
 A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
-    measured_iteration_s, oom [, precision, notes]
+    measured_iteration_s, oom [, precision, sequence_parallel, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -48,6 +48,7 @@ class Run:
     measured_s: float | None
     oom: bool
     precision: str | None
+    sequence_parallel: bool | None = None  # optional column: 1 / 0; empty: as the model's job says
     where: str = ""  # "FILE row N (RUN_ID)", for errors found when pricing
 
 
@@ -113,10 +114,14 @@ def _load_runs(path: Path) -> list[Run]:
         precision = (row.get("precision") or "").strip() or None
         if precision not in (None, "fp16", "bf16"):
             raise SpecError(f"{where}: precision = {precision!r}: must be fp16 or bf16")
+        sp_text = (row.get("sequence_parallel") or "").strip()
+        if sp_text not in ("", "0", "1"):
+            raise SpecError(f"{where}: sequence_parallel = {sp_text!r}: must be 1, 0 or empty")
         runs.append(Run(run_id=row["run_id"], group=row["group"], source=row["source"],
                         model=_resolve(row["model"], path), cluster=_resolve(row["cluster"], path),
                         global_batch_size=_int(row, "global_batch_size", where), plan=plan, measured_s=measured,
-                        oom=oom_text == "1", precision=precision, where=where))
+                        oom=oom_text == "1", precision=precision, where=where,
+                        sequence_parallel=None if sp_text == "" else sp_text == "1"))
     if not runs:
         raise SpecError(f"{path}: no runs")
     return runs
@@ -137,6 +142,9 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
             problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
             if run.precision is not None and run.precision != problem.job.precision:
                 problem = replace(problem, job=problem.job.model_copy(update={"precision": run.precision}))
+            if run.sequence_parallel is not None:  # as the run was launched (SC'21's runs predate it: 0)
+                problem = replace(problem, job=problem.job.model_copy(
+                    update={"sequence_parallel": run.sequence_parallel}))
             problem = replace(problem, memory_headroom=memory_headroom)
             est = estimate(problem, run.plan)
         except OptsearchError as err:

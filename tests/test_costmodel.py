@@ -65,7 +65,9 @@ SLOW = NodeTypeSpec(
 )
 CLUSTER = ClusterSpec(name="toy-cluster", node_types=[FAST, SLOW], gpus=[GPU_X, GPU_Y])
 
-JOB = JobSpec(global_batch_size=8, train_iterations=1000)
+# Sequence parallelism off: the hand-computed numbers below are tensor parallelism without it (the default, unset,
+# turns it on wherever tp > 1; tests/test_sequence_parallel.py prices it).
+JOB = JobSpec(global_batch_size=8, train_iterations=1000, sequence_parallel=False)
 
 
 def toy_model(**overrides) -> ModelSpec:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from optsearch.costmodel import sequence_parallel_on
 from optsearch.megatron import args_file_text, megatron_args
 from optsearch.plan import Plan, parse_balance, plan_from_dict
 from optsearch.problem import build_problem
@@ -140,7 +141,7 @@ def _check(upstream, monkeypatch, problem, plan: Plan) -> None:
     if expected == "full":  # block: N as the plan says; else every layer (uniform, 1 layer per unit)
         block_n = plan.recompute_num_layers
         assert (args.recompute_method, args.recompute_num_layers) == (("block", block_n) if block_n else ("uniform", 1))
-    assert args.sequence_parallel == (problem.job.sequence_parallel and plan.tp > 1)
+    assert args.sequence_parallel == sequence_parallel_on(problem.job, plan.tp)
     assert args.expert_model_parallel_size == plan.ep
     if problem.model.is_moe:
         kind = problem.model.kinds[0]

@@ -306,7 +306,8 @@ def test_brute_force_chooses_ep_when_it_pays():
     kind = LayerKindSpec(name="layer", num_layers=4, num_experts=8, moe_router_topk=2)
     model = ModelSpec(name="tiny-moe", num_layers=4, hidden_size=512, num_attention_heads=4, ffn_hidden_size=2048,
                       gated_mlp=True, seq_length=512, vocab_size=8000, layer_kinds=[kind],
-                      default_job=JobSpec(global_batch_size=8, train_iterations=1000))
+                      default_job=JobSpec(global_batch_size=8, train_iterations=1000,
+                                          sequence_parallel=False))
     by_name = {g.name: g for g in gpus}
     problem = Problem(model=model, cluster=ClusterSpec(name="one", node_types=nodes, gpus=gpus), job=model.default_job,
                       gpus=by_name, profile=AnalyticProfile(model=model, gpus=by_name))

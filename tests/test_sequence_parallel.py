@@ -83,3 +83,28 @@ def test_launch_flag_only_with_tensor_parallelism():
     assert "--sequence-parallel" not in launch_files(gpt, flat, "megatron")[0]["megatron_args.sh"]
     wide = Plan(tp=2, dp=2, micro_batch_size=1, stages=parse_balance("12-12-12-12", "a10"))
     assert "--sequence-parallel" in launch_files(gpt, wide, "fasop")[0]["fasop_conf.sh"]
+
+
+def test_unset_job_turns_sequence_parallelism_on_wherever_tp_is_above_one():
+    """job.sequence_parallel unset (the catalog default) is on at tp > 1, as true is; false forces it off; tp = 1 never
+    (Megatron turns it off there). The cost model never prices it slower or larger, so on is the search's choice."""
+    unset = _with_sp(toy_problem(), None)
+    for tp, on in ((1, False), (2, True), (4, True)):
+        assert cm.sequence_parallel_on(unset.job, tp) is on
+        assert cm.sequence_parallel_on(_with_sp(toy_problem(), True).job, tp) is on
+        assert cm.sequence_parallel_on(_with_sp(toy_problem(), False).job, tp) is False
+    for r in ("none", "selective", "full"):
+        assert cm.layer_activation_bytes(unset, "fast", LAYER, 2, 1, r) == cm.layer_activation_bytes(
+            _with_sp(toy_problem()), "fast", LAYER, 2, 1, r)
+
+
+def test_catalog_default_launches_with_sequence_parallelism_at_tp_above_one():
+    """A catalog job leaves sequence parallelism unset: a tp 2 plan launches with --sequence-parallel, and with
+    --set job.sequence_parallel=false (forced off) without it."""
+    problem = build_problem("gpt2-xl", "fasop-a10")
+    assert problem.job.sequence_parallel is None
+    plan = Plan(tp=2, dp=2, micro_batch_size=1, stages=parse_balance("12-12-12-12", "a10", "selective"))
+    text = "".join(launch_files(problem, plan, "megatron")[0].values())
+    assert "--sequence-parallel" in text
+    off = "".join(launch_files(_with_sp(problem, False), plan, "megatron")[0].values())
+    assert "--sequence-parallel" not in off

@@ -39,11 +39,12 @@ class JobSpec(Spec):
         description="Gradients accumulated and all-reduced in fp32 (Megatron's --accumulate-allreduce-grads-in-fp32, "
                     "DeepSpeed's fp32_allreduce). Default: on for bf16 (Megatron forces it), off for fp16.",
     )
-    sequence_parallel: bool = Field(
-        default=False,
+    sequence_parallel: bool | None = Field(
+        default=None,
         description="Megatron's --sequence-parallel wherever tp > 1: the activations tensor parallelism leaves "
                     "whole (layer-norm and dropout inputs) are split over the tp ranks too (Korthikanti et al. 2022). "
-                    "Under the cost model it never costs time or memory, so it is on for every plan with tp > 1.",
+                    "Under the cost model it never costs time or memory, so unset (the default) or true turns it on "
+                    "for every plan with tp > 1; false forces it off.",
     )
 
     @property

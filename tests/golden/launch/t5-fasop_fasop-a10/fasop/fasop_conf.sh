@@ -24,4 +24,5 @@ FASOP_ARGS=(
   --micro-batch-size 1
   --global-batch-size 128
   --balance 48
+  --sequence-parallel
 )

@@ -23,4 +23,5 @@ MEGATRON_ARGS=(
   --max-position-embeddings 512
   --make-vocab-size-divisible-by 128
   --fp16
+  --sequence-parallel
 )
