@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 
 from optsearch.bounds import (
     CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds,
-    degree_terms, interleaved_bound,
+    degree_terms, interleaved_bound, interleaving_factor,
 )
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -386,9 +386,11 @@ def solve(
             warm_est = None
         if warm_est is not None and not budget_violations(warm_start, warm_est, budget):
             incumbent = (objective_value(warm_est, budget.objective), warm_start, warm_est, None)
-    # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds (pattern
-    # mode; a few milliseconds each).
-    for item in bounded[:QUICK_SEEDS] if incumbent is None else ():
+    # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
+    # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
+    # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
+    seeds = [item for item in bounded if item.cand.v == 1][:QUICK_SEEDS]
+    for item in seeds if incumbent is None else ():
         if deadline is not None and time.perf_counter() > deadline:
             break
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
@@ -484,6 +486,19 @@ def solve(
                     break
                 sharper = max(lower, pos.bound)
                 found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
+            elif item.cand.v > 1 and slower_than_s == 0.0:
+                # Interleaved: the v = 1 sibling's budget-free positional bound, relaxed by f_v (bounds.interleaved_bound:
+                # every plan of this candidate is one of the sibling's, at least f_v times its value). Budget-free:
+                # a budget prunes by the sibling's times, which v > 1 may beat.
+                sibling = memo.skeleton(replace(item.cand, v=1))
+                if sibling.most is not None:
+                    try:
+                        pos = positional_bound(sibling, Budget(objective=budget.objective), deadline=deadline)
+                    except OutOfTime:
+                        heapq.heappush(queue, (lower, key, i, item))
+                        stopped_early = True
+                        break
+                    sharper = max(lower, interleaving_factor(item.terms.m, item.cand.pp, item.cand.v) * pos.bound)
             if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
