@@ -15,8 +15,7 @@ from optsearch.baselines.exhaustive import (
 )
 from optsearch.bounds import degree_terms, interleaving_factor
 from optsearch.candidates import (
-    SpaceOptions, dp_candidates, in_search_space, interleaving_allowed, micro_batch_candidates, node_uses,
-    tp_candidates,
+    SpaceOptions, in_search_space, interleaving_allowed,
 )
 from optsearch.costmodel import (
     estimate, in_flight_per_layer, interleaved_in_flight_chunks, interleaved_pipeline_time_s,
@@ -31,7 +30,7 @@ from optsearch.spec import GpuSpec
 from optsearch.spec.budget import Budget
 from optsearch.targets import FASOP, MEGATRON, space_options
 
-from test_solver import MAX_PLANS, assert_backends_equal_brute_force, make_problem
+from test_solver import MAX_PLANS, assert_backends_equal_brute_force, make_problem, usable_degrees
 
 
 # ---- the cost model's terms, by hand ---------------------------------------------------------------------------
@@ -187,34 +186,29 @@ def test_interleaving_wins_where_the_bubble_dominates():
 def _bounds_below_every_plan(problem, options, budget) -> int:
     memo = Memo(problem, options)
     compared = 0
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
-                if not uses:
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        terms = degree_terms(problem, tp, dp, mbs, uses)
+        for pp in range(2, options.max_stages + 1):
+            for v in options.virtual_stages:
+                if v == 1 or not interleaving_allowed(problem, pp, dp, mbs, v):
                     continue
-                terms = degree_terms(problem, tp, dp, mbs, uses)
-                for pp in range(2, options.max_stages + 1):
-                    for v in options.virtual_stages:
-                        if v == 1 or not interleaving_allowed(problem, pp, dp, mbs, v):
+                cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, v=v)
+                found = [memo.cheap_bound(terms, cand), memo.refined_bound(terms, cand, budget)]
+                for types in type_sequences(list(uses), pp, None, tp * dp):
+                    for chunks in partitions(problem.model.num_layers // v, pp):
+                        plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, virtual_stages=v, stages=tuple(
+                            Stage(node_type=t, num_layers=v * n) for t, n in zip(types, chunks)))
+                        priced = _least_recompute(problem, plan, options)
+                        if priced is None or budget_violations(*priced, budget):
                             continue
-                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, v=v)
-                        found = [memo.cheap_bound(terms, cand), memo.refined_bound(terms, cand, budget)]
-                        for types in type_sequences(list(uses), pp, None, tp * dp):
-                            for chunks in partitions(problem.model.num_layers // v, pp):
-                                plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, virtual_stages=v, stages=tuple(
-                                    Stage(node_type=t, num_layers=v * n) for t, n in zip(types, chunks)))
-                                priced = _least_recompute(problem, plan, options)
-                                if priced is None or budget_violations(*priced, budget):
-                                    continue
-                                plan, est = priced
-                                compared += 1
-                                per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
-                                for bound in found:
-                                    assert bound.feasible, (plan, bound)
-                                    assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (plan, bound)
-                                    assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (plan, bound)
-                                    assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (plan, bound)
+                        plan, est = priced
+                        compared += 1
+                        per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
+                        for bound in found:
+                            assert bound.feasible, (plan, bound)
+                            assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (plan, bound)
+                            assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (plan, bound)
+                            assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (plan, bound)
     return compared
 
 

@@ -38,7 +38,7 @@ from optsearch.spec.budget import Budget
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_costmodel import CLUSTER, GPUS, JOB, approx, toy_model  # noqa: E402
-from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force  # noqa: E402
+from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force, usable_degrees  # noqa: E402
 
 MOE = LayerKindSpec(name="layer", num_layers=4, num_experts=8, moe_router_topk=2)
 
@@ -351,37 +351,32 @@ def test_bounds_hold_for_every_ep(case):
     options = SpaceOptions(micro_batch_sizes=options.micro_batch_sizes, max_stages=options.max_stages)
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     budget = _budget(problem, options, objective, kind, factor)
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
-                if not uses:
-                    continue
-                for ep in ep_candidates(problem, tp, dp):
-                    terms = degree_terms(problem, tp, dp, mbs, uses, ep)
-                    for pp in range(1, options.max_stages + 1):
-                        bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
-                        with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):  # the aggregate refined bound
-                            bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
-                        values = []
-                        for types in type_sequences(list(uses), pp, None, tp * dp):
-                            for parts in partitions(problem.model.num_layers, pp):
-                                stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
-                                found = _least_recompute(
-                                    problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep), options)
-                                if found is None or budget_violations(*found, budget):
-                                    continue
-                                est = found[1]
-                                values.append(objective_value(est, objective))
-                                per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
-                                for bound in bounds:
-                                    assert bound.feasible, (found[0], bound)
-                                    assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
-                                    assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
-                        sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep),
-                                      options)
-                        if sk.patterns is not None and values:
-                            assert positional_bound(sk, budget).bound <= min(values) * (1 + 1e-9)
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        for ep in ep_candidates(problem, tp, dp):
+            terms = degree_terms(problem, tp, dp, mbs, uses, ep)
+            for pp in range(1, options.max_stages + 1):
+                bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
+                with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):  # the aggregate refined bound
+                    bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
+                values = []
+                for types in type_sequences(list(uses), pp, None, tp * dp):
+                    for parts in partitions(problem.model.num_layers, pp):
+                        stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
+                        found = _least_recompute(
+                            problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep), options)
+                        if found is None or budget_violations(*found, budget):
+                            continue
+                        est = found[1]
+                        values.append(objective_value(est, objective))
+                        per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
+                        for bound in bounds:
+                            assert bound.feasible, (found[0], bound)
+                            assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
+                            assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
+                sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep),
+                              options)
+                if sk.patterns is not None and values:
+                    assert positional_bound(sk, budget).bound <= min(values) * (1 + 1e-9)
 
 
 # ---- launch -----------------------------------------------------------------------------------------------------

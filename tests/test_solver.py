@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
-from optsearch.candidates import SpaceOptions, in_search_space
+from optsearch.candidates import (
+    SpaceOptions, dp_candidates, in_search_space, micro_batch_candidates, node_uses, tp_candidates,
+)
 from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError
 from optsearch.problem import Problem
@@ -22,6 +24,17 @@ from optsearch.spec.budget import Budget
 
 REL = 1e-6
 MAX_PLANS = 2500
+
+
+def usable_degrees(problem, options):
+    """(tp, micro-batch, dp, node uses) of every degree triple with some usable node type: the loop the bound
+    tests walk over every plan of."""
+    for tp in tp_candidates(problem):
+        for mbs in micro_batch_candidates(problem, options):
+            for dp in dp_candidates(problem, tp, mbs):
+                uses = tuple(node_uses(problem, tp, dp, mbs))
+                if uses:
+                    yield tp, mbs, dp, uses
 
 
 def make_problem(*, layers: int, hidden: int, heads: int, gbs: int, node_types: list[dict], gpus: list[GpuSpec],
@@ -381,72 +394,67 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     from optsearch import bounds as bounds_module
     from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
     from optsearch.bounds import bound_over_compositions, candidate_bound, composition_bounds, degree_terms
-    from optsearch.candidates import dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates
+    from optsearch.candidates import max_stages
     from optsearch.formulation.model import Candidate, skeleton
     from optsearch.formulation.positional import _least_rent, _most_cover, positional_bound
     from optsearch.formulation.positional import tables as positional_tables
     from optsearch.plan import Plan, Stage
 
     compared = 0
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
-                if not uses:
-                    continue
-                terms = degree_terms(problem, tp, dp, mbs, uses)
-                for pp in range(1, max_stages(problem, options) + 1):
-                    bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
-                    with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
-                        bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
-                    values = []
-                    per_plan = []  # (time, iteration, USD per iteration)
-                    for types in type_sequences(list(uses), pp, None, tp * dp):
-                        for parts in partitions(problem.model.num_layers, pp):
-                            stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
-                            found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages),
-                                                     options)
-                            if found is None or budget_violations(*found, budget):
-                                continue
-                            est = found[1]
-                            values.append((objective_value(est, budget.objective), est.training_time_s))
-                            compared += 1
-                            per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
-                            per_plan.append((est.training_time_s, est.iteration_time_s, per_iteration))
-                            for bound in bounds:
-                                assert bound.feasible, (found[0], bound)
-                                assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
-                                assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (found[0], bound)
-                                assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
-                    comps = composition_bounds(problem, terms, pp)
-                    if comps is not None and per_plan:
-                        w = sorted(t for t, _, _ in per_plan)[len(per_plan) // 2]
-                        windowed = bound_over_compositions(problem, comps, budget, w)
-                        slow = [(i, c) for t, i, c in per_plan if t >= w]
-                        assert windowed.feasible
-                        assert windowed.iteration_s <= min(i for i, _ in slow) * (1 + 1e-9), (w, windowed)
-                        assert windowed.cost_per_iteration_usd <= min(c for _, c in slow) * (1 + 1e-9), (w, windowed)
-                        assert windowed.cost_per_iteration_usd >= bounds[1].cost_per_iteration_usd  # never looser
-                    sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
-                    if sk.patterns is None:
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        terms = degree_terms(problem, tp, dp, mbs, uses)
+        for pp in range(1, max_stages(problem, options) + 1):
+            bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
+            with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
+                bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
+            values = []
+            per_plan = []  # (time, iteration, USD per iteration)
+            for types in type_sequences(list(uses), pp, None, tp * dp):
+                for parts in partitions(problem.model.num_layers, pp):
+                    stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
+                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages),
+                                             options)
+                    if found is None or budget_violations(*found, budget):
                         continue
-                    cand = sk.cand
-                    tab = positional_tables(sk)
-                    if len(tab.marks):  # the cheap feasibility programme of C's bisection agrees with R's
-                        caps = tab.caps(np.arange(len(tab.marks)))
-                        covers = _most_cover(tab.groups, tab.sup, caps, pp) >= tab.L
-                        assert (covers == np.isfinite(_least_rent(tab.groups, tab.sup, caps, pp, tab.L))).all()
-                    cutoffs = [math.inf] + ([sorted(values)[len(values) // 2][0]] if values else [])
-                    slower = [0.0] + ([sorted(t for _, t in values)[len(values) // 2]] if values else [])
-                    for cutoff in cutoffs:
-                        for w in slower:
-                            pos = positional_bound(sk, budget, cutoff=cutoff, slower_than_s=w)
-                            fresh = positional_bound(skeleton(problem, cand, options), budget, cutoff=cutoff,
-                                                     slower_than_s=w)
-                            assert pos == fresh, (cand.key, cutoff, w, pos, fresh)
-                            counted = [v for v, t in values if t >= w]
-                            if counted:
-                                assert pos.bound <= min(counted) * (1 + 1e-9), (cand.key, cutoff, w, pos, min(counted))
+                    est = found[1]
+                    values.append((objective_value(est, budget.objective), est.training_time_s))
+                    compared += 1
+                    per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
+                    per_plan.append((est.training_time_s, est.iteration_time_s, per_iteration))
+                    for bound in bounds:
+                        assert bound.feasible, (found[0], bound)
+                        assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
+                        assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (found[0], bound)
+                        assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
+            comps = composition_bounds(problem, terms, pp)
+            if comps is not None and per_plan:
+                w = sorted(t for t, _, _ in per_plan)[len(per_plan) // 2]
+                windowed = bound_over_compositions(problem, comps, budget, w)
+                slow = [(i, c) for t, i, c in per_plan if t >= w]
+                assert windowed.feasible
+                assert windowed.iteration_s <= min(i for i, _ in slow) * (1 + 1e-9), (w, windowed)
+                assert windowed.cost_per_iteration_usd <= min(c for _, c in slow) * (1 + 1e-9), (w, windowed)
+                assert windowed.cost_per_iteration_usd >= bounds[1].cost_per_iteration_usd  # never looser
+            sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
+            if sk.patterns is None:
+                continue
+            cand = sk.cand
+            tab = positional_tables(sk)
+            if len(tab.marks):  # the cheap feasibility programme of C's bisection agrees with R's
+                caps = tab.caps(np.arange(len(tab.marks)))
+                covers = _most_cover(tab.groups, tab.sup, caps, pp) >= tab.L
+                assert (covers == np.isfinite(_least_rent(tab.groups, tab.sup, caps, pp, tab.L))).all()
+            cutoffs = [math.inf] + ([sorted(values)[len(values) // 2][0]] if values else [])
+            slower = [0.0] + ([sorted(t for _, t in values)[len(values) // 2]] if values else [])
+            for cutoff in cutoffs:
+                for w in slower:
+                    pos = positional_bound(sk, budget, cutoff=cutoff, slower_than_s=w)
+                    fresh = positional_bound(skeleton(problem, cand, options), budget, cutoff=cutoff,
+                                             slower_than_s=w)
+                    assert pos == fresh, (cand.key, cutoff, w, pos, fresh)
+                    counted = [v for v, t in values if t >= w]
+                    if counted:
+                        assert pos.bound <= min(counted) * (1 + 1e-9), (cand.key, cutoff, w, pos, min(counted))
     return compared
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.bounds import degree_terms, max_layers_per_stage
-from optsearch.candidates import SpaceOptions, dp_candidates, micro_batch_candidates, node_uses, tp_candidates
+from optsearch.candidates import SpaceOptions
 from optsearch.costmodel import estimate
 from optsearch.plan import RECOMPUTE_MODES, Plan, Stage
 from optsearch.problem import Problem
@@ -27,6 +27,7 @@ from optsearch.spec.budget import Budget
 
 from test_solver import (
     MAX_PLANS, REL, _assert_honest, _budget, _check_bounds_below_every_plan, assert_backends_equal_brute_force,
+    usable_degrees,
 )
 
 A10 = GpuSpec(name="A10", memory_gib=24, peak_fp16_tflop_per_s=70, hbm_gbyte_per_s=600)
@@ -160,24 +161,19 @@ def test_the_layer_cap_holds_for_every_recomputation_mode(name):
                                                  intra_node_gbyte_per_s=32, inter_node_gbit_per_s=40)])
     options = SpaceOptions()
     best_modes = set()
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
-                if not uses:
-                    continue
-                terms = degree_terms(problem, tp, dp, mbs, uses)
-                for g, use in enumerate(uses):
-                    held = {mode: _most_that_fit(problem, tp, dp, mbs, use.name, mode) for mode in RECOMPUTE_MODES}
-                    cap = max_layers_per_stage(problem, use.name, tp, dp, mbs)
-                    assert terms.max_layers_per_stage[g] == cap
-                    assert cap >= max(held.values()), (tp, dp, mbs, use.name, cap, held)
-                    top = max(held.values())
-                    if 0 < top < problem.model.num_layers:
-                        best_modes |= {mode for mode, n in held.items() if n == top}
-                        # only strictly best modes matter for the sensitivity claim below
-                        if sum(n == top for n in held.values()) == 1:
-                            event_mode = next(mode for mode, n in held.items() if n == top)
-                            best_modes.add(f"only {event_mode}")
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        terms = degree_terms(problem, tp, dp, mbs, uses)
+        for g, use in enumerate(uses):
+            held = {mode: _most_that_fit(problem, tp, dp, mbs, use.name, mode) for mode in RECOMPUTE_MODES}
+            cap = max_layers_per_stage(problem, use.name, tp, dp, mbs)
+            assert terms.max_layers_per_stage[g] == cap
+            assert cap >= max(held.values()), (tp, dp, mbs, use.name, cap, held)
+            top = max(held.values())
+            if 0 < top < problem.model.num_layers:
+                best_modes |= {mode for mode, n in held.items() if n == top}
+                # only strictly best modes matter for the sensitivity claim below
+                if sum(n == top for n in held.values()) == 1:
+                    event_mode = next(mode for mode, n in held.items() if n == top)
+                    best_modes.add(f"only {event_mode}")
     wanted = {"long-seq-a10": "only selective", "short-seq-small-gpu": "only full", "t5-long-seq": "only selective"}
     assert wanted[name] in best_modes, best_modes

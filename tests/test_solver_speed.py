@@ -11,26 +11,21 @@ from hypothesis import HealthCheck, given, settings
 
 from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
 from optsearch.bounds import _compositions, _pipeline_s, degree_terms
-from optsearch.candidates import dp_candidates, max_stages, micro_batch_candidates, node_uses, tp_candidates
+from optsearch.candidates import max_stages
 from optsearch.formulation.model import Candidate, skeleton
 from optsearch.formulation.positional import _most_cover, positional_bound, tables
 from optsearch.plan import Plan, Stage
 from optsearch.spec.budget import Budget
 
-from test_solver import instances
+from test_solver import instances, usable_degrees
 
 
 def _pattern_candidates(problem, options):
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
-                if not uses:
-                    continue
-                for pp in range(1, max_stages(problem, options) + 1):
-                    sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
-                    if sk.patterns is not None:
-                        yield sk
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        for pp in range(1, max_stages(problem, options) + 1):
+            sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
+            if sk.patterns is not None:
+                yield sk
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -86,18 +81,13 @@ def _pipeline_by_walk(d, pp, counts, send_min, L):
 def test_the_pipeline_bound_with_its_bisection_and_early_stop_equals_a_walk_over_every_breakpoint(case):
     problem, options, _, _, _ = case
     L = problem.model.num_layers
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for dp in dp_candidates(problem, tp, mbs):
-                uses = tuple(node_uses(problem, tp, dp, mbs))
-                if not uses:
-                    continue
-                d = degree_terms(problem, tp, dp, mbs, uses)
-                for pp in range(1, max_stages(problem, options) + 1):
-                    for counts in _compositions(d, pp, 10**6) or []:
-                        got = _pipeline_s(d, pp, counts, d.send_min_s, L)
-                        want = _pipeline_by_walk(d, pp, counts, d.send_min_s, L)
-                        assert got == want or math.isclose(got, want, rel_tol=1e-12), (counts, got, want)
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        d = degree_terms(problem, tp, dp, mbs, uses)
+        for pp in range(1, max_stages(problem, options) + 1):
+            for counts in _compositions(d, pp, 10**6) or []:
+                got = _pipeline_s(d, pp, counts, d.send_min_s, L)
+                want = _pipeline_by_walk(d, pp, counts, d.send_min_s, L)
+                assert got == want or math.isclose(got, want, rel_tol=1e-12), (counts, got, want)
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
