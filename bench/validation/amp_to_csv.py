@@ -53,19 +53,28 @@ def stage_nodes(pp: int, node_of_rank: list[str]) -> list[str] | None:
     return out
 
 
+def ran_larger(matches: list, m) -> bool:
+    """Whether the same plan (degrees and DeepSpeed partition) ran with a larger micro-batch. Activation memory grows
+    with the micro-batch (every in-flight micro-batch holds b x s x h activations), so a failed run whose larger
+    micro-batch ran did not fail for memory."""
+    return any(o["parts"] == m["parts"] and (o["mp"], o["dp"], o["pp"]) == (m["mp"], m["dp"], m["pp"])
+               and int(o["mbs"]) > int(m["mbs"]) and o["r"] != "inf" for o in matches)
+
+
 def convert(text: str, name: str, source_path: str, cluster: str, node_of_rank: list[str]) -> tuple[list[dict], list[str]]:
     rows, skipped = [], []
-    for n, m in enumerate(LINE.finditer(text)):
+    matches = list(LINE.finditer(text))
+    for n, m in enumerate(matches):
         parts = [int(x) for x in m["parts"].split(",")]
         mbs, tp, dp, pp = int(m["mbs"]), int(m["mp"]), int(m["dp"]), int(m["pp"])
         assert tp * dp * pp == GPUS_PER_NODE * NODES and len(parts) == pp + 1
         layers = layers_per_stage(parts)
         nodes = stage_nodes(pp, node_of_rank)
         run_id = f"{name}-{n:02d}-tp{tp}-dp{dp}-pp{pp}-mbs{mbs}"
-        if nodes is None or 0 in layers[1:-1]:
+        oom = m["r"] == "inf"
+        if nodes is None or 0 in layers[1:-1] or (oom and ran_larger(matches, m)):
             skipped.append(run_id)
             continue
-        oom = m["r"] == "inf"
         rows.append({
             "run_id": run_id,
             "group": name,
@@ -104,8 +113,8 @@ def main(argv: list[str]) -> int:
             f.write(f"# AMP (Li et al., NeurIPS 2022) real trials, GPT-2 medium, global batch 32: DachengLi1/AMP commit "
                     f"{AMP_COMMIT}, {source_path}; made by bench/validation/amp_to_csv.py\n")
             if skipped:
-                f.write(f"# not priceable (a pipeline stage spans a p3 and a g4dn node, or an inner stage holds no "
-                        f"transformer layer): {' '.join(skipped)}\n")
+                f.write(f"# left out (a pipeline stage spans a p3 and a g4dn node, an inner stage holds no transformer "
+                        f"layer, or a failed run whose larger micro-batch ran): {' '.join(skipped)}\n")
             w = csv.DictWriter(f, fieldnames=fields, lineterminator="\n")
             w.writeheader()
             w.writerows(rows)
