@@ -3,7 +3,7 @@
 A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
-    measured_iteration_s, oom [, precision, sequence_parallel, notes]
+    measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, ep, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -49,6 +49,7 @@ class Run:
     oom: bool
     precision: str | None
     sequence_parallel: bool | None = None  # optional column: 1 / 0; empty: as the model's job says
+    grad_reduce_in_fp32: bool | None = None  # optional column: 1 / 0; empty: as the job says (bf16: fp32)
     where: str = ""  # "FILE row N (RUN_ID)", for errors found when pricing
 
 
@@ -117,11 +118,15 @@ def _load_runs(path: Path) -> list[Run]:
         sp_text = (row.get("sequence_parallel") or "").strip()
         if sp_text not in ("", "0", "1"):
             raise SpecError(f"{where}: sequence_parallel = {sp_text!r}: must be 1, 0 or empty")
+        grad_text = (row.get("grad_reduce_in_fp32") or "").strip()
+        if grad_text not in ("", "0", "1"):
+            raise SpecError(f"{where}: grad_reduce_in_fp32 = {grad_text!r}: must be 1, 0 or empty")
         runs.append(Run(run_id=row["run_id"], group=row["group"], source=row["source"],
                         model=_resolve(row["model"], path), cluster=_resolve(row["cluster"], path),
                         global_batch_size=_int(row, "global_batch_size", where), plan=plan, measured_s=measured,
                         oom=oom_text == "1", precision=precision, where=where,
-                        sequence_parallel=None if sp_text == "" else sp_text == "1"))
+                        sequence_parallel=None if sp_text == "" else sp_text == "1",
+                        grad_reduce_in_fp32=None if grad_text == "" else grad_text == "1"))
     if not runs:
         raise SpecError(f"{path}: no runs")
     return runs
@@ -145,6 +150,9 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
             if run.sequence_parallel is not None:  # as the run was launched (SC'21's runs predate it: 0)
                 problem = replace(problem, job=problem.job.model_copy(
                     update={"sequence_parallel": run.sequence_parallel}))
+            if run.grad_reduce_in_fp32 is not None:  # e.g. DeepSpeed's fp32_allreduce with fp16 (AMP's runs)
+                problem = replace(problem, job=problem.job.model_copy(
+                    update={"grad_reduce_in_fp32": run.grad_reduce_in_fp32}))
             problem = replace(problem, memory_headroom=memory_headroom)
             est = estimate(problem, run.plan)
         except OptsearchError as err:
