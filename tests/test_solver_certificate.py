@@ -7,9 +7,11 @@ before any plan is known is re-checked by CP-SAT (docs/solver.md, "What a proof 
 
 from __future__ import annotations
 
+import json
 import math
 
 import pulp
+import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
@@ -23,6 +25,7 @@ from optsearch.solver import solve
 from optsearch.spec import LayerKindSpec
 from optsearch.spec.budget import Budget
 
+from test_cli_errors import TOY_CLUSTER, TOY_MODEL, run_cli
 from test_solver import MAX_PLANS, REL, _assert_honest, mixed_instances
 from test_solver_memory import tight_instances, tight_problem
 
@@ -218,3 +221,23 @@ def test_a_loose_cost_budget_does_not_coarsen_cpsats_tick():
                                 for p in points]
     assert frontiers["cpsat", 1e9] == frontiers["cbc", 1e9] == frontiers["cpsat", None]
     assert len(frontiers["cpsat", None]) >= 2
+
+
+def test_a_model_whose_bound_tightening_crashes_cbc_still_solves_with_cbc(tmp_path):
+    """CBC 2.10.3 dies (segmentation fault, PulpSolverError through PuLP) when its bound tightening proves a model
+    infeasible with preprocessing off and a solution file requested; the fuzz harness's toy drew such a model on
+    `solve --solver cbc --minimize cost`, which then ended in a traceback. CBC is re-run with preprocessing on, and the
+    answer equals CP-SAT's."""
+    model, cluster = tmp_path / "toy-model.yaml", tmp_path / "toy-cluster.yaml"
+    model.write_text(yaml.safe_dump(TOY_MODEL))
+    cluster.write_text(yaml.safe_dump(TOY_CLUSTER))
+    values = {}
+    for backend in ("cbc", "cpsat"):
+        out = run_cli("solve", "-m", str(model), "-c", str(cluster), "--solver", backend,
+                      "--minimize", "cost", "--max-time", "1h", "--json")
+        assert out.code == 0, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr
+        result = json.loads(out.stdout)
+        assert result["status"] == "optimal"
+        values[backend] = result["objective_value"]
+    assert math.isclose(values["cbc"], values["cpsat"], rel_tol=1e-9)

@@ -54,23 +54,20 @@ class PulpCbc:
                 prob += (expr >= rhs, con.name)
             else:
                 prob += (expr == rhs, con.name)
-        fd, log_path = tempfile.mkstemp(prefix="optsearch-cbc-", suffix=".log")
-        os.close(fd)
+        # CBC's preprocessing can post-process a model into an infeasible point and still report "Optimal"
+        # ("Postprocessed model is infeasible - possible tolerance issue"), seen on 3-stage instances here, so it is
+        # off. No cutting planes: CBC's root cuts have cut off the optimum (an "optimal" 2.5e-6 above it) and every
+        # feasible point (an "infeasible" with both budgets at a feasible plan's values); with cuts off both solved
+        # right (issue 14). The proof then rests on LP bounds and branching alone.
+        options = ["preprocess off", "primalTolerance 1e-9", "integerTolerance 1e-9"] + ([] if self.cuts else ["cuts off"])
         try:
-            solver = pulp.PULP_CBC_CMD(
-                msg=False, timeLimit=time_limit_s, threads=self.threads, gapRel=self.rel_gap, logPath=log_path,
-                # CBC's preprocessing can post-process a model into an infeasible point and still report "Optimal"
-                # ("Postprocessed model is infeasible - possible tolerance issue"), seen on 3-stage instances here.
-                # No cutting planes: CBC's root cuts have cut off the optimum (an "optimal" 2.5e-6 above it) and
-                # every feasible point (an "infeasible" with both budgets at a feasible plan's values); with cuts
-                # off both solved right (issue 14). The proof then rests on LP bounds and branching alone.
-                options=["preprocess off", "primalTolerance 1e-9", "integerTolerance 1e-9"]
-                + ([] if self.cuts else ["cuts off"]),
-            )
-            prob.solve(solver)
-            log = open(log_path).read()
-        finally:
-            os.unlink(log_path)
+            prob, log = _run_cbc(prob, self, time_limit_s, options)
+        except pulp.PulpSolverError:
+            # CBC 2.10.3 (PuLP 3.3's) dies with a segmentation fault when its bound tightening proves a model
+            # infeasible with preprocessing off and a solution file requested, which PuLP always requests (a 4-layer
+            # toy, minimize cost). With preprocessing on the same model ends normally; a point it returns is
+            # re-priced and row-checked by the solver, and an "infeasible" before any plan is re-checked by CP-SAT.
+            prob, log = _run_cbc(prob, self, time_limit_s, ["preprocess on"] + options[1:])
         sol_status = prob.sol_status
         if "Problem proven infeasible" in log:
             # PuLP 3.3 has reported sol_status 1 ("Optimal") with the LP relaxation's fractional point after CBC's
@@ -96,6 +93,21 @@ class PulpCbc:
             bound = objective if status == "optimal" else _lower_bound(log, obj_scale)
             return Solution(status, values, objective, bound)
         return Solution(status, {}, None, _lower_bound(log, obj_scale) if status == "unknown" else None)
+
+
+def _run_cbc(prob: pulp.LpProblem, backend: PulpCbc, time_limit_s: float | None,
+             options: list[str]) -> tuple[pulp.LpProblem, str]:
+    """Solve prob with PuLP's CBC under options; the problem (with its values) and CBC's log."""
+    fd, log_path = tempfile.mkstemp(prefix="optsearch-cbc-", suffix=".log")
+    os.close(fd)
+    try:
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, threads=backend.threads,
+                                   gapRel=backend.rel_gap, logPath=log_path, options=options)
+        prob.solve(solver)
+        with open(log_path) as f:
+            return prob, f.read()
+    finally:
+        os.unlink(log_path)
 
 
 def _lower_bound(log: str, obj_scale: float) -> float | None:
