@@ -53,7 +53,10 @@ def compare_command(
     """Run the solvers and the baselines on one problem: status, objective, plan, search time, gap to the best.
 
     dp is the FASOP-style DP search (node-count grid, cyclic rotations of the node order), dp-amp the AMP-style one
-    (the whole cluster in a fixed order); see docs/baselines.md. Exit code 1 when no method finds a plan.
+    (the whole cluster in a fixed order); both search the same knobs as the exact solver (the --target's space:
+    recomputation, block recomputation, cp, v, ep, the distributed optimizer). dp-published and dp-amp-published
+    search only what the published tools do (no recomputation, cp = ep = v = 1) and say what they leave out; see
+    docs/baselines.md. Exit code 1 when no method finds a plan.
     """
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
                                    memory_headroom=memory_headroom)
@@ -72,7 +75,8 @@ def compare_command(
         stdout.print(comparison_table(rows, title=f"{problem.model.name} on {problem.cluster.name}: "
                                                   f"{budget.describe()}"))
         for row in rows:
-            if row.result.status in ("timeout", "refused", "infeasible") or "time limit" in row.result.message:
+            if (row.result.status in ("timeout", "refused", "infeasible") or "time limit" in row.result.message
+                    or row.result.method.endswith("-published")):
                 stdout.print(f"{row.result.method}: {row.result.status}: {row.result.message or 'no plan'}",
                              highlight=False)
     if all(row.result.plan is None for row in rows):
@@ -90,7 +94,7 @@ def _value(result) -> str:
 def comparison_table(rows: list[Comparison], title: str) -> Table:
     table = Table(title=title)  # notes on timeouts and refusals are printed below it
     for col in ("method", "status", "objective", "gap to best", "search time", "nodes", "tp/dp/pp", "micro-batch",
-                "balance"):
+                "recompute", "balance"):
         table.add_column(col, justify="right" if col in ("objective", "gap to best", "search time") else "left")
     for row in rows:
         r = row.result
@@ -98,11 +102,22 @@ def comparison_table(rows: list[Comparison], title: str) -> Table:
         if r.plan is not None and r.estimate is not None:
             nodes = ", ".join(f"{n} x {name}" for name, n in sorted(r.estimate.nodes.items()))
             degrees = f"{r.plan.tp}/{r.plan.dp}/{r.plan.pp}"
-            if r.plan.ep != 1:
-                degrees += f" ep {r.plan.ep}"
+            for name, value in (("cp", r.plan.cp), ("ep", r.plan.ep), ("v", r.plan.virtual_stages)):
+                if value != 1:
+                    degrees += f" {name} {value}"
             mbs = f"{r.plan.micro_batch_size} (x{r.estimate.num_micro_batches})"
+            recompute = recompute_label(r.plan)
             balance = r.plan.balance
         else:
-            nodes = degrees = mbs = balance = "-"
-        table.add_row(r.method, r.status, _value(r), gap, f"{r.solve_time_s:.2f} s", nodes, degrees, mbs, balance)
+            nodes = degrees = mbs = recompute = balance = "-"
+        table.add_row(r.method, r.status, _value(r), gap, f"{r.solve_time_s:.2f} s", nodes, degrees, mbs, recompute,
+                      balance)
     return table
+
+
+def recompute_label(plan) -> str:
+    """'none', 'selective', 'full', 'block N', or the per-stage modes joined by '/' where they differ."""
+    if plan.recompute_num_layers is not None:
+        return f"block {plan.recompute_num_layers}"
+    modes = [s.recompute for s in plan.stages if s.num_layers > 0] or [plan.stages[0].recompute]
+    return modes[0] if len(set(modes)) == 1 else "/".join(modes)
