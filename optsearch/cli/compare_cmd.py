@@ -17,7 +17,7 @@ from optsearch.cli.solve_cmd import (
 )
 from optsearch.compare import METHODS, Comparison, compare, comparison_json, parse_methods
 from optsearch.errors import InfeasibleError
-from optsearch.report import dumps, stderr, stdout
+from optsearch.report import degrees_text, dumps, recompute_text, stderr, stdout
 from optsearch.units import format_duration, format_usd
 
 
@@ -101,12 +101,9 @@ def comparison_table(rows: list[Comparison], title: str) -> Table:
         gap = "-" if row.gap_to_best is None else f"{row.gap_to_best:.4%}"
         if r.plan is not None and r.estimate is not None:
             nodes = ", ".join(f"{n} x {name}" for name, n in sorted(r.estimate.nodes.items()))
-            degrees = f"{r.plan.tp}/{r.plan.dp}/{r.plan.pp}"
-            for name, value in (("cp", r.plan.cp), ("ep", r.plan.ep), ("v", r.plan.virtual_stages)):
-                if value != 1:
-                    degrees += f" {name} {value}"
+            degrees = degrees_text(r.plan)
             mbs = f"{r.plan.micro_batch_size} (x{r.estimate.num_micro_batches})"
-            recompute = recompute_label(r.plan)
+            recompute = recompute_text(r.plan)
             balance = r.plan.balance
         else:
             nodes = degrees = mbs = recompute = balance = "-"
@@ -114,10 +111,3 @@ def comparison_table(rows: list[Comparison], title: str) -> Table:
                       balance)
     return table
 
-
-def recompute_label(plan) -> str:
-    """'none', 'selective', 'full', 'block N', or the per-stage modes joined by '/' where they differ."""
-    if plan.recompute_num_layers is not None:
-        return f"block {plan.recompute_num_layers}"
-    modes = [s.recompute for s in plan.stages if s.num_layers > 0] or [plan.stages[0].recompute]
-    return modes[0] if len(set(modes)) == 1 else "/".join(modes)
