@@ -1,7 +1,9 @@
 """Run several search methods on one problem and budget, and put their answers side by side.
 
-Methods: the exact solver with either backend (cbc, cpsat), the FASOP-style DP (dp), the AMP-style DP (dp-amp) and
-brute force (exhaustive). Every method is reported, including one that timed out or refused the instance for size.
+Methods: the exact solver with either backend (cbc, cpsat), the FASOP-style DP (dp), the AMP-style DP (dp-amp), both
+over the same knobs as the exact search (the target's space), the same two over only the knobs the published tools
+search (dp-published, dp-amp-published: no recomputation, cp = ep = v = 1; their message names what they leave out),
+and brute force (exhaustive). Every method is reported, including one that timed out or refused the instance for size.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from optsearch.problem import Problem
 from optsearch.search import SearchResult
 from optsearch.spec.budget import Budget
 
-METHODS: tuple[str, ...] = ("cbc", "cpsat", "dp", "dp-amp", "exhaustive")
+METHODS: tuple[str, ...] = ("cbc", "cpsat", "dp", "dp-amp", "dp-published", "dp-amp-published", "exhaustive")
 
 
 def parse_methods(text: str) -> list[str]:
@@ -38,10 +40,11 @@ def run_method(problem: Problem, budget: Budget, method: str, *, time_limit_s: f
         from optsearch.solver import solve
 
         result = solve(problem, budget, solver=method, time_limit_s=time_limit_s, options=options)
-    elif method in ("dp", "dp-amp"):
+    elif method in ("dp", "dp-amp", "dp-published", "dp-amp-published"):
         from optsearch.baselines.dp import solve_dp
 
-        result = solve_dp(problem, budget, order="rotations" if method == "dp" else "fixed", options=options,
+        result = solve_dp(problem, budget, order="fixed" if method.startswith("dp-amp") else "rotations",
+                          knobs="published" if method.endswith("-published") else "space", options=options,
                           time_limit_s=time_limit_s)
     elif method == "exhaustive":
         from optsearch.baselines.exhaustive import DEFAULT_MAX_PLANS, solve_exhaustive

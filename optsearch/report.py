@@ -227,6 +227,24 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
     return out
 
 
+def recompute_text(plan: Plan) -> str:
+    """The plan's recomputation in one word: 'none', 'selective', 'full', 'block N' (block recomputation of the first N
+    layers of every stage), or the modes of the stages with layers joined by '/' where they differ."""
+    if plan.recompute_num_layers is not None:
+        return f"block {plan.recompute_num_layers}"
+    modes = [s.recompute for s in plan.stages if s.num_layers > 0] or [plan.stages[0].recompute]
+    return modes[0] if len(set(modes)) == 1 else "/".join(modes)
+
+
+def degrees_text(plan: Plan) -> str:
+    """'tp/dp/pp', then cp, ep and v where they are not 1: '2/4/8 cp 2 v 2'."""
+    out = f"{plan.tp}/{plan.dp}/{plan.pp}"
+    for name, value in (("cp", plan.cp), ("ep", plan.ep), ("v", plan.virtual_stages)):
+        if value != 1:
+            out += f" {name} {value}"
+    return out
+
+
 def _ep_text(plan: Plan) -> str:
     return f", ep {plan.ep}" if plan.ep != 1 else ""
 

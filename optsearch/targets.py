@@ -85,14 +85,31 @@ class Target:
     context_parallel_sizes: tuple[int, ...] = (1,)
     virtual_stages: tuple[int, ...] = (1,)  # interleaved pipeline: model chunks per rank it runs ((1,): none)
 
+    # Mixture-of-experts models with expert parallelism (--expert-model-parallel-size); the fork has none
+    # (fasop_model refuses MoE models, check_model).
+    expert_parallel: bool = True
+
     def summary(self) -> str:
+        """Every capability in one line: recomputation, models, node order, GPUs per node, cp, v, ep, the optimizer."""
         order = "free node order" if self.node_order_free else "node types in the cluster's order"
         gpn = "one GPU count per node for all nodes" if self.same_gpus_per_node else "any GPUs per node"
         rc = {"per-stage": "recomputation per stage", "one-mode": "one recomputation mode for all stages",
               "one-mode-or-block": "one recomputation mode for all stages (or block: first N layers of each)"}
-        cp = ("; context parallelism " + "/".join(map(str, self.context_parallel_sizes))
-              if len(self.context_parallel_sizes) > 1 else "")
-        return f"{self.name}: {self.description}; {rc[self.recompute]}; {order}; {gpn}{cp}"
+        if self.encoder_decoder_max_pp is not None:
+            t5 = f"encoder-decoder (T5) with pp <= {self.encoder_decoder_max_pp}"
+        elif self.encoder_decoder_split:
+            t5 = "encoder-decoder (T5) with every stage wholly encoder or decoder"
+        else:
+            t5 = "encoder-decoder (T5) with any split"
+        models = (f"only its models {', '.join(m.name for m in FASOP_MODELS)}" if self.name == "fasop"
+                  else "decoder-only models")
+        cp = ("context parallelism " + "/".join(map(str, self.context_parallel_sizes))
+              if len(self.context_parallel_sizes) > 1 else "no context parallelism")
+        v = ("interleaved pipeline v = " + "/".join(map(str, self.virtual_stages))
+             if len(self.virtual_stages) > 1 else "no interleaved pipeline")
+        ep = "mixture of experts with expert parallelism" if self.expert_parallel else "no mixture of experts"
+        return (f"{self.name}: {self.description}; {models}; {t5}; {rc[self.recompute]}; {order}; {gpn}; {cp}; {v}; "
+                f"{ep}; distributed optimizer wherever dp x cp > 1")
 
 
 # The interleaved pipeline sizes searched for upstream (--pipeline-model-parallel-layout with v x pp stages). Each
@@ -107,7 +124,7 @@ MEGATRON = Target(
 FASOP = Target(
     name="fasop", description="FASOP's Megatron-LM fork (AvatarHwang/FASOP, Megatron-LM-2)",
     recompute="one-mode-or-block", node_order_free=False, same_gpus_per_node=True, encoder_decoder_max_pp=None,
-    encoder_decoder_split=True,
+    encoder_decoder_split=True, expert_parallel=False,
 )
 _BY_NAME = {t.name: t for t in (MEGATRON, FASOP)}
 

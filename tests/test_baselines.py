@@ -212,4 +212,4 @@ def test_compare_rejects_an_unknown_method(tmp_path):
     code, out, err = _run_cli(["compare", "--model", str(model_path), "--cluster", str(cluster_path),
                                "--methods", "cbc,greedy"])
     assert code == 2
-    assert "--methods item 'greedy': unknown method; known: cbc, cpsat, dp, dp-amp, exhaustive" in err
+    assert "--methods item 'greedy': unknown method; known: cbc, cpsat, dp, dp-amp, dp-published, dp-amp-published, exhaustive" in err

@@ -17,7 +17,7 @@ from optsearch.cli.solve_cmd import (
 )
 from optsearch.compare import METHODS, Comparison, compare, comparison_json, parse_methods
 from optsearch.errors import InfeasibleError
-from optsearch.report import dumps, stderr, stdout
+from optsearch.report import degrees_text, dumps, recompute_text, stderr, stdout
 from optsearch.units import format_duration, format_usd
 
 
@@ -53,7 +53,10 @@ def compare_command(
     """Run the solvers and the baselines on one problem: status, objective, plan, search time, gap to the best.
 
     dp is the FASOP-style DP search (node-count grid, cyclic rotations of the node order), dp-amp the AMP-style one
-    (the whole cluster in a fixed order); see docs/baselines.md. Exit code 1 when no method finds a plan.
+    (the whole cluster in a fixed order); both search the same knobs as the exact solver (the --target's space:
+    recomputation, block recomputation, cp, v, ep, the distributed optimizer). dp-published and dp-amp-published
+    search only what the published tools do (no recomputation, cp = ep = v = 1) and say what they leave out; see
+    docs/baselines.md. Exit code 1 when no method finds a plan.
     """
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
                                    memory_headroom=memory_headroom)
@@ -72,7 +75,8 @@ def compare_command(
         stdout.print(comparison_table(rows, title=f"{problem.model.name} on {problem.cluster.name}: "
                                                   f"{budget.describe()}"))
         for row in rows:
-            if row.result.status in ("timeout", "refused", "infeasible") or "time limit" in row.result.message:
+            if (row.result.status in ("timeout", "refused", "infeasible") or "time limit" in row.result.message
+                    or row.result.method.endswith("-published")):
                 stdout.print(f"{row.result.method}: {row.result.status}: {row.result.message or 'no plan'}",
                              highlight=False)
     if all(row.result.plan is None for row in rows):
@@ -90,19 +94,20 @@ def _value(result) -> str:
 def comparison_table(rows: list[Comparison], title: str) -> Table:
     table = Table(title=title)  # notes on timeouts and refusals are printed below it
     for col in ("method", "status", "objective", "gap to best", "search time", "nodes", "tp/dp/pp", "micro-batch",
-                "balance"):
+                "recompute", "balance"):
         table.add_column(col, justify="right" if col in ("objective", "gap to best", "search time") else "left")
     for row in rows:
         r = row.result
         gap = "-" if row.gap_to_best is None else f"{row.gap_to_best:.4%}"
         if r.plan is not None and r.estimate is not None:
             nodes = ", ".join(f"{n} x {name}" for name, n in sorted(r.estimate.nodes.items()))
-            degrees = f"{r.plan.tp}/{r.plan.dp}/{r.plan.pp}"
-            if r.plan.ep != 1:
-                degrees += f" ep {r.plan.ep}"
+            degrees = degrees_text(r.plan)
             mbs = f"{r.plan.micro_batch_size} (x{r.estimate.num_micro_batches})"
+            recompute = recompute_text(r.plan)
             balance = r.plan.balance
         else:
-            nodes = degrees = mbs = balance = "-"
-        table.add_row(r.method, r.status, _value(r), gap, f"{r.solve_time_s:.2f} s", nodes, degrees, mbs, balance)
+            nodes = degrees = mbs = recompute = balance = "-"
+        table.add_row(r.method, r.status, _value(r), gap, f"{r.solve_time_s:.2f} s", nodes, degrees, mbs, recompute,
+                      balance)
     return table
+

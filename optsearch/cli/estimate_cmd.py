@@ -14,7 +14,7 @@ from optsearch.cli.options import (
     problem_from_options,
 )
 from optsearch.costmodel import estimate
-from optsearch.errors import SpecError
+from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
 
@@ -79,12 +79,27 @@ def estimate_command(
                                     help="Without a plan file: expert-parallel size (mixture-of-experts models; "
                                          "Megatron's --expert-model-parallel-size). Default 1."),
     ] = None,
+    virtual_stages: Annotated[
+        Optional[int], typer.Option("--virtual-stages", min=1, max=DEGREE_MAX,
+                                    help="Without a plan file: interleaved pipeline, V model chunks per stage "
+                                         "(Megatron's virtual pipeline size). --stages and --balance give each "
+                                         "stage's layers, a multiple of V; --layout gives V x pp virtual stages, "
+                                         "chunk k of stage r at position k x pp + r, equal on a stage. Default 1."),
+    ] = None,
+    recompute_num_layers: Annotated[
+        Optional[int], typer.Option("--recompute-num-layers", min=1, max=DEGREE_MAX,
+                                    help="Without a plan file: block recomputation (--recompute-method block): the "
+                                         "first N layers of every stage fully recomputed, the others not; "
+                                         "--recompute may be left out or say full."),
+    ] = None,
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
     if plan_file is not None:
         given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout),
                                 ("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
-                                ("--node-order", node_order), ("--ep", ep), ("--cp", cp)) if v is not None]
+                                ("--node-order", node_order), ("--ep", ep), ("--cp", cp),
+                                ("--virtual-stages", virtual_stages), ("--recompute-num-layers", recompute_num_layers))
+                 if v is not None]
         if recompute != "none":
             given.append("--recompute")
         if given:
@@ -99,7 +114,8 @@ def estimate_command(
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
                                        memory_headroom=memory_headroom)
         plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, None,
-                                  layout=layout, cluster=problem.cluster, job=problem.job, cp=cp)
+                                  layout=layout, cluster=problem.cluster, job=problem.job, cp=cp,
+                                  virtual_stages=virtual_stages, recompute_num_layers=recompute_num_layers)
         if ep is not None:
             plan = replace(plan, ep=ep)
     est = estimate(problem, plan)
@@ -136,9 +152,11 @@ def plan_and_problem(plan_file: Path, model, cluster, profile, global_batch_size
 
 
 def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file, layout=None,
-                       cluster=None, job=None, cp=None) -> Plan:
+                       cluster=None, job=None, cp=None, virtual_stages=None, recompute_num_layers=None) -> Plan:
     """The plan the options give. With --balance or --layout on a cluster of one node type, --node-order defaults to
-    that type."""
+    that type. --virtual-stages V: interleaved (a --layout then lists V x pp virtual stages); --recompute-num-layers N:
+    block recomputation, "full" on every stage with layers."""
+    v = virtual_stages or 1
     given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout), ("--plan", plan_file)) if v]
     if len(given) != 1:
         raise SpecError(
@@ -166,27 +184,89 @@ def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, 
             if recompute not in RECOMPUTE_MODES:
                 raise SpecError(f"--recompute = {recompute!r}: must be one of {', '.join(RECOMPUTE_MODES)}")
             if layout is not None:
-                import math
                 import re
 
                 from optsearch.megatron import layout_stages
 
-                # x*n repeats multiply when nested: bound the expansion before it is made ('t*10**14' filled memory)
+                # bound the expansion before it is made ('t*10**14' filled memory)
                 counts = [int(n) for n in re.findall(r"\*\s*(\d+)", layout)]
-                if math.prod(counts) > MAX_LAYOUT_EXPANSION:
+                if _layout_expansion_chars(layout) > MAX_LAYOUT_EXPANSION:
                     raise SpecError(f"--layout = {layout!r}: repeat counts {counts} could expand to more than "
                                     f"{MAX_LAYOUT_EXPANSION:,} layers")
 
-                parsed = layout_stages(layout, node_order, recompute)  # type: ignore[arg-type]
+                parsed = (layout_stages(layout, node_order, recompute) if v == 1  # type: ignore[arg-type]
+                          else _interleaved_layout_stages(layout, node_order, recompute, v))
             else:
                 parsed = parse_balance(balance, node_order, recompute)  # type: ignore[arg-type]
         else:
             parsed = parse_stages(stages)  # type: ignore[arg-type]
+        parsed = _knob_stages(parsed, v, recompute_num_layers, recompute)
         # A plan given by options runs the distributed optimizer only where the job says so (plan files say it
         # themselves); the search decides it (costmodel.distributed_optimizer_on).
         cp = cp or 1
         plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=parsed, cp=cp,
-                    distributed_optimizer=job is not None and job.distributed_optimizer is True and dp * cp > 1)
+                    distributed_optimizer=job is not None and job.distributed_optimizer is True and dp * cp > 1,
+                    virtual_stages=v, recompute_num_layers=recompute_num_layers)
     if pp is not None and pp != plan.pp:
         raise SpecError(f"--pp = {pp} but {plan.pp} stages were given")
     return plan
+
+
+def _interleaved_layout_stages(layout: str, node_order: str, recompute, v: int):
+    """A --layout of v x pp virtual stages (upstream's order: chunk k of rank r at k pp + r) -> the pp stages, each
+    holding its v equal chunks."""
+    from optsearch.megatron import _fold_chunks, parse_layout
+
+    counts = parse_layout(layout, option="--layout")
+    if len(counts) % v:
+        raise SpecError(f"--layout = {layout!r}: {len(counts)} virtual stages; with --virtual-stages {v} it must list "
+                        f"{v} x pp of them (chunk k of stage r at position k x pp + r)")
+    try:
+        folded = _fold_chunks(counts, len(counts) // v)
+    except OptsearchError as err:
+        raise SpecError(str(err).replace("megatron arguments: --pipeline-model-parallel-layout gives",
+                                         f"--layout = {layout!r}:")) from None
+    try:
+        return parse_balance("-".join(map(str, folded)), node_order, recompute)
+    except SpecError as err:
+        raise SpecError(str(err).replace("--balance", "--layout")) from None
+
+
+def _knob_stages(stages, v: int, recompute_num_layers: int | None, recompute):
+    """Check the stages against --virtual-stages and --recompute-num-layers (one line naming the flag and the rule);
+    under block recomputation every stage with layers says full, an empty one none."""
+    if v > 1:
+        for i, stage in enumerate(stages):
+            if stage.num_layers % v:
+                raise SpecError(f"--virtual-stages {v}: stage {i} holds {stage.num_layers} layers, not a multiple of "
+                                f"{v} (each stage's layers split into {v} equal chunks)")
+    if recompute_num_layers is None:
+        return stages
+    if v > 1:
+        raise SpecError(f"--recompute-num-layers {recompute_num_layers} with --virtual-stages {v}: Megatron-LM applies "
+                        "block recomputation to each model chunk, which optsearch does not price; drop one of them")
+    if recompute not in ("none", "full"):
+        raise SpecError(f"--recompute-num-layers {recompute_num_layers} with --recompute {recompute}: block "
+                        "recomputation is full recomputation of the first N layers of every stage; drop --recompute "
+                        "or say full")
+    for i, stage in enumerate(stages):
+        if stage.num_layers > 0 and stage.recompute == "selective":
+            raise SpecError(f"--recompute-num-layers {recompute_num_layers}: stage {i} says selective; block "
+                            "recomputation is full recomputation of the first N layers of every stage")
+    return tuple(replace(s, recompute="full" if s.num_layers > 0 else "none") for s in stages)
+
+
+def _layout_expansion_chars(layout: str) -> int:
+    """Characters the layout unrolls to (megatron.parse_layout's two passes: '(...)*n', then 'x*n'), computed without
+    unrolling more than MAX_LAYOUT_EXPANSION characters; more than that is returned as soon as it is known. (The
+    product of all repeat counts, used before, refused layouts of many short repeated stages, such as the v x pp
+    virtual stages of an interleaved plan.)"""
+    from optsearch.megatron import _CHAR_REPEAT, _PAREN_REPEAT
+
+    text = layout.strip().replace(",", "").replace(" ", "")
+    for pattern in (_PAREN_REPEAT, _CHAR_REPEAT):
+        size = len(text) + sum(len(m.group(1)) * int(m.group(2)) - len(m.group(0)) for m in pattern.finditer(text))
+        if size > MAX_LAYOUT_EXPANSION:
+            return size
+        text = pattern.sub(lambda m: m.group(1) * int(m.group(2)), text)
+    return len(text)

@@ -75,13 +75,14 @@ SetOpt = Annotated[
     typer.Option("--set", help="Edit the cluster, job or model, repeatable: node_types.NAME.FIELD=VALUE "
                                "(count = num_nodes_available), job.FIELD=VALUE, model.FIELD=VALUE, cluster.FIELD=VALUE."),
 ]
-TargetOpt = Annotated[
-    str,
-    typer.Option("--target", help="The engine the plan is for; only plans it runs as emitted are searched. megatron: "
-                                  "upstream Megatron-LM main (one recomputation mode for all stages, T5 without "
-                                  "pipeline parallelism, context parallelism 1/2/4/8); fasop: FASOP's fork (its three models, node types in the "
-                                  "cluster's order, one GPU count per node). See docs/launch.md."),
-]
+def _targets_help() -> str:
+    from optsearch.targets import FASOP, MEGATRON
+
+    return ("The engine the plan is for; only plans it runs as emitted are searched. "
+            + " ".join(t.summary() + "." for t in (MEGATRON, FASOP)) + " See docs/targets.md.")
+
+
+TargetOpt = Annotated[str, typer.Option("--target", help=_targets_help())]
 
 
 def space_from_target(target: str, problem: Problem):

@@ -21,7 +21,8 @@ from optsearch.cli.solve_cmd import (
 )
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import (
-    check_output_file, distinct_durations, distinct_usd, dumps, solve_json, stderr, stdout, write_atomic,
+    check_output_file, degrees_text, distinct_durations, distinct_usd, dumps, recompute_text, solve_json, stderr, stdout,
+    write_atomic,
 )
 from optsearch.units import format_duration, format_usd
 from optsearch.whatif import Point, Sweep, describe_change, parse_sweep
@@ -46,6 +47,7 @@ QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar o
 
 CSV_COLUMNS = ("label", "cluster", "objective", "max_time_s", "max_cost_usd", "status", "how", "training_time_s",
                "cost_usd", "usd_per_hour", "nodes", "num_gpus", "tp", "dp", "pp", "micro_batch_size", "balance",
+               "cp", "ep", "virtual_stages", "distributed_optimizer", "recompute", "recompute_num_layers",
                "solve_time_s", "gap", "delta_time_s", "delta_cost_usd", "reason")
 
 
@@ -72,7 +74,9 @@ def points_csv(points: list[Point]) -> str:
             e, plan = p.estimate, p.plan
             row.update(training_time_s=e.training_time_s, cost_usd=e.cost_usd, usd_per_hour=e.usd_per_hour,
                        nodes=nodes_text(p), num_gpus=plan.num_gpus, tp=plan.tp, dp=plan.dp, pp=plan.pp,
-                       micro_batch_size=plan.micro_batch_size, balance=plan.balance)
+                       micro_batch_size=plan.micro_batch_size, balance=plan.balance, cp=plan.cp, ep=plan.ep,
+                       virtual_stages=plan.virtual_stages, distributed_optimizer=plan.distributed_optimizer,
+                       recompute=recompute_text(plan), recompute_num_layers=plan.recompute_num_layers)
         writer.writerow(row)
     return buf.getvalue()
 
@@ -85,8 +89,9 @@ def plan_label(p: Point) -> str:
     plan = p.plan
     if not plan:
         return ""
-    ep = f" ep{plan.ep}" if plan.ep != 1 else ""
-    return f"tp{plan.tp} dp{plan.dp}{ep} pp{plan.pp} mb{plan.micro_batch_size}\n{nodes_text(p)}"
+    knobs = "".join(f" {name}{value}" for name, value in (("cp", plan.cp), ("ep", plan.ep), ("v", plan.virtual_stages))
+                    if value != 1)
+    return f"tp{plan.tp} dp{plan.dp}{knobs} pp{plan.pp} mb{plan.micro_batch_size}\n{nodes_text(p)}"
 
 
 def budget_text(p: Point, swept: str | None) -> str:
@@ -119,7 +124,7 @@ def points_table(points: list[Point], title: str, swept: str | None, first: str 
         row += ([budget_text(p, swept)] if budget_column else []) + [p.result.status]
         if p.plan is not None and p.estimate is not None:
             row += [times[id(p)], costs[id(p)], nodes_text(p),
-                    f"{p.plan.tp}/{p.plan.dp}/{p.plan.pp}" + (f" ep {p.plan.ep}" if p.plan.ep != 1 else ""),
+                    degrees_text(p.plan),
                     str(p.plan.micro_batch_size), p.plan.balance]
         else:
             row += ["", "", "", "", "", ""]
