@@ -3,7 +3,7 @@
 A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
-    measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, ep, notes]
+    measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -30,6 +30,7 @@ from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import Plan, parse_stages
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, build_problem
+from optsearch.profile.analytic import AnalyticProfile
 from optsearch.spec.base import read_text
 
 REQUIRED = ("run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
@@ -51,6 +52,7 @@ class Run:
     sequence_parallel: bool | None = None  # optional column: 1 / 0; empty: as the model's job says
     grad_reduce_in_fp32: bool | None = None  # optional column: 1 / 0; empty: as the job says (bf16: fp32)
     where: str = ""  # "FILE row N (RUN_ID)", for errors found when pricing
+    unfused_kernels: bool | None = None  # optional column: 1: the engine had no fused softmax (analytic profile only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,12 +123,16 @@ def _load_runs(path: Path) -> list[Run]:
         grad_text = (row.get("grad_reduce_in_fp32") or "").strip()
         if grad_text not in ("", "0", "1"):
             raise SpecError(f"{where}: grad_reduce_in_fp32 = {grad_text!r}: must be 1, 0 or empty")
+        unfused_text = (row.get("unfused_kernels") or "").strip()
+        if unfused_text not in ("", "0", "1"):
+            raise SpecError(f"{where}: unfused_kernels = {unfused_text!r}: must be 1, 0 or empty")
         runs.append(Run(run_id=row["run_id"], group=row["group"], source=row["source"],
                         model=_resolve(row["model"], path), cluster=_resolve(row["cluster"], path),
                         global_batch_size=_int(row, "global_batch_size", where), plan=plan, measured_s=measured,
                         oom=oom_text == "1", precision=precision, where=where,
                         sequence_parallel=None if sp_text == "" else sp_text == "1",
-                        grad_reduce_in_fp32=None if grad_text == "" else grad_text == "1"))
+                        grad_reduce_in_fp32=None if grad_text == "" else grad_text == "1",
+                        unfused_kernels=None if unfused_text == "" else unfused_text == "1"))
     if not runs:
         raise SpecError(f"{path}: no runs")
     return runs
@@ -153,6 +159,9 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
             if run.grad_reduce_in_fp32 is not None:  # e.g. DeepSpeed's fp32_allreduce with fp16 (AMP's runs)
                 problem = replace(problem, job=problem.job.model_copy(
                     update={"grad_reduce_in_fp32": run.grad_reduce_in_fp32}))
+            if run.unfused_kernels is not None and isinstance(problem.profile, AnalyticProfile):
+                # the engine's attention kernels (AMP's Megatron v1.1.5: unfused); a measured table already has them
+                problem = replace(problem, profile=replace(problem.profile, unfused_kernels=run.unfused_kernels))
             problem = replace(problem, memory_headroom=memory_headroom)
             est = estimate(problem, run.plan)
         except OptsearchError as err:

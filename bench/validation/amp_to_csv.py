@@ -88,6 +88,8 @@ def convert(text: str, name: str, source_path: str, cluster: str, node_of_rank: 
             "oom": int(oom),
             "precision": "fp16",
             "grad_reduce_in_fp32": 1,
+            # the fork's Megatron-LM v1.1.5 launched without --scaled-*-masked-softmax-fusion: unfused softmax
+            "unfused_kernels": 1,
             "amp_predicted_s": m["p"],
             "deepspeed_parts": "-".join(map(str, parts)),
             "notes": ("no time recorded (AMP's log: r_cost inf, 'cannot run'); taken as out of memory" if oom
@@ -105,7 +107,8 @@ def main(argv: list[str]) -> int:
         ("amp-p3-g4dn", het, "src/results/het_cluster_results.txt", "amp-p3-g4dn", [p3] * 12 + [g4] * 4),
     ]
     fields = ["run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
-              "stages", "measured_iteration_s", "oom", "precision", "grad_reduce_in_fp32", "amp_predicted_s",
+              "stages", "measured_iteration_s", "oom", "precision", "grad_reduce_in_fp32", "unfused_kernels",
+              "amp_predicted_s",
               "deepspeed_parts", "notes"]
     for name, path, source_path, cluster, node_of_rank in sets:
         rows, skipped = convert(path.read_text(), name, source_path, cluster, node_of_rank)

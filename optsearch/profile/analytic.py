@@ -22,6 +22,15 @@ EFFICIENCY_MAX x peak); GEMM_FIXED_S is the fixed time per layer forward that a 
 transformer-layer shapes on an H100 gave (bench/gemm/, docs/cost-model.md section 14).
 The embedding is a gather (memory bound: it writes and reads s b h x 2 bytes); the LM head is a matrix product
 2 b s h V / tp plus the fp32 logits and softmax traffic (3 x 4 b s V / tp bytes).
+Unfused attention kernels (profile option `unfused_kernels`, off by default): an engine without a fused
+scale-mask-softmax kernel (Megatron-LM v1.1.5 without --scaled-*-masked-softmax-fusion, as in AMP's DeepSpeed fork)
+moves more bytes over the a s^2 b / tp score elements than the stored-bytes term above charges (10 B forward,
+20 B backward per element): 17 B forward (baddbmm writes the scores 2; masked_fill_ in place reads and writes 4;
+softmax 4; dropout reads 2, writes 2 and a 1-byte mask; the bmm with V reads 2) and 23 B backward (the bmm's
+gradient writes 2 and reads the probabilities 2; dropout backward 5; softmax backward 6; masked_fill_ backward 4;
+the baddbmm backward reads the score gradient twice, 4), so it adds 7 B forward and 3 B backward per element:
+    unfused_extra_forward_s  = 7 a s^2 b / tp / hbm_bandwidth   (x 2 for a cross-attention kind)
+    unfused_extra_backward_s = 3 a s^2 b / tp / hbm_bandwidth
 Tensor-parallel all-reduces are NOT included (tp_comm_included = False): the cost model adds them on the
 node's intra-node link, so that they follow the cluster rather than the GPU. See docs/cost-model.md.
 """
@@ -41,6 +50,12 @@ GEMM_FIXED_S = 41e-6  # fixed time of one layer's forward GEMMs (H100 fit: 124 u
 KERNEL_LAUNCH_S = 5e-6
 KERNELS_PER_LAYER = 20
 BACKWARD_OVER_FORWARD = 2.0
+# Bytes per attention-score element, 2-byte dtype (module docstring, docs/cost-model.md section 2, "Unfused
+# attention kernels"): what the stored-bytes term charges, and what an unfused scale-mask-softmax engine moves.
+SCORE_BYTES_CHARGED_FORWARD = 10  # 2 x Korthikanti's 5 stored bytes (softmax output 2, dropout mask 1, output 2)
+SCORE_BYTES_CHARGED_BACKWARD = 20  # BACKWARD_OVER_FORWARD x the forward's
+UNFUSED_SCORE_BYTES_FORWARD = 17
+UNFUSED_SCORE_BYTES_BACKWARD = 23
 
 
 def attention_projection_flops(model: ModelSpec, b: int) -> float:
@@ -130,6 +145,22 @@ def layer_forward_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int
     return _roofline_s(gpu, layer_forward_flops(model, kind, b) / tp, traffic, KERNELS_PER_LAYER)
 
 
+def attention_score_elements(model: ModelSpec, kind: LayerKindSpec, b: int, tp: int) -> float:
+    """Attention-score elements one GPU of a tp group holds per layer: a s^2 b / tp (x 2 with cross-attention)."""
+    s, a = model.seq_length, model.num_attention_heads
+    return a * s * s * b / tp * (2 if kind.cross_attention else 1)
+
+
+def unfused_attention_extra_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int, b: int
+                              ) -> tuple[float, float]:
+    """(forward, backward) seconds an unfused scale-mask-softmax engine adds over the stored-bytes traffic term:
+    (17 - 10) and (23 - 20) bytes per score element, at the GPU's memory bandwidth."""
+    n = attention_score_elements(model, kind, b, tp)
+    bandwidth = gpu.hbm_gbyte_per_s * 1e9
+    return ((UNFUSED_SCORE_BYTES_FORWARD - SCORE_BYTES_CHARGED_FORWARD) * n / bandwidth,
+            (UNFUSED_SCORE_BYTES_BACKWARD - SCORE_BYTES_CHARGED_BACKWARD) * n / bandwidth)
+
+
 def embedding_forward_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> float:
     traffic = 2.0 * model.seq_length * b * model.hidden_size * 2
     return _roofline_s(gpu, 0.0, traffic, 3)
@@ -149,6 +180,10 @@ class AnalyticProfile:
     model: ModelSpec
     gpus: dict[str, GpuSpec]
     name: str = "analytic"
+    # The engine has no fused scale-mask-softmax (Megatron-LM v1.1.5 without its fusion flags, e.g. AMP's
+    # DeepSpeed runs): adds unfused_attention_extra_s to every transformer layer. Default off: modern Megatron-LM
+    # fuses (or, with flash attention, never materializes) the score matrices.
+    unfused_kernels: bool = False
 
     def has(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> bool:
         known_kind = layer_kind in (EMBEDDING_KIND, HEAD_KIND) or any(k.name == layer_kind for k in self.model.kinds)
@@ -170,6 +205,10 @@ class AnalyticProfile:
                     f"it has {', '.join(kinds)}"
                 )
             fwd = layer_forward_s(self.model, kinds[layer_kind], spec, tp, b)
+            if self.unfused_kernels:
+                extra_fwd, extra_bwd = unfused_attention_extra_s(self.model, kinds[layer_kind], spec, tp, b)
+                return ProfileEntry(forward_s=fwd + extra_fwd, backward_s=BACKWARD_OVER_FORWARD * fwd + extra_bwd,
+                                    tp_comm_included=False)
         return ProfileEntry(forward_s=fwd, backward_s=BACKWARD_OVER_FORWARD * fwd, tp_comm_included=False)
 
     def to_table(self, gpus: list[str], tps: list[int], micro_batch_sizes: list[int]) -> ProfileTable:
