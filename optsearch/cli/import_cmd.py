@@ -34,7 +34,8 @@ def import_profile_command(
             "--model",
             "-m",
             help="The model the files were timed on: fasop gpt2-xl, bert-large or t5-fasop; amp gpt2-medium; metis "
-            "llama2-7b (its layer's parameter count is checked); aceso gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b or an Aceso size "
+            "llama2-7b (its layer's parameter count is checked); aceso gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b or "
+            "an Aceso size "
             "(350M, 1_3B, 2_6B, 6_7B, 13B).",
         ),
     ],
