@@ -1,4 +1,4 @@
-"""`optsearch import-profile`: turn a published profile (FASOP, Metis, Aceso) into an optsearch profile table."""
+"""`optsearch import-profile`: turn a published profile (FASOP, AMP, Metis, Aceso) into an optsearch profile table."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def import_profile_command(
         Path,
         typer.Option(
             "--source",
-            help="Folder with the published files: FASOP's known_cost/ (*.npy), Metis' DeviceType.*.json, or "
+            help="Folder with the published files: FASOP's or AMP's known_cost/ (*.npy), Metis' DeviceType.*.json, or "
             "Aceso's profiled-time-eurosys/ (gpt_*.csv).",
         ),
     ],
@@ -33,8 +33,9 @@ def import_profile_command(
         typer.Option(
             "--model",
             "-m",
-            help="The model the files were timed on: fasop gpt2-xl, bert-large or t5-fasop; metis llama2-7b (its "
-            "layer's parameter count is checked); aceso gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b or an Aceso size "
+            help="The model the files were timed on: fasop gpt2-xl, bert-large or t5-fasop; amp gpt2-medium; metis "
+            "llama2-7b (its layer's parameter count is checked); aceso gpt3-1.3b, gpt3-2.7b, gpt3-6.7b, gpt3-13b or "
+            "an Aceso size "
             "(350M, 1_3B, 2_6B, 6_7B, 13B).",
         ),
     ],

@@ -1,4 +1,4 @@
-"""Importers: published profile tables (FASOP, Metis, Aceso) -> optsearch's own ProfileTable.
+"""Importers: published profile tables (FASOP, AMP, Metis, Aceso) -> optsearch's own ProfileTable.
 
 Each importer reads the files as their project published them, maps their modules onto optsearch's layer kinds
 ('embedding', the model's kinds, 'head') and their GPUs onto catalog names, and records in the table's metadata
@@ -15,6 +15,10 @@ FASOP  known_cost/{prefix}_{GPU}_{tp}.npy: forward seconds of one micro-batch (m
          encoder   = median of the 24 encoder entries; decoder = median of the 24 decoder entries
          head      = what the last encoder and the last decoder entry hold beyond the median (their final layer
                      norms); FASOP's T5 table has no LM-head entry, so the head is only these two norms.
+AMP    known_cost/gpt2_{G4,P3}_{tp}.npy: FASOP's layout and conventions (read by the same code), GPT-2 medium on
+       T4 (G4, g4dn.12xlarge) and V100-SXM2-16GB (P3, p3.8xlarge), one entry per layer spec of DeepSpeed's pipeline
+       module: [embedding, transpose, 24 x layer, transpose, final norm, logits, fp32 cast]. embedding = the first
+       two, layer = mean of the 24 (their spread is recorded), head = the last four: the sum is kept exactly.
 Metis  DeviceType.{GPU}_tp{t}_bs{b}.json: execution_time.layer_compute_total_ms[i] is forward + backward of layer
        i in ms (0 = embedding, last = head, the rest transformer layers), timed on t GPUs (TP all-reduces inside).
        Split forward : backward = 1 : 2. execution_memory.layer_memory_total_mb includes the layer's parameters,
@@ -43,7 +47,7 @@ from optsearch.spec import ModelSpec
 from optsearch.spec.base import read_text
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
 
-SOURCES = ("fasop", "metis", "aceso")
+SOURCES = ("fasop", "amp", "metis", "aceso")
 
 FASOP_BACKWARD_OVER_FORWARD = 2.0  # FASOP: forward + backward = 3 x forward
 METIS_BACKWARD_SHARE = 2.0 / 3.0  # forward : backward = 1 : 2 of Metis' forward+backward per layer
@@ -54,6 +58,15 @@ MIB = 2**20
 FASOP_MODELS = {"gpt2-xl": "gpt2XL", "bert-large": "bert", "t5-fasop": "T5"}
 # FASOP's GPU token -> catalog name: A100 is AWS p4d.24xlarge (A100 40 GB SXM), A10 is g5.24xlarge (A10G).
 FASOP_GPUS = {"A100": "A100-SXM-40GB", "A10": "A10G"}
+# optsearch model catalog name -> AMP file prefix (AMP profiled GPT-2 medium: 24 layers, hidden 1024, 16 heads,
+# sequence 1024)
+AMP_MODELS = {"gpt2-medium": "gpt2"}
+# AMP's GPU token -> catalog name: G4 is AWS g4dn.12xlarge (4 x T4), P3 is p3.8xlarge (4 x V100-SXM2-16GB).
+AMP_GPUS = {"G4": "T4", "P3": "V100-16GB"}
+# AMP's GPT2ModelPipe layer specs around the transformer layers: [embedding, transpose] + layers +
+# [transpose, final layer norm, logits, fp32 cast] (DeepSpeed's PipelineModule times each spec on its own).
+AMP_SPECS_BEFORE = 2
+AMP_SPECS_AFTER = 4
 # Metis' A100: its tp 1 profile totals 53,120 MB on one GPU, more than 40 GB, so the 80 GB part.
 METIS_GPUS = {"A100": "A100-SXM-80GB"}
 # Aceso's cluster: 4 nodes x 8 V100 SXM2 32 GB.
@@ -90,12 +103,14 @@ def _catalog_gpus() -> list[str]:
     return list(gpu_catalog())
 
 
-def _uniform(values: Sequence[float], what: str, spreads: dict[str, str]) -> float:
-    """The median of entries that should be equal; a relative spread above 1e-9 is recorded in the metadata."""
-    med = statistics.median(values)
+def _uniform(values: Sequence[float], what: str, spreads: dict[str, str], *, mean: bool = False) -> float:
+    """The median (or, with `mean`, the mean) of entries that should be equal; a relative spread (max - min over
+    that value) above 1e-9 is recorded in the metadata."""
+    med = statistics.fmean(values) if mean else statistics.median(values)
     lo, hi = min(values), max(values)
     if med > 0 and (hi - lo) / med > 1e-9:
-        spreads[what] = f"median {med!r}, min {lo!r}, max {hi!r} ({len(values)} entries, spread {(hi - lo) / med:.2%})"
+        label = "mean" if mean else "median"
+        spreads[what] = f"{label} {med!r}, min {lo!r}, max {hi!r} ({len(values)} entries, spread {(hi - lo) / med:.2%})"
     return med
 
 
@@ -178,6 +193,45 @@ def fasop_module_times(arr, model: ModelSpec, path: Path, spreads: dict[str, str
     return out
 
 
+def _import_known_cost(
+    source: Path,
+    spec: ModelSpec,
+    prefix: str,
+    gpu_map: dict[str, str],
+    module_times: Callable[..., dict[str, float]],
+    name: str,
+    example_gpu: str,
+) -> tuple[ProfileTable, list[Path], set[str], dict[str, str]]:
+    """The known_cost/{prefix}_{GPU}_{tp}.npy layout FASOP and AMP share: one array of forward seconds per module at
+    micro-batch 1 per file, timed on tp GPUs. `module_times(arr, spec, path, spreads)` maps an array onto the layer
+    kinds; every kind gets backward = 2 x forward and tp_comm_included = true. Returns the table (no metadata yet),
+    the files read, the GPU tokens used and the spreads recorded."""
+    _require_dir(source)
+    files = sorted(p for p in source.glob(f"{prefix}_*_*.npy") if _FASOP_FILE.match(p.name))
+    files = [p for p in files if _FASOP_FILE.match(p.name)["prefix"] == prefix]  # type: ignore[index]
+    if not files:
+        example = source / f"{prefix}_{example_gpu}_1.npy"
+        raise ProfileError(f"{example}: missing (no {prefix}_<GPU>_<tp>.npy file in {source})")
+    table = ProfileTable(name=name)
+    spreads: dict[str, str] = {}
+    used: set[str] = set()
+    for path in files:
+        match = _FASOP_FILE.match(path.name)
+        assert match is not None
+        gpu = _gpu_for(match["gpu"], gpu_map, path)
+        used.add(match["gpu"])
+        tp = int(match["tp"])
+        times = module_times(_load_npy(path), spec, path, spreads)
+        for kind, forward_s in times.items():
+            table.entries[(gpu, kind, tp, 1)] = ProfileEntry(
+                forward_s=forward_s,
+                backward_s=FASOP_BACKWARD_OVER_FORWARD * forward_s,
+                activation_bytes=None,
+                tp_comm_included=True,
+            )
+    return table, files, used, spreads
+
+
 def import_fasop(source: Path, model: str | ModelSpec, gpu_map: dict[str, str] | None = None) -> ProfileTable:
     """FASOP's known_cost/{prefix}_{GPU}_{tp}.npy for one model -> a table at micro-batch 1 (see module docstring)."""
     source = Path(source)
@@ -188,28 +242,9 @@ def import_fasop(source: Path, model: str | ModelSpec, gpu_map: dict[str, str] |
         )
     prefix = FASOP_MODELS[spec.name]
     gpu_map = gpu_map if gpu_map is not None else dict(FASOP_GPUS)
-    _require_dir(source)
-    files = sorted(p for p in source.glob(f"{prefix}_*_*.npy") if _FASOP_FILE.match(p.name))
-    files = [p for p in files if _FASOP_FILE.match(p.name)["prefix"] == prefix]  # type: ignore[index]
-    if not files:
-        raise ProfileError(f"{source / f'{prefix}_A10_1.npy'}: missing (no {prefix}_<GPU>_<tp>.npy file in {source})")
-    table = ProfileTable(name=f"fasop-{spec.name}")
-    spreads: dict[str, str] = {}
-    used: set[str] = set()
-    for path in files:
-        match = _FASOP_FILE.match(path.name)
-        assert match is not None
-        gpu = _gpu_for(match["gpu"], gpu_map, path)
-        used.add(match["gpu"])
-        tp = int(match["tp"])
-        times = fasop_module_times(_load_npy(path), spec, path, spreads)
-        for kind, forward_s in times.items():
-            table.entries[(gpu, kind, tp, 1)] = ProfileEntry(
-                forward_s=forward_s,
-                backward_s=FASOP_BACKWARD_OVER_FORWARD * forward_s,
-                activation_bytes=None,
-                tp_comm_included=True,
-            )
+    table, files, used, spreads = _import_known_cost(
+        source, spec, prefix, gpu_map, fasop_module_times, f"fasop-{spec.name}", "A10"
+    )
     table.metadata.update(
         {
             "source": f"FASOP known_cost ({source})",
@@ -230,6 +265,99 @@ def import_fasop(source: Path, model: str | ModelSpec, gpu_map: dict[str, str] |
     for what, spread in sorted(spreads.items()):
         table.metadata[f"spread {what}"] = spread
     return table
+
+
+# ---- AMP -----------------------------------------------------------------------------------------------------
+
+
+def amp_module_times(arr, model: ModelSpec, path: Path, spreads: dict[str, str]) -> dict[str, float]:
+    """Forward seconds per layer kind from one AMP known_cost array: one entry per layer spec of AMP's GPT2ModelPipe,
+    [embedding, transpose, L x layer, transpose, final layer norm, logits, fp32 cast].
+
+    embedding = the first two specs, layer = the mean of the L layers (their spread goes into the metadata), head =
+    the last four, so that embedding + L x layer + head = the sum over all specs exactly.
+    """
+    if len(model.kinds) != 1:
+        raise ProfileError(f"{path}: AMP profiles decoder-only GPTs; {model.name} has layer kinds "
+                           f"{', '.join(k.name for k in model.kinds)}")
+    layers = model.num_layers
+    want = AMP_SPECS_BEFORE + layers + AMP_SPECS_AFTER
+    if arr.shape[0] != want:
+        raise ProfileError(
+            f"{path}: {arr.shape[0]} entries but {model.name} needs {want} (embedding, transpose, {layers} layers, "
+            "transpose, final layer norm, logits, fp32 cast)"
+        )
+    kind = model.kinds[0].name
+    values = [float(x) for x in arr]
+    body = values[AMP_SPECS_BEFORE : AMP_SPECS_BEFORE + layers]
+    return {
+        EMBEDDING_KIND: sum(values[:AMP_SPECS_BEFORE]),
+        kind: _uniform(body, f"{path.name} {kind}", spreads, mean=True),
+        HEAD_KIND: sum(values[AMP_SPECS_BEFORE + layers :]),
+    }
+
+
+def _sha256_prefix(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+
+
+def import_amp(source: Path, model: str | ModelSpec, gpu_map: dict[str, str] | None = None) -> ProfileTable:
+    """AMP's known_cost/gpt2_{G4,P3}_{1,2,4}.npy (GPT-2 medium) -> a table at micro-batch 1.
+
+    Same file layout and conventions as FASOP's (forward seconds of micro-batch 1 per module, timed on tp GPUs;
+    backward = 2 x forward), read through the same code; only the module list differs (amp_module_times).
+    """
+    source = Path(source)
+    spec = _load_model(model)
+    if spec.name not in AMP_MODELS:
+        raise ProfileError(
+            f"AMP publishes per-layer tables for {', '.join(AMP_MODELS)} only; model {spec.name!r} is not one of them"
+        )
+    prefix = AMP_MODELS[spec.name]
+    gpu_map = gpu_map if gpu_map is not None else dict(AMP_GPUS)
+    table, files, used, spreads = _import_known_cost(
+        source, spec, prefix, gpu_map, amp_module_times, f"amp-{spec.name}", "G4"
+    )
+    tps = sorted({k[2] for k in table.entries})
+    padded = ", ".join(
+        f"{_padded_vocab(spec.vocab_size, 128 * tp)} at tp {tp}" for tp in tps
+    )
+    table.metadata.update(
+        {
+            "source": f"AMP (Li et al., NeurIPS 2022) known_cost ({source}); published in DachengLi1/AMP "
+                      "src/known_cost, made by generate_known_cost.py",
+            "files": " ".join(f"{p.name} (sha256 {_sha256_prefix(p)}...)" for p in files),
+            "model": f"{spec.name} ({spec.num_layers} layers checked against the array length; AMP's profile script "
+                     "runs 24 layers, hidden 1024, 16 heads, sequence 1024)",
+            "gpus": _describe_map(gpu_map, used) + " (G4 = g4dn.12xlarge, 4 x T4; P3 = p3.8xlarge, 4 x V100-SXM2-16GB)",
+            "measured": "forward only, micro-batch 1, fp16: AMP's DeepSpeed PipelineModule times every layer spec with "
+                        "time.time() before and torch.cuda.synchronize() + time.time() after, at iteration 35 on rank "
+                        "0; one node, pp 1, tp GPUs; Megatron-LM v1.1.5 (AMP's fork) without softmax fusion",
+            "mapping": "embedding = specs 0-1 (embedding, transpose); layer = mean of the layer specs (sum over the "
+                       "model kept exactly; spread below); head = the last 4 specs (transpose, final layer norm, "
+                       "logits GEMM, fp32 cast); the loss (cross entropy) is not in AMP's profile",
+            "backward": "2 x forward (AMP's convention, cost_homo.py: forward + backward = 3 x forward)",
+            "tp_comm_included": "true (timed on tp GPUs: each layer's forward all-reduces are inside, and so is the "
+                                "host time of every layer, since the GPU is drained after each one)",
+            "micro_batch_size": "1 only (all AMP timed). The table code does not extrapolate: a plan at another "
+                                "micro-batch is refused with an error naming the missing entry, and solve skips "
+                                "micro-batches the table lacks. AMP's own model multiplies these times by the "
+                                "micro-batch (cost_homo.py); optsearch does not",
+            "vocabulary": f"GPT-2's {spec.vocab_size} padded by Megatron-LM v1.1.5 to a multiple of 128 x tp "
+                          f"({padded}): the head rows are timed with it",
+            "activation_bytes": "not published (empty: the cost model uses Korthikanti et al.)",
+        }
+    )
+    for what, spread in sorted(spreads.items()):
+        table.metadata[f"spread {what}"] = spread
+    return table
+
+
+def _padded_vocab(vocab: int, multiple: int) -> int:
+    """Megatron-LM v1.1.5's _vocab_size_with_padding: round up to a multiple of make-vocab-size-divisible-by x tp."""
+    return -(-vocab // multiple) * multiple
 
 
 # ---- Metis ---------------------------------------------------------------------------------------------------
@@ -474,10 +602,11 @@ def import_aceso(
 
 IMPORTERS: dict[str, Callable[..., ProfileTable]] = {
     "fasop": import_fasop,
+    "amp": import_amp,
     "metis": import_metis,
     "aceso": import_aceso,
 }
-DEFAULT_GPU_MAPS = {"fasop": FASOP_GPUS, "metis": METIS_GPUS, "aceso": ACESO_GPUS}
+DEFAULT_GPU_MAPS = {"fasop": FASOP_GPUS, "amp": AMP_GPUS, "metis": METIS_GPUS, "aceso": ACESO_GPUS}
 
 
 def import_profile(
