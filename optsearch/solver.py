@@ -217,6 +217,76 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
     return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, REFINED if refined else CHEAP)
 
 
+INTERLEAVED_BUDGET_MARGIN = 1e-9  # the scaled budget is this much looser (float rounding of the product f_v x value)
+
+
+def interleaved_positional_bound(sibling: Skeleton, budget: Budget, factor: float, cutoff: float = math.inf,
+                                 deadline: float | None = None) -> float:
+    """A lower bound on the objective of a candidate with v > 1 chunks per rank, from the positional bound of its
+    v = 1 sibling (same tp, dp, b, pp) under the budget's time and cost limits divided by f_v = factor.
+
+    Valid (bounds.interleaved_bound): every plan X of the v candidate is a plan of the sibling, the rent is the same,
+    and time_v(X) >= f_v x time_1(X), so cost_v(X) >= f_v x cost_1(X). If X meets the budget at v, then
+    time_1(X) <= max_time / f_v and cost_1(X) <= max_cost / f_v (the rent limit is the same), so X is a plan the
+    sibling's bound under those limits counts, and objective_v(X) >= f_v x objective_1(X) >= f_v x that bound. Where
+    no sibling plan meets the scaled limits the result is infinite (no plan of the v candidate meets the budget).
+    Minimizing time under a cost budget, the budget-free bound let through the fast interleaved candidates whose
+    plans all break the budget, and their models were solved one after another (issue 14: GPT-3 13B on
+    mixed-pool-8k, --target megatron, 115 models in 60 s, all v > 1, none with a plan that meets the budget)."""
+    loose = 1.0 + INTERLEAVED_BUDGET_MARGIN
+    scaled = budget.model_copy(update={  # not validated: a scaled limit may exceed the CLI's range
+        "max_time_s": None if budget.max_time_s is None else budget.max_time_s / factor * loose,
+        "max_cost_usd": None if budget.max_cost_usd is None else budget.max_cost_usd / factor * loose})
+    pos = positional_bound(sibling, scaled, cutoff=cutoff / factor, deadline=deadline)
+    return factor * pos.bound
+
+
+NEIGHBOUR_SHARE = 0.4  # of the time left after the seed search, for _neighbour_search
+NEIGHBOUR_EVALS = 3000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
+
+
+def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
+                      time_limit_s: float | None) -> Priced:
+    """A better incumbent for a budget search, by hill-climbing over candidates from the seed's plan: the quick plans
+    of the neighbouring candidates (tp, b, cp and ep halved or doubled, dp halved or multiplied by 2 or 4, pp moved by
+    up to 2; v = 1, where quick plans exist) are priced, and the search moves to the best plan that meets the budget
+    and beats the current one, until none does (or the time share, or NEIGHBOUR_EVALS candidates, are spent).
+
+    Why: the seed (the other objective, first plan only) meets the budget but is slow (minimizing time under a cost
+    budget) or dear (cost under a deadline). The plans that meet a cost budget fastest are the cheap plans spread
+    over more GPUs (cost stays about the same as dp grows, time falls), which the time order reaches only after
+    thousands of faster candidates that break the budget (issue 14: GPT-3 13B on mixed-pool-8k, --target megatron,
+    time under a cost budget: the seed's 8.0e6 s stayed the incumbent for 60 s; from it, this search finds 52,131 s
+    in about 3 s of CPU). Every plan it returns is priced by the cost model and meets the budget: an incumbent only,
+    never a proof; the answer of an exhaustive search is the same."""
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    best = start
+    plan = start[1]
+    at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1)
+    seen: set[tuple[int, ...]] = {at}
+    evals = 0
+    while True:
+        tp, dp, b, pp, ep, cp, _ = at
+        moved = None
+        near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
+                       for bb in (b // 2, b, 2 * b) for q in range(pp - 2, pp + 3) for e in (ep // 2, ep, 2 * ep)
+                       for c in (cp // 2, cp, 2 * cp)} - seen)
+        for key in near:
+            if key not in by_key:
+                continue
+            if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
+                return best
+            seen.add(key)
+            evals += 1
+            own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
+            if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL) and (moved is None or own[0] < moved[0][0]):
+                moved = (own, key)
+        if moved is None:
+            return best
+        best, at = moved
+
+
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
     """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible."""
     problem, options = memo.problem, memo.options
@@ -397,6 +467,7 @@ def solve(
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
             incumbent = (own[0], own[1], own[2], None)
     seed_s = None
+    first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
     other = "time" if budget.objective == "cost" else "cost"
     if (incumbent is None and not first_plan_only and slower_than_s == 0.0
             and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None):
@@ -407,7 +478,15 @@ def solve(
         if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
                                                                                           budget):
             incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
-    first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
+        if incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
+            first_plan_s = time.perf_counter() - start
+            share = None if time_limit_s is None else NEIGHBOUR_SHARE * max(0.0, time_limit_s
+                                                                             - (time.perf_counter() - start))
+            better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
+            if better[0] < incumbent[0]:
+                incumbent = (better[0], better[1], better[2], None)
+    if first_plan_s is None and incumbent is not None:
+        first_plan_s = time.perf_counter() - start  # when a plan was first known
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = False
@@ -487,18 +566,20 @@ def solve(
                 sharper = max(lower, pos.bound)
                 found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
             elif item.cand.v > 1 and slower_than_s == 0.0:
-                # Interleaved: the v = 1 sibling's budget-free positional bound, relaxed by f_v (bounds.interleaved_bound:
-                # every plan of this candidate is one of the sibling's, at least f_v times its value). Budget-free:
-                # a budget prunes by the sibling's times, which v > 1 may beat.
+                # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
+                # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
+                # times its time and cost).
                 sibling = memo.skeleton(replace(item.cand, v=1))
                 if sibling.most is not None:
                     try:
-                        pos = positional_bound(sibling, Budget(objective=budget.objective), deadline=deadline)
+                        pos_v = interleaved_positional_bound(
+                            sibling, budget, interleaving_factor(item.terms.m, item.cand.pp, item.cand.v),
+                            cutoff=incumbent[0] if incumbent else math.inf, deadline=deadline)
                     except OutOfTime:
                         heapq.heappush(queue, (lower, key, i, item))
                         stopped_early = True
                         break
-                    sharper = max(lower, interleaving_factor(item.terms.m, item.cand.pp, item.cand.v) * pos.bound)
+                    sharper = max(lower, pos_v)
             if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
