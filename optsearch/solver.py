@@ -241,7 +241,7 @@ def interleaved_positional_bound(sibling: Skeleton, budget: Budget, factor: floa
     return factor * pos.bound
 
 
-NEIGHBOUR_SHARE = 0.4  # of the time left after the seed search, for _neighbour_search
+NEIGHBOUR_SHARE = 0.25  # of the time left after the seed search, for _neighbour_search
 NEIGHBOUR_EVALS = 3000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
 
 
@@ -249,8 +249,9 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
                       time_limit_s: float | None) -> Priced:
     """A better incumbent for a budget search, by hill-climbing over candidates from the seed's plan: the quick plans
     of the neighbouring candidates (tp, b, cp and ep halved or doubled, dp halved or multiplied by 2 or 4, pp moved by
-    up to 2; v = 1, where quick plans exist) are priced, and the search moves to the best plan that meets the budget
-    and beats the current one, until none does (or the time share, or NEIGHBOUR_EVALS candidates, are spent).
+    up to 2; v = 1, where quick plans exist) are priced in order of their bounds (those bounded at the current plan's
+    value or above are skipped), and the search moves to the first plan that meets the budget and beats the current
+    one, until none does (or the time share, or NEIGHBOUR_EVALS candidates, are spent).
 
     Why: the seed (the other objective, first plan only) meets the budget but is slow (minimizing time under a cost
     budget) or dear (cost under a deadline). The plans that meet a cost budget fastest are the cheap plans spread
@@ -272,16 +273,17 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
         near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
                        for bb in (b // 2, b, 2 * b) for q in range(pp - 2, pp + 3) for e in (ep // 2, ep, 2 * ep)
                        for c in (cp // 2, cp, 2 * cp)} - seen)
-        for key in near:
-            if key not in by_key:
-                continue
+        for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
             if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
                 return best
+            if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
+                break  # this and every later neighbour are bounded at the current plan's value or above
             seen.add(key)
             evals += 1
             own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
-            if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL) and (moved is None or own[0] < moved[0][0]):
+            if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
                 moved = (own, key)
+                break  # the first improvement, in order of the neighbours' bounds
         if moved is None:
             return best
         best, at = moved

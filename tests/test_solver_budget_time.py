@@ -20,7 +20,7 @@ from optsearch.spec import GpuSpec
 from optsearch.spec.budget import Budget
 
 from test_interleaved import interleaved_instances
-from test_solver import MAX_PLANS, assert_backends_equal_brute_force, make_problem, usable_degrees
+from test_solver import MAX_PLANS, assert_backends_equal_brute_force, instances, make_problem, usable_degrees
 
 
 def _interleaved_plans(problem, options):
@@ -115,3 +115,48 @@ def test_neighbour_search_improves_the_seed_with_plans_that_meet_the_budget_and_
     assert value < start[0]
     assert not budget_violations(plan, est, budget) and value == est.training_time_s
     assert_backends_equal_brute_force(problem, budget, options)
+
+
+def _aggregate_time_bound_ratio(problem, options, strength: float = 1.0) -> float:
+    """Over every plan X of every candidate: the least iteration(X) / (the aggregate refined bound's iteration time
+    minimizing time under a cost budget at X's own cost). At least 1 (1e-9 for rounding) when the bound is valid;
+    strength multiplies the bound's iteration (a check that the test can fail)."""
+    from unittest import mock
+
+    from optsearch import bounds as bounds_module
+    from optsearch.bounds import candidate_bound
+    from optsearch.candidates import max_stages
+
+    least = float("inf")
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        terms = degree_terms(problem, tp, dp, mbs, uses)
+        for pp in range(1, max_stages(problem, options) + 1):
+            for types in type_sequences(list(uses), pp, None, tp * dp):
+                for parts in partitions(problem.model.num_layers, pp):
+                    stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
+                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages), options)
+                    if found is None:
+                        continue
+                    est = found[1]
+                    budget = Budget(objective="time", max_cost_usd=est.cost_usd)
+                    with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
+                        bound = candidate_bound(problem, terms, pp, budget, refined=True)
+                    assert bound.feasible, (found[0], bound)
+                    least = min(least, est.iteration_time_s / (strength * bound.iteration_s))
+    return least
+
+
+@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(instances())
+def test_the_aggregate_time_bound_under_a_cost_budget_at_a_plans_own_cost_stays_below_that_plan(case):
+    """bounds._least_iteration_under_cost_s (the aggregate refined bound minimizing time under a cost budget): with
+    the budget at each plan's own cost (the tightest budget it meets), the candidate stays feasible and its
+    iteration bound stays below the plan's. A fixed sequence of 25 instances (derandomized); taking the breakpoint
+    after the first one whose cost fits, or the bound 5 % higher, makes it fail (checked when written)."""
+    problem, options, _, _, _ = case
+    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+        return
+    least = _aggregate_time_bound_ratio(problem, options)
+    event(f"plans: {'none' if least == float('inf') else 'some'}")
+    assert least >= 1 - 1e-9, least
