@@ -132,8 +132,9 @@ class Memo:
                       slower_than_s: float = 0.0) -> CandidateBound:
         """The refined bound under the budget (bounds.candidate_bound). With few node types its budget-free part, one
         bound per composition, is kept; then slower_than_s bounds each composition's time and cost by itself."""
-        if cand.v > 1:  # the budget-free v = 1 bound, relaxed (bounds.interleaved_bound); _bounded applies the budget
-            base = self.refined_bound(terms, replace(cand, v=1), Budget(objective=budget.objective))
+        if cand.v > 1:  # the v = 1 bound under the budget / f_v, relaxed (interleaved_positional_bound's argument)
+            factor = interleaving_factor(terms.m, cand.pp, cand.v)
+            base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
@@ -233,12 +234,18 @@ def interleaved_positional_bound(sibling: Skeleton, budget: Budget, factor: floa
     Minimizing time under a cost budget, the budget-free bound let through the fast interleaved candidates whose
     plans all break the budget, and their models were solved one after another (issue 14: GPT-3 13B on
     mixed-pool-8k, --target megatron, 115 models in 60 s, all v > 1, none with a plan that meets the budget)."""
+    pos = positional_bound(sibling, _interleaved_budget(budget, factor), cutoff=cutoff / factor, deadline=deadline)
+    return factor * pos.bound
+
+
+def _interleaved_budget(budget: Budget, factor: float) -> Budget:
+    """The budget a v = 1 sibling's plan meets whenever the same layout at v meets `budget` (time and cost limits
+    divided by f_v = factor, loosened by INTERLEAVED_BUDGET_MARGIN; the rent and GPU limits unchanged); the
+    objective is kept. See interleaved_positional_bound."""
     loose = 1.0 + INTERLEAVED_BUDGET_MARGIN
-    scaled = budget.model_copy(update={  # not validated: a scaled limit may exceed the CLI's range
+    return budget.model_copy(update={  # not validated: a scaled limit may exceed the CLI's range
         "max_time_s": None if budget.max_time_s is None else budget.max_time_s / factor * loose,
         "max_cost_usd": None if budget.max_cost_usd is None else budget.max_cost_usd / factor * loose})
-    pos = positional_bound(sibling, scaled, cutoff=cutoff / factor, deadline=deadline)
-    return factor * pos.bound
 
 
 NEIGHBOUR_SHARE = 0.25  # of the time left after the seed search, for _neighbour_search
