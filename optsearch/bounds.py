@@ -552,7 +552,8 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
         if joint == math.inf:
             return CandidateBound(False)
         cost_rate_s = max(cost_rate_s, joint)
-        if budget is not None and budget.max_cost_usd is not None:  # the first breakpoint whose cost fits
+        if budget is not None and budget.max_cost_usd is not None and budget.objective == "time":
+            # the first breakpoint whose cost fits (minimizing cost, the joint bound above already prunes by it)
             under = _least_iteration_under_cost_s(
                 d, pp, L, total, comm, budget.max_cost_usd * slack * SECONDS_PER_HOUR / problem.iterations,
                 None if budget.max_time_s is None else budget.max_time_s * slack / problem.iterations,

@@ -478,8 +478,10 @@ def solve(
     seed_s = None
     first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
     other = "time" if budget.objective == "cost" else "cost"
-    if (incumbent is None and not first_plan_only and slower_than_s == 0.0
-            and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None):
+    # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
+    climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
+             and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None)
+    if climb:
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
         seed = solve(problem, budget.model_copy(update={"objective": other}), solver=solver, time_limit_s=share,
                      options=options, memo=memo, first_plan_only=True)
@@ -487,13 +489,17 @@ def solve(
         if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
                                                                                           budget):
             incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
-        if incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
-            first_plan_s = time.perf_counter() - start
-            share = None if time_limit_s is None else NEIGHBOUR_SHARE * max(0.0, time_limit_s
-                                                                             - (time.perf_counter() - start))
-            better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
-            if better[0] < incumbent[0]:
-                incumbent = (better[0], better[1], better[2], None)
+
+    def climbed(incumbent):
+        """The incumbent after _neighbour_search from it, for up to NEIGHBOUR_SHARE of the time left."""
+        share = None if time_limit_s is None else NEIGHBOUR_SHARE * max(0.0, time_limit_s
+                                                                         - (time.perf_counter() - start))
+        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
+        return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
+
+    if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
+        first_plan_s = time.perf_counter() - start
+        incumbent, climb = climbed(incumbent), False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
@@ -524,6 +530,8 @@ def solve(
         lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
+        if climb and incumbent is not None:  # the seed found none in its share: climb from the loop's first plan
+            incumbent, climb = climbed(incumbent), False
         if first_plan_only and incumbent is not None:
             stopped_early = True
             break

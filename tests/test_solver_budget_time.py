@@ -70,7 +70,8 @@ def _tightest(problem, options, strength: float = 1.0) -> float:
 def test_the_interleaved_bound_under_a_budget_at_a_plans_own_value_stays_below_that_plan(case):
     """interleaved_positional_bound (the sibling's positional bound under the budget / f_v, times f_v) and the
     refined bound of a v > 1 candidate (Memo.refined_bound: the sibling's under the budget / f_v, relaxed by f_v),
-    below every plan that meets the budget, with the budget at the plan's own cost (time objective) or time (cost objective).
+    below every plan that meets the budget, with the budget at the plan's own cost (time objective) or time (cost
+    objective).
     On equal stages the bound comes within 1 % of a plan (test_..._is_tight_on_equal_stages); the budget not
     divided by f_v makes this test fail (checked when written)."""
     problem, options, _, _ = case
