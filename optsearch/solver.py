@@ -266,7 +266,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     thousands of faster candidates that break the budget (issue 14: GPT-3 13B on mixed-pool-8k, --target megatron,
     time under a cost budget: the seed's 8.0e6 s stayed the incumbent for 60 s; from it, this search finds 52,131 s
     in about 3 s of CPU). Every plan it returns is priced by the cost model and meets the budget: an incumbent only,
-    never a proof; the answer of an exhaustive search is the same."""
+    never a proof; the answer of an exhaustive search is the same. Before the neighbours, the current plan itself is
+    tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too."""
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     best = start
@@ -277,6 +278,18 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     while True:
         tp, dp, b, pp, ep, cp, _ = at
         moved = None
+        for variant in _rescaled(memo.problem, best[1]):  # the current plan itself on more (or fewer) replicas
+            if deadline is not None and time.perf_counter() > deadline:
+                return best
+            own = _best_meeting(budget, [found] if (found := memo.runnable(variant)) else [])
+            if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+                moved = (own, (variant.tp, variant.dp, variant.micro_batch_size, len(variant.stages), variant.ep,
+                               variant.cp, 1))
+                break
+        if moved is not None:
+            best, at = moved
+            seen.add(at)
+            continue
         near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
                        for bb in (b // 2, b, 2 * b) for q in range(pp - 2, pp + 3) for e in (ep // 2, ep, 2 * ep)
                        for c in (cp // 2, cp, 2 * cp)} - seen)
@@ -294,6 +307,20 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
         if moved is None:
             return best
         best, at = moved
+
+
+def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
+    """The plan with dp x 2, x 4 or / 2, and each of those (and dp itself) with the micro-batch halved: the same
+    stages on more or fewer replicas. Where one leaves the search space or does not fit, Memo.runnable drops it.
+    Any layer kinds (T5 included), where candidates' quick plans need one."""
+    out = []
+    for dp, b in ((2 * plan.dp, plan.micro_batch_size), (4 * plan.dp, plan.micro_batch_size),
+                  (2 * plan.dp, plan.micro_batch_size // 2), (plan.dp, plan.micro_batch_size // 2),
+                  (plan.dp // 2, plan.micro_batch_size)):
+        if dp >= 1 and b >= 1 and (dp, b) != (plan.dp, plan.micro_batch_size) and dp % plan.ep == 0:
+            out.append(replace(plan, dp=dp, micro_batch_size=b,
+                               distributed_optimizer=distributed_optimizer_on(problem.job, dp, plan.cp)))
+    return out
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
