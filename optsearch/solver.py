@@ -249,7 +249,7 @@ def _interleaved_budget(budget: Budget, factor: float) -> Budget:
 
 
 NEIGHBOUR_SHARE = 0.25  # of the time left after the seed search, for _neighbour_search
-NEIGHBOUR_EVALS = 3000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
+NEIGHBOUR_EVALS = 1000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
 
 
 def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
