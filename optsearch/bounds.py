@@ -427,6 +427,40 @@ def _joint_cost_rate_s(d: DegreeTerms, pp: int, L: int, stages_s: float, comm_s:
     return best * (1 - 1e-9)
 
 
+def _least_iteration_under_cost_s(d: DegreeTerms, pp: int, L: int, stages_s: float, comm_s: float,
+                                  max_cost_rate_s: float, max_iteration_s: float | None,
+                                  max_rate: float | None) -> float:
+    """A lower bound on the iteration time of every plan whose rent x iteration time (USD/hour x s) is at most
+    max_cost_rate_s (a cost budget), when the node types are not listed per composition (issue 14, item 3).
+
+    As in _joint_cost_rate_s: a plan whose slowest stage takes M* has every stage of g within
+    k_g(M*) = min(NMAX[g], floor((M* - e_min) / step_min[g])) layers, so its rent is at least
+    rate(M*) = w x `_least_rate_per_gpu`(k(M*)) and its iteration at least
+    it(M*) = (m - 1) max(M*, stages_s / pp) + stages_s + comm_s. Let M_i be the largest breakpoint
+    e_min + n step_min[g] at or below M* (below the first one no stage holds a layer). k is constant between
+    breakpoints and it(M) grows with M, so rate(M*) = rate(M_i) and it(M*) >= it(M_i): the plan's cost rate is at least
+    rate(M_i) x it(M_i) and its iteration at least it(M_i). A plan within the budget therefore has M_i among the
+    breakpoints where rate x it <= max_cost_rate_s, and its iteration is at least it at the first of them (it grows
+    with M). Breakpoints past the deadline end the walk, and a rent above the USD/hour limit is skipped, as in
+    _joint_cost_rate_s. Infinite when no breakpoint meets the budget (no plan does). Without it, minimizing time under
+    a cost budget bounded a candidate by its fastest pipeline, which only plans far above the budget reach."""
+    e = d.send_min_s if pp > 1 else 0.0
+    G = len(d.slots)
+    marks = sorted({e + n * d.step_min_s[g] for g in range(G) for n in range(1, d.max_layers_per_stage[g] + 1)})
+    for M in marks:
+        iteration = (d.m - 1) * max(M, stages_s / pp) + stages_s + comm_s
+        if max_iteration_s is not None and iteration > max_iteration_s:
+            break
+        hold = tuple(max(0, min(d.max_layers_per_stage[g], math.floor((M - e) / d.step_min_s[g] + 1e-9)))
+                     for g in range(G))
+        rate = d.w * _least_rate_per_gpu(d, pp, L, hold)
+        if rate == math.inf or (max_rate is not None and rate > max_rate):
+            continue
+        if rate * iteration <= max_cost_rate_s:
+            return iteration * (1 - 1e-9)
+    return math.inf
+
+
 Composition = tuple[float, float, float]  # lower bounds of one composition: (iteration s, rent USD/h, USD/iteration)
 
 
@@ -518,6 +552,15 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
         if joint == math.inf:
             return CandidateBound(False)
         cost_rate_s = max(cost_rate_s, joint)
+        if budget is not None and budget.max_cost_usd is not None and budget.objective == "time":
+            # the first breakpoint whose cost fits (minimizing cost, the joint bound above already prunes by it)
+            under = _least_iteration_under_cost_s(
+                d, pp, L, total, comm, budget.max_cost_usd * slack * SECONDS_PER_HOUR / problem.iterations,
+                None if budget.max_time_s is None else budget.max_time_s * slack / problem.iterations,
+                None if budget.max_usd_per_hour is None else budget.max_usd_per_hour * slack)
+            if under == math.inf:
+                return CandidateBound(False)
+            iteration = max(iteration, under)
     return CandidateBound(True, iteration, rate, cost_rate_s / SECONDS_PER_HOUR)
 
 

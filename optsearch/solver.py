@@ -132,8 +132,9 @@ class Memo:
                       slower_than_s: float = 0.0) -> CandidateBound:
         """The refined bound under the budget (bounds.candidate_bound). With few node types its budget-free part, one
         bound per composition, is kept; then slower_than_s bounds each composition's time and cost by itself."""
-        if cand.v > 1:  # the budget-free v = 1 bound, relaxed (bounds.interleaved_bound); _bounded applies the budget
-            base = self.refined_bound(terms, replace(cand, v=1), Budget(objective=budget.objective))
+        if cand.v > 1:  # the v = 1 bound under the budget / f_v, relaxed (interleaved_positional_bound's argument)
+            factor = interleaving_factor(terms.m, cand.pp, cand.v)
+            base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
@@ -215,6 +216,111 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
     if budget.max_usd_per_hour is not None and bound.rate_usd_per_hour > budget.max_usd_per_hour * slack:
         return None
     return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, REFINED if refined else CHEAP)
+
+
+INTERLEAVED_BUDGET_MARGIN = 1e-9  # the scaled budget is this much looser (float rounding of the product f_v x value)
+
+
+def interleaved_positional_bound(sibling: Skeleton, budget: Budget, factor: float, cutoff: float = math.inf,
+                                 deadline: float | None = None) -> float:
+    """A lower bound on the objective of a candidate with v > 1 chunks per rank, from the positional bound of its
+    v = 1 sibling (same tp, dp, b, pp) under the budget's time and cost limits divided by f_v = factor.
+
+    Valid (bounds.interleaved_bound): every plan X of the v candidate is a plan of the sibling, the rent is the same,
+    and time_v(X) >= f_v x time_1(X), so cost_v(X) >= f_v x cost_1(X). If X meets the budget at v, then
+    time_1(X) <= max_time / f_v and cost_1(X) <= max_cost / f_v (the rent limit is the same), so X is a plan the
+    sibling's bound under those limits counts, and objective_v(X) >= f_v x objective_1(X) >= f_v x that bound. Where
+    no sibling plan meets the scaled limits the result is infinite (no plan of the v candidate meets the budget).
+    Minimizing time under a cost budget, the budget-free bound let through the fast interleaved candidates whose
+    plans all break the budget, and their models were solved one after another (issue 14: GPT-3 13B on
+    mixed-pool-8k, --target megatron, 115 models in 60 s, all v > 1, none with a plan that meets the budget)."""
+    pos = positional_bound(sibling, _interleaved_budget(budget, factor), cutoff=cutoff / factor, deadline=deadline)
+    return factor * pos.bound
+
+
+def _interleaved_budget(budget: Budget, factor: float) -> Budget:
+    """The budget a v = 1 sibling's plan meets whenever the same layout at v meets `budget` (time and cost limits
+    divided by f_v = factor, loosened by INTERLEAVED_BUDGET_MARGIN; the rent and GPU limits unchanged); the
+    objective is kept. See interleaved_positional_bound."""
+    loose = 1.0 + INTERLEAVED_BUDGET_MARGIN
+    return budget.model_copy(update={  # not validated: a scaled limit may exceed the CLI's range
+        "max_time_s": None if budget.max_time_s is None else budget.max_time_s / factor * loose,
+        "max_cost_usd": None if budget.max_cost_usd is None else budget.max_cost_usd / factor * loose})
+
+
+NEIGHBOUR_SHARE = 0.25  # of the time left after the seed search, for _neighbour_search
+NEIGHBOUR_EVALS = 1000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
+
+
+def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
+                      time_limit_s: float | None) -> Priced:
+    """A better incumbent for a budget search, by hill-climbing over candidates from the seed's plan: the quick plans
+    of the neighbouring candidates (tp, b, cp and ep halved or doubled, dp halved or multiplied by 2 or 4, pp moved by
+    up to 2; v = 1, where quick plans exist) are priced in order of their bounds (those bounded at the current plan's
+    value or above are skipped), and the search moves to the first plan that meets the budget and beats the current
+    one, until none does (or the time share, or NEIGHBOUR_EVALS candidates, are spent).
+
+    Why: the seed (the other objective, first plan only) meets the budget but is slow (minimizing time under a cost
+    budget) or dear (cost under a deadline). The plans that meet a cost budget fastest are the cheap plans spread
+    over more GPUs (cost stays about the same as dp grows, time falls), which the time order reaches only after
+    thousands of faster candidates that break the budget (issue 14: GPT-3 13B on mixed-pool-8k, --target megatron,
+    time under a cost budget: the seed's 8.0e6 s stayed the incumbent for 60 s; from it, this search finds 52,131 s
+    in about 3 s of CPU). Every plan it returns is priced by the cost model and meets the budget: an incumbent only,
+    never a proof; the answer of an exhaustive search is the same. Before the neighbours, the current plan itself is
+    tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too."""
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    best = start
+    plan = start[1]
+    at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1)
+    seen: set[tuple[int, ...]] = {at}
+    evals = 0
+    while True:
+        tp, dp, b, pp, ep, cp, _ = at
+        moved = None
+        for variant in _rescaled(memo.problem, best[1]):  # the current plan itself on more (or fewer) replicas
+            if deadline is not None and time.perf_counter() > deadline:
+                return best
+            own = _best_meeting(budget, [found] if (found := memo.runnable(variant)) else [])
+            if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+                moved = (own, (variant.tp, variant.dp, variant.micro_batch_size, len(variant.stages), variant.ep,
+                               variant.cp, 1))
+                break
+        if moved is not None:
+            best, at = moved
+            seen.add(at)
+            continue
+        near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
+                       for bb in (b // 2, b, 2 * b) for q in range(pp - 2, pp + 3) for e in (ep // 2, ep, 2 * ep)
+                       for c in (cp // 2, cp, 2 * cp)} - seen)
+        for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
+            if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
+                return best
+            if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
+                break  # this and every later neighbour are bounded at the current plan's value or above
+            seen.add(key)
+            evals += 1
+            own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
+            if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+                moved = (own, key)
+                break  # the first improvement, in order of the neighbours' bounds
+        if moved is None:
+            return best
+        best, at = moved
+
+
+def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
+    """The plan with dp x 2, x 4 or / 2, and each of those (and dp itself) with the micro-batch halved: the same
+    stages on more or fewer replicas. Where one leaves the search space or does not fit, Memo.runnable drops it.
+    Any layer kinds (T5 included), where candidates' quick plans need one."""
+    out = []
+    for dp, b in ((2 * plan.dp, plan.micro_batch_size), (4 * plan.dp, plan.micro_batch_size),
+                  (2 * plan.dp, plan.micro_batch_size // 2), (plan.dp, plan.micro_batch_size // 2),
+                  (plan.dp // 2, plan.micro_batch_size)):
+        if dp >= 1 and b >= 1 and (dp, b) != (plan.dp, plan.micro_batch_size) and dp % plan.ep == 0:
+            out.append(replace(plan, dp=dp, micro_batch_size=b,
+                               distributed_optimizer=distributed_optimizer_on(problem.job, dp, plan.cp)))
+    return out
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
@@ -397,9 +503,12 @@ def solve(
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
             incumbent = (own[0], own[1], own[2], None)
     seed_s = None
+    first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
     other = "time" if budget.objective == "cost" else "cost"
-    if (incumbent is None and not first_plan_only and slower_than_s == 0.0
-            and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None):
+    # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
+    climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
+             and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None)
+    if climb:
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
         seed = solve(problem, budget.model_copy(update={"objective": other}), solver=solver, time_limit_s=share,
                      options=options, memo=memo, first_plan_only=True)
@@ -407,7 +516,19 @@ def solve(
         if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
                                                                                           budget):
             incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
-    first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
+
+    def climbed(incumbent):
+        """The incumbent after _neighbour_search from it, for up to NEIGHBOUR_SHARE of the time left."""
+        share = None if time_limit_s is None else NEIGHBOUR_SHARE * max(0.0, time_limit_s
+                                                                         - (time.perf_counter() - start))
+        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
+        return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
+
+    if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
+        first_plan_s = time.perf_counter() - start
+        incumbent, climb = climbed(incumbent), False
+    if first_plan_s is None and incumbent is not None:
+        first_plan_s = time.perf_counter() - start  # when a plan was first known
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = False
@@ -436,6 +557,8 @@ def solve(
         lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
+        if climb and incumbent is not None:  # the seed found none in its share: climb from the loop's first plan
+            incumbent, climb = climbed(incumbent), False
         if first_plan_only and incumbent is not None:
             stopped_early = True
             break
@@ -487,18 +610,20 @@ def solve(
                 sharper = max(lower, pos.bound)
                 found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
             elif item.cand.v > 1 and slower_than_s == 0.0:
-                # Interleaved: the v = 1 sibling's budget-free positional bound, relaxed by f_v (bounds.interleaved_bound:
-                # every plan of this candidate is one of the sibling's, at least f_v times its value). Budget-free:
-                # a budget prunes by the sibling's times, which v > 1 may beat.
+                # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
+                # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
+                # times its time and cost).
                 sibling = memo.skeleton(replace(item.cand, v=1))
                 if sibling.most is not None:
                     try:
-                        pos = positional_bound(sibling, Budget(objective=budget.objective), deadline=deadline)
+                        pos_v = interleaved_positional_bound(
+                            sibling, budget, interleaving_factor(item.terms.m, item.cand.pp, item.cand.v),
+                            cutoff=incumbent[0] if incumbent else math.inf, deadline=deadline)
                     except OutOfTime:
                         heapq.heappush(queue, (lower, key, i, item))
                         stopped_early = True
                         break
-                    sharper = max(lower, interleaving_factor(item.terms.m, item.cand.pp, item.cand.v) * pos.bound)
+                    sharper = max(lower, pos_v)
             if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
