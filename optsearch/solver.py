@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from optsearch.bounds import (
-    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds,
-    degree_terms, interleaved_bound, interleaving_factor,
+    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, cheap_bounds,
+    composition_bounds, degree_terms, interleaved_bound, interleaving_factor,
 )
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -112,6 +114,7 @@ class Memo:
     quick: dict[tuple[int, ...], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
     sequences: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
+    cheap_by_pp: dict[tuple[int, ...], tuple] = field(default_factory=dict)  # (tp, dp, b, ep, cp) -> cheap_bounds
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1) -> DegreeTerms:
@@ -127,6 +130,13 @@ class Memo:
             bound = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
             self.cheap[cand.key] = interleaved_bound(bound, terms.m, cand.pp, cand.v)
         return self.cheap[cand.key]
+
+    def cheap_bounds(self, terms: DegreeTerms, key: tuple[int, ...], pps: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """bounds.cheap_bounds of (tp, dp, b, ep, cp) = key at every pp in pps (budget-free), kept."""
+        if key not in self.cheap_by_pp:
+            self.cheap_by_pp[key] = cheap_bounds(self.problem, terms, pps)
+        return self.cheap_by_pp[key]
 
     def refined_bound(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
                       slower_than_s: float = 0.0) -> CandidateBound:
@@ -218,10 +228,16 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
-    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible."""
+    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. The bounds of
+    every pp of one (tp, dp, b, ep, cp) come from one vectorized call (bounds.cheap_bounds, equal bit for bit to
+    Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks)."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
     total = 0
+    most = max_stages(problem, options)
+    pps = np.arange(1, most + 1)
+    iterations = problem.iterations
+    slack = BOUND_SLACK
     for tp in tp_candidates(problem):
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
@@ -231,16 +247,38 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                     continue
                 for ep in ep_candidates(problem, tp, dp, options):
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp)
-                    for pp, v in ((p, v) for p in range(1, max_stages(problem, options) + 1)
-                                  for v in options.virtual_stages if interleaving_allowed(problem, p, dp, mbs, v)):
-                        total += 1
-                        if budget.max_gpus is not None and pp * tp * cp * dp > budget.max_gpus:
+                    ok, iteration, rate, cost = memo.cheap_bounds(terms, (tp, dp, mbs, ep, cp), pps)
+                    for v in options.virtual_stages:
+                        if v == 1:
+                            allowed = [p for p in range(1, most + 1)]
+                        else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
+                            allowed = [p for p in range(2, most + 1)
+                                       if terms.m % p == 0 and interleaving_allowed(problem, p, dp, mbs, v)]
+                        total += len(allowed)
+                        ix = np.array(allowed, dtype=np.int64) - 1
+                        if budget.max_gpus is not None:
+                            ix = ix[(ix + 1) * tp * cp * dp <= budget.max_gpus]
+                        ix = ix[ok[ix]]
+                        if len(ix) == 0:
                             continue
-                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v)
-                        item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand),
-                                        slower_than_s)
-                        if item is not None:
-                            kept.append(item)
+                        it, rt, co = iteration[ix], rate[ix], cost[ix]
+                        if v > 1:  # bounds.interleaved_bound, the same operations
+                            factor = np.array([interleaving_factor(terms.m, int(p) + 1, v) for p in ix])
+                            it, co = it * factor, co * factor
+                        time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
+                        cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
+                        keep = np.ones(len(ix), dtype=bool)
+                        if budget.max_time_s is not None:
+                            keep &= ~(time_lb > budget.max_time_s * slack)
+                        if budget.max_cost_usd is not None:
+                            keep &= ~(cost_lb > budget.max_cost_usd * slack)
+                        if budget.max_usd_per_hour is not None:
+                            keep &= ~(rt > budget.max_usd_per_hour * slack)
+                        value = cost_lb if budget.objective == "cost" else time_lb
+                        for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
+                            cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=p + 1, uses=uses, ep=ep, cp=cp,
+                                             v=v)
+                            kept.append(Bounded(cand, lb, terms, CHEAP))
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
     return kept, total
 
