@@ -115,12 +115,13 @@ class Memo:
     sequences: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
     cheap_by_pp: dict[tuple[int, ...], tuple] = field(default_factory=dict)  # (tp, dp, b, ep, cp) -> cheap_bounds
+    calls: dict[tuple, float] = field(default_factory=dict)  # memoized per-layer cost-model calls (bounds._calls)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1) -> DegreeTerms:
         key = (tp, dp, mbs, ep, cp)
         if key not in self.terms:
-            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp)
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp, self.calls)
         return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
@@ -320,7 +321,8 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 MAX_ROUNDING_CUTS = 20
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
-QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan
+QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
+SEED_SHARE = 0.1  # once a plan is known, seeding stops after this share of the time limit (from its start)
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
@@ -427,16 +429,22 @@ def solve(
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
-    # In the megatron target's space the cp > 1 candidates' cheap bounds come first too (their quick plans were 37 %
-    # above cp = 1's on GPT-3 175B, mixed-pool-8k): QUICK_SEEDS of each cp size.
+    # In the megatron target's space the cp > 1 candidates' cheap bounds come first too, and the first QUICK_SEEDS
+    # held no cp = 1 candidate with a quick plan (GPT-3 175B on mixed-pool-8k, cost: $2.73M, against $2.08M from
+    # QUICK_SEEDS of each (cp, tp) in bound order, 0.2 s of CPU). Once a plan is known, seeding stops after
+    # SEED_SHARE of the time limit (minimizing time, 128 seeds took 2 s of CPU).
     seeds: list[Bounded] = []
-    per_cp: dict[int, int] = {}
+    per_group: dict[tuple[int, int], int] = {}
     for item in bounded if incumbent is None else ():
-        if item.cand.v == 1 and per_cp.get(item.cand.cp, 0) < QUICK_SEEDS:
-            per_cp[item.cand.cp] = per_cp.get(item.cand.cp, 0) + 1
+        group = (item.cand.cp, item.cand.tp)
+        if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
+            per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
+    seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
     for item in seeds if incumbent is None else ():
         if deadline is not None and time.perf_counter() > deadline:
+            break
+        if incumbent is not None and seeds_until is not None and time.perf_counter() > seeds_until:
             break
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (incumbent is None or own[0] < incumbent[0]):

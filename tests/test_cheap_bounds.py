@@ -74,6 +74,8 @@ def test_vectorized_cheap_bounds_equal_the_scalar_ones(case, space, window):
     # and the arrays themselves, at every pp, against the scalar bound
     for key, (ok, iteration, rate, cost) in memo.cheap_by_pp.items():
         terms = memo.terms[key]
+        tp, dp, mbs, ep, cp = key  # the memoized cost-model calls (bounds._calls) give the same terms
+        assert terms == degree_terms(problem, tp, dp, mbs, terms.uses, ep, cp)
         for pp in range(1, len(ok) + 1):
             one = candidate_bound(problem, terms, pp, None, refined=False)
             assert one.feasible == bool(ok[pp - 1])
