@@ -322,7 +322,7 @@ MAX_ROUNDING_CUTS = 20
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
-SEED_SHARE = 0.1  # once a plan is known, seeding stops after this share of the time limit (from its start)
+SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
@@ -431,8 +431,9 @@ def solve(
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
     # In the megatron target's space the cp > 1 candidates' cheap bounds come first too, and the first QUICK_SEEDS
     # held no cp = 1 candidate with a quick plan (GPT-3 175B on mixed-pool-8k, cost: $2.73M, against $2.08M from
-    # QUICK_SEEDS of each (cp, tp) in bound order, 0.2 s of CPU). Once a plan is known, seeding stops after
-    # SEED_SHARE of the time limit (minimizing time, 128 seeds took 2 s of CPU).
+    # QUICK_SEEDS of each (cp, tp) in bound order, 0.2 s of CPU). Seeding stops after SEED_SHARE of the time limit
+    # (minimizing time, 128 seeds took 2 s of CPU, and the seed search of a budget search then found no plan), and at
+    # the first plan when that is all the caller wants.
     seeds: list[Bounded] = []
     per_group: dict[tuple[int, int], int] = {}
     for item in bounded if incumbent is None else ():
@@ -444,7 +445,9 @@ def solve(
     for item in seeds if incumbent is None else ():
         if deadline is not None and time.perf_counter() > deadline:
             break
-        if incumbent is not None and seeds_until is not None and time.perf_counter() > seeds_until:
+        if seeds_until is not None and time.perf_counter() > seeds_until:
+            break  # with or without a plan: a budget search's seed search needs its share (issue 14)
+        if first_plan_only and incumbent is not None:
             break
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
