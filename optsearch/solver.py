@@ -442,6 +442,7 @@ def solve(
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
+    seeded_s = None  # when the first seed plan was found
     for item in seeds if incumbent is None else ():
         if deadline is not None and time.perf_counter() > deadline:
             break
@@ -451,6 +452,7 @@ def solve(
             break
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
+            seeded_s = time.perf_counter() - start if incumbent is None else seeded_s
             incumbent = (own[0], own[1], own[2], None)
     seed_s = None
     other = "time" if budget.objective == "cost" else "cost"
@@ -464,6 +466,8 @@ def solve(
                                                                                           budget):
             incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
     first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
+    if seeded_s is not None:  # the seeds go on after their first plan (up to SEED_SHARE of the limit)
+        first_plan_s = seeded_s
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = False
