@@ -21,9 +21,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from optsearch.bounds import (
-    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, composition_bounds,
-    degree_terms, interleaved_bound, interleaving_factor,
+    CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, cheap_bounds,
+    composition_bounds, degree_terms, interleaved_bound, interleaving_factor,
 )
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -112,12 +114,14 @@ class Memo:
     quick: dict[tuple[int, ...], list[tuple[Plan, Estimate]]] = field(default_factory=dict)
     sequences: dict[tuple[tuple[int, ...], tuple[int, ...]], tuple[Plan, Estimate] | None] = field(
         default_factory=dict)
+    cheap_by_pp: dict[tuple[int, ...], tuple] = field(default_factory=dict)  # (tp, dp, b, ep, cp) -> cheap_bounds
+    calls: dict[tuple, float] = field(default_factory=dict)  # memoized per-layer cost-model calls (bounds._calls)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1) -> DegreeTerms:
         key = (tp, dp, mbs, ep, cp)
         if key not in self.terms:
-            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp)
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp, self.calls)
         return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
@@ -127,6 +131,13 @@ class Memo:
             bound = candidate_bound(self.problem, terms, cand.pp, None, refined=False)
             self.cheap[cand.key] = interleaved_bound(bound, terms.m, cand.pp, cand.v)
         return self.cheap[cand.key]
+
+    def cheap_bounds(self, terms: DegreeTerms, key: tuple[int, ...], pps: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """bounds.cheap_bounds of (tp, dp, b, ep, cp) = key at every pp in pps (budget-free), kept."""
+        if key not in self.cheap_by_pp:
+            self.cheap_by_pp[key] = cheap_bounds(self.problem, terms, pps)
+        return self.cheap_by_pp[key]
 
     def refined_bound(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
                       slower_than_s: float = 0.0) -> CandidateBound:
@@ -234,8 +245,14 @@ def interleaved_positional_bound(sibling: Skeleton, budget: Budget, factor: floa
     Minimizing time under a cost budget, the budget-free bound let through the fast interleaved candidates whose
     plans all break the budget, and their models were solved one after another (issue 14: GPT-3 13B on
     mixed-pool-8k, --target megatron, 115 models in 60 s, all v > 1, none with a plan that meets the budget)."""
-    pos = positional_bound(sibling, _interleaved_budget(budget, factor), cutoff=cutoff / factor, deadline=deadline)
-    return factor * pos.bound
+    return factor * _sibling_positional(sibling, budget, factor, cutoff, deadline).bound
+
+
+def _sibling_positional(sibling: Skeleton, budget: Budget, factor: float, cutoff: float = math.inf,
+                        deadline: float | None = None):
+    """The v = 1 sibling's positional bound (with its sequences) under the budget / f_v, cut off at cutoff / f_v: a
+    bound that reaches that prunes the v candidate, and one cut off there is still a bound (positional_bound)."""
+    return positional_bound(sibling, _interleaved_budget(budget, factor), cutoff=cutoff / factor, deadline=deadline)
 
 
 def _interleaved_budget(budget: Budget, factor: float) -> Budget:
@@ -324,10 +341,16 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
-    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible."""
+    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. The bounds of
+    every pp of one (tp, dp, b, ep, cp) come from one vectorized call (bounds.cheap_bounds, equal bit for bit to
+    Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks)."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
     total = 0
+    most = max_stages(problem, options)
+    pps = np.arange(1, most + 1)
+    iterations = problem.iterations
+    slack = BOUND_SLACK
     for tp in tp_candidates(problem):
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
@@ -337,16 +360,38 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                     continue
                 for ep in ep_candidates(problem, tp, dp, options):
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp)
-                    for pp, v in ((p, v) for p in range(1, max_stages(problem, options) + 1)
-                                  for v in options.virtual_stages if interleaving_allowed(problem, p, dp, mbs, v)):
-                        total += 1
-                        if budget.max_gpus is not None and pp * tp * cp * dp > budget.max_gpus:
+                    ok, iteration, rate, cost = memo.cheap_bounds(terms, (tp, dp, mbs, ep, cp), pps)
+                    for v in options.virtual_stages:
+                        if v == 1:
+                            allowed = [p for p in range(1, most + 1)]
+                        else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
+                            allowed = [p for p in range(2, most + 1)
+                                       if terms.m % p == 0 and interleaving_allowed(problem, p, dp, mbs, v)]
+                        total += len(allowed)
+                        ix = np.array(allowed, dtype=np.int64) - 1
+                        if budget.max_gpus is not None:
+                            ix = ix[(ix + 1) * tp * cp * dp <= budget.max_gpus]
+                        ix = ix[ok[ix]]
+                        if len(ix) == 0:
                             continue
-                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v)
-                        item = _bounded(problem, budget, terms, cand, False, memo.cheap_bound(terms, cand),
-                                        slower_than_s)
-                        if item is not None:
-                            kept.append(item)
+                        it, rt, co = iteration[ix], rate[ix], cost[ix]
+                        if v > 1:  # bounds.interleaved_bound, the same operations
+                            factor = np.array([interleaving_factor(terms.m, int(p) + 1, v) for p in ix])
+                            it, co = it * factor, co * factor
+                        time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
+                        cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
+                        keep = np.ones(len(ix), dtype=bool)
+                        if budget.max_time_s is not None:
+                            keep &= ~(time_lb > budget.max_time_s * slack)
+                        if budget.max_cost_usd is not None:
+                            keep &= ~(cost_lb > budget.max_cost_usd * slack)
+                        if budget.max_usd_per_hour is not None:
+                            keep &= ~(rt > budget.max_usd_per_hour * slack)
+                        value = cost_lb if budget.objective == "cost" else time_lb
+                        for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
+                            cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=p + 1, uses=uses, ep=ep, cp=cp,
+                                             v=v)
+                            kept.append(Bounded(cand, lb, terms, CHEAP))
     kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
     return kept, total
 
@@ -388,7 +433,8 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 MAX_ROUNDING_CUTS = 20
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
-QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan
+QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
+SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
@@ -495,15 +541,35 @@ def solve(
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
-    seeds = [item for item in bounded if item.cand.v == 1][:QUICK_SEEDS]
+    # In the megatron target's space the cp > 1 candidates' cheap bounds come first too, and the first QUICK_SEEDS
+    # held no cp = 1 candidate with a quick plan (GPT-3 175B on mixed-pool-8k, cost: $2.73M, against $2.08M from
+    # QUICK_SEEDS of each (cp, tp) in bound order, 0.2 s of CPU). Seeding stops after SEED_SHARE of the time limit
+    # (minimizing time, 128 seeds took 2 s of CPU, and the seed search of a budget search then found no plan), and at
+    # the first plan when that is all the caller wants.
+    seeds: list[Bounded] = []
+    per_group: dict[tuple[int, int], int] = {}
+    for item in bounded if incumbent is None else ():
+        group = (item.cand.cp, item.cand.tp)
+        if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
+            per_group[group] = per_group.get(group, 0) + 1
+            seeds.append(item)
+    seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
+    seeded_s = None  # when the first seed plan was found
     for item in seeds if incumbent is None else ():
         if deadline is not None and time.perf_counter() > deadline:
             break
+        if seeds_until is not None and time.perf_counter() > seeds_until:
+            break  # with or without a plan: a budget search's seed search needs its share (issue 14)
+        if first_plan_only and incumbent is not None:
+            break
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
+            seeded_s = time.perf_counter() - start if incumbent is None else seeded_s
             incumbent = (own[0], own[1], own[2], None)
     seed_s = None
     first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
+    if seeded_s is not None:  # the seeds go on after their first plan (up to SEED_SHARE of the limit)
+        first_plan_s = seeded_s
     other = "time" if budget.objective == "cost" else "cost"
     # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
     climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
@@ -615,15 +681,28 @@ def solve(
                 # times its time and cost).
                 sibling = memo.skeleton(replace(item.cand, v=1))
                 if sibling.most is not None:
+                    factor = interleaving_factor(item.terms.m, item.cand.pp, item.cand.v)
                     try:
-                        pos_v = interleaved_positional_bound(
-                            sibling, budget, interleaving_factor(item.terms.m, item.cand.pp, item.cand.v),
-                            cutoff=incumbent[0] if incumbent else math.inf, deadline=deadline)
+                        pos = _sibling_positional(sibling, budget, factor, incumbent[0] if incumbent else math.inf,
+                                                  deadline)
                     except OutOfTime:
                         heapq.heappush(queue, (lower, key, i, item))
                         stopped_early = True
                         break
-                    sharper = max(lower, pos_v)
+                    sharper = max(lower, factor * pos.bound)
+                    # The sibling's plans are plans of the space (v = 1): incumbents for the cutoffs, never this
+                    # candidate's own (not hints for its model). Interleaved candidates fill the front of the queue
+                    # in the megatron target's space, and without these its first plan stayed the only one (GPT-3 175B
+                    # on mixed-pool-8k: 37 % above the best plan that cp = 1, v = 1 alone finds in 10 s). Its
+                    # positional sequences meet the budget / f_v; _best_meeting checks them against the budget itself.
+                    if sibling.cand.v in options.virtual_stages:
+                        plans = [priced for seq in pos.sequences if (priced := memo.plan_of(sibling, seq))]
+                        if pos.bound < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
+                            plans += memo.quick_plans(sibling)
+                        theirs = _best_meeting(budget, plans)
+                        if theirs is not None and (incumbent is None
+                                                   or theirs[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                            incumbent = (theirs[0], theirs[1], theirs[2], None)
             if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
