@@ -194,9 +194,22 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
     else:  # the base names sizes: those the target runs
         options = replace(options, context_parallel_sizes=tuple(
             c for c in options.context_parallel_sizes if c in target.context_parallel_sizes) or (1,))
+    if _measured_table(problem):
+        # A table measured (or imported) at the model's full sequence cannot price a rank's s / cp tokens: dividing
+        # its times by cp also divides fixed per-kernel and host costs (docs/cost-model.md 16a), and an imported AMP
+        # table made solve pick cp 2 from times that hold several ms of host time per layer. Only the analytic
+        # profile, whose terms follow the token count, searches context parallelism.
+        options = replace(options, context_parallel_sizes=(1,))
     if options.virtual_stages == (1,) and target.virtual_stages != (1,):
         options = replace(options, virtual_stages=target.virtual_stages)
     if target.encoder_decoder_max_pp is not None and is_encoder_decoder(problem.model):
         most = options.max_stages or problem.model.num_layers + 2
         options = replace(options, max_stages=min(most, target.encoder_decoder_max_pp))
     return options
+
+
+def _measured_table(problem: Problem) -> bool:
+    """Whether the problem's per-layer times come from a measured or imported table (not the analytic profile)."""
+    from optsearch.profile import ProfileTable
+
+    return isinstance(problem.profile, ProfileTable)

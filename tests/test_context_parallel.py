@@ -294,3 +294,15 @@ def test_cli_estimate_cp_and_solve_max_cp(tmp_path):
     run = run_cli("solve", "-m", "gpt2-xl", "-c", "fasop-a10", "--quiet", "--max-cp", "1", "--out", str(plan_file))
     assert run.code in (0, None), run.stderr
     assert "cp" not in json.loads(plan_file.read_text())["plan"]
+
+
+def test_a_measured_profile_table_searches_cp_1_only():
+    """A table measured at the full sequence cannot price s / cp tokens (cost-model.md 16a): the megatron target
+    searches cp 1, 2, 4, 8 on the analytic profile and cp 1 alone on a table (an imported AMP table made solve pick
+    cp 2 from per-layer times that hold host time)."""
+    from optsearch.profile.table import ProfileTable
+
+    problem = build_problem("gpt2-medium", "amp-g4dn")
+    assert space_options(MEGATRON, problem).context_parallel_sizes == MEGATRON.context_parallel_sizes != (1,)
+    table = replace(problem, profile=ProfileTable(name="measured"))
+    assert space_options(MEGATRON, table).context_parallel_sizes == (1,)

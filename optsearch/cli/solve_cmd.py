@@ -138,7 +138,8 @@ def solve_command(
         Optional[int],
         typer.Option("--max-cp", min=1, max=1024,
                      help="Largest context-parallel size searched (default: the target's, 8 for megatron, 1 for fasop; "
-                          "1 turns context parallelism off)."),
+                          "1 turns context parallelism off). A measured or imported --profile table searches cp 1 only: "
+                          "it holds times at the full sequence, which cannot price s / cp tokens."),
     ] = None,
     out: Annotated[
         Optional[Path],
