@@ -456,3 +456,19 @@ def test_launch_files_honour_the_umask(tmp_path, toy):
     assert run.code in (0, None), run.stderr
     assert stat.S_IMODE((tmp_path / "launch" / "torchrun.sh").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "launch" / "hostfile").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("argv", [["catalog"], ["estimate", "-m", "gpt2-small", "-c", "fasop-a10", "--tp", "1",
+                                                "--dp", "1", "--micro-batch-size", "1", "--stages", "a10:12"]])
+def test_a_closed_output_pipe_exits_141_not_the_no_plan_code(argv):
+    """`optsearch ... | head -1`: the reader has gone. Exit 1 means "no plan meets the budget", so a closed pipe must
+    not end with it (rich's console and typer's layer both exited 1); 141 (128 + SIGPIPE), as a shell reports it."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte
+    try:
+        done = subprocess.run([sys.executable, "-m", "optsearch", *argv], stdout=write_end, stderr=subprocess.PIPE,
+                              timeout=60)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr.decode()[-2000:]
+    assert b"Traceback" not in done.stderr

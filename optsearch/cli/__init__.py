@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -29,7 +30,33 @@ from optsearch.cli import validate_cmd  # noqa: E402,F401
 _CLICK_EXCEPTION = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
+# The conventional status of a process whose reader closed its output pipe (128 + SIGPIPE), as `head` leaves it.
+EXIT_OUTPUT_CLOSED = 141
+
+
 def main() -> None:
+    # On a closed output pipe (`optsearch solve ... | head -3`) rich's console and typer's command layer each end
+    # the process with exit code 1, the code that means "no plan meets the budget"; 141 says what happened instead.
+    from rich.console import Console
+
+    Console.on_broken_pipe = _output_closed
+    try:
+        _main()
+    except SystemExit:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # typer's quiet stdout after EPIPE
+            sys.exit(EXIT_OUTPUT_CLOSED)
+        raise
+
+
+def _output_closed(console) -> None:
+    """rich.console.Console.on_broken_pipe: as rich does (stdout to /dev/null, so that the interpreter's last flush
+    says nothing), with EXIT_OUTPUT_CLOSED."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(EXIT_OUTPUT_CLOSED)
+
+
+def _main() -> None:
     try:
         code = app(standalone_mode=False)
     except OptsearchError as err:
