@@ -864,6 +864,7 @@ def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
         '| head -n 1)"',
         f'export MASTER_PORT="${{MASTER_PORT:-{master_port}}}"',
         "# each component's nodes take the next node ranks, in order; SLURM_NODEID counts nodes within the step",
+        "pids=()",
     ]
     for k, comp in enumerate(comps):
         offset = comp.nodes[0].node_rank
@@ -872,7 +873,13 @@ def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
             f"srun {het}--nodes={len(comp.nodes)} --ntasks-per-node=1 "
             f"bash -c 'bash torchrun.sh $(({offset} + SLURM_NODEID))' &"
         )
-    lines.append("wait")
+        lines.append("pids+=($!)")
+    lines += [
+        "# the job fails (and Slurm says so) when any component fails: a bare `wait` would return 0",
+        "status=0",
+        'for pid in "${pids[@]}"; do wait "$pid" || status=$?; done',
+        'exit "$status"',
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -340,6 +340,27 @@ def test_torchrun_script_runs_the_right_command(tmp_path):
     assert bad.returncode == 2 and "node ranks 0..7" in bad.stderr
 
 
+def test_slurm_job_fails_when_one_component_fails(tmp_path):
+    """job.sbatch with a fake srun whose second component exits 7: the job exits 7 (a bare `wait` returned 0, and Slurm
+    marked such a job COMPLETED); with every component at 0 it exits 0."""
+    problem, plan = _case("gpt2-xl_fasop-a100-a10")
+    files, _ = launch_files(problem, plan, "slurm")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    for name, body in {"srun": 'case "$1" in --het-group=1) exit "${FAIL:-0}" ;; esac\nexit 0\n',
+                       "scontrol": "echo node-0\n"}.items():
+        (fake / name).write_text("#!/bin/sh\n" + body)
+        (fake / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "SLURM_JOB_NODELIST": "node-0"}
+    failed = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env={**env, "FAIL": "7"}, cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert failed.returncode == 7, failed.stderr
+    ok = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+
+
 # ---- round trips ---------------------------------------------------------------------------------------------
 
 
