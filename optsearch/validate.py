@@ -29,7 +29,7 @@ from pathlib import Path
 from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import Plan, parse_stages
-from optsearch.problem import DEFAULT_MEMORY_HEADROOM, build_problem
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem
 from optsearch.profile.analytic import AnalyticProfile
 from optsearch.spec.base import read_text
 
@@ -146,23 +146,27 @@ def _resolve(name: str, csv_path: Path) -> str:
     return name
 
 
+def as_run(problem: Problem, run: Run) -> Problem:
+    """The problem with the job settings the run's row records (precision, sequence parallelism, gradient dtype, the
+    engine's attention kernels); the problem's own where a column is empty."""
+    if run.precision is not None and run.precision != problem.job.precision:
+        problem = replace(problem, job=problem.job.model_copy(update={"precision": run.precision}))
+    if run.sequence_parallel is not None:  # as the run was launched (SC'21's runs predate it: 0)
+        problem = replace(problem, job=problem.job.model_copy(update={"sequence_parallel": run.sequence_parallel}))
+    if run.grad_reduce_in_fp32 is not None:  # e.g. DeepSpeed's fp32_allreduce with fp16 (AMP's runs)
+        problem = replace(problem, job=problem.job.model_copy(update={"grad_reduce_in_fp32": run.grad_reduce_in_fp32}))
+    if run.unfused_kernels is not None and isinstance(problem.profile, AnalyticProfile):
+        # the engine's attention kernels (AMP's Megatron v1.1.5: unfused); a measured table already has them
+        problem = replace(problem, profile=replace(problem.profile, unfused_kernels=run.unfused_kernels))
+    return problem
+
+
 def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = DEFAULT_MEMORY_HEADROOM) -> list[Priced]:
     out = []
     for run in runs:
         try:
             problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
-            if run.precision is not None and run.precision != problem.job.precision:
-                problem = replace(problem, job=problem.job.model_copy(update={"precision": run.precision}))
-            if run.sequence_parallel is not None:  # as the run was launched (SC'21's runs predate it: 0)
-                problem = replace(problem, job=problem.job.model_copy(
-                    update={"sequence_parallel": run.sequence_parallel}))
-            if run.grad_reduce_in_fp32 is not None:  # e.g. DeepSpeed's fp32_allreduce with fp16 (AMP's runs)
-                problem = replace(problem, job=problem.job.model_copy(
-                    update={"grad_reduce_in_fp32": run.grad_reduce_in_fp32}))
-            if run.unfused_kernels is not None and isinstance(problem.profile, AnalyticProfile):
-                # the engine's attention kernels (AMP's Megatron v1.1.5: unfused); a measured table already has them
-                problem = replace(problem, profile=replace(problem.profile, unfused_kernels=run.unfused_kernels))
-            problem = replace(problem, memory_headroom=memory_headroom)
+            problem = replace(as_run(problem, run), memory_headroom=memory_headroom)
             est = estimate(problem, run.plan)
         except OptsearchError as err:
             raise SpecError(f"{run.where or 'run ' + run.run_id}: {err}") from None

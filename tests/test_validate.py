@@ -128,9 +128,37 @@ def test_calibrate_runs_must_match_the_problem(tmp_path):
     other = build_problem("gpt2-medium", "fasop-a10", global_batch_size=64)
     with pytest.raises(SpecError, match="model gpt2-xl on fasop-a10, but calibrating gpt2-medium"):
         observations_from_runs(ROOT / "bench/validation/fasop-a10.csv", other)
-    (obs,) = observations_from_runs(ROOT / "bench/validation/fasop-a10.csv",
-                                    build_problem("gpt2-xl", "fasop-a10", global_batch_size=64))
+    (obs,), _ = observations_from_runs(ROOT / "bench/validation/fasop-a10.csv",
+                                       build_problem("gpt2-xl", "fasop-a10", global_batch_size=64))
     assert obs.measured_s == 1.40 and obs.plan.pp == 8
+
+
+def test_calibrate_runs_take_the_job_settings_the_rows_record(tmp_path):
+    """AMP's rows say fp16, fp32 gradient all-reduce and unfused attention; gpt2-medium's job says bf16. calibrate
+    --runs refused them ("precision fp16 but the job's is bf16") where validate prices them with the rows' settings;
+    now the fit uses those settings, and rows that disagree are refused by name."""
+    from optsearch.problem import build_problem
+    from optsearch.profile.calibrate import observations_from_runs
+
+    csv_path = ROOT / "bench/validation/amp-g4dn.csv"
+    problem = build_problem("gpt2-medium", "amp-g4dn", global_batch_size=32)
+    assert problem.job.precision == "bf16"
+    observations, fitted = observations_from_runs(csv_path, problem)
+    assert len(observations) == 47
+    assert fitted.job.precision == "fp16" and fitted.job.grad_reduce_in_fp32 is True
+    assert fitted.profile.unfused_kernels
+    lines = csv_path.read_text().splitlines()
+    header = lines[[i for i, line in enumerate(lines) if not line.startswith("#")][0]].split(",")
+    col = header.index("precision")
+    rows = [line for line in lines if not line.startswith("#")]
+    timed = [i for i, line in enumerate(rows[1:], 1) if line.split(",")[header.index("oom")] == "0"]
+    mixed = rows[:]
+    cells = mixed[timed[1]].split(",")
+    cells[col] = "bf16"
+    mixed[timed[1]] = ",".join(cells)
+    (tmp_path / "mixed.csv").write_text("\n".join(mixed) + "\n")
+    with pytest.raises(SpecError, match="the fit prices every run with one job"):
+        observations_from_runs(tmp_path / "mixed.csv", problem)
 
 
 def test_load_runs_refuses_files_it_cannot_read_as_a_csv(tmp_path):

@@ -221,7 +221,7 @@ def calibrate_command(
         if model is None or cluster is None:
             raise SpecError("--runs: give --model and --cluster (the runs' model and cluster)")
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, None, None)
-        observations = cal.observations_from_runs(runs_csv, problem)
+        observations, problem = cal.observations_from_runs(runs_csv, problem)
     for plan_path, log_path in pairs:
         # each plan file gives its problem (what it records, or --model/--cluster/--profile); the first one is fitted
         plan, plan_problem = plan_and_problem(plan_path, model, cluster, profile, global_batch_size)
@@ -239,7 +239,8 @@ def calibrate_command(
         observations.append(cal.observe(log, plan, warmup))
     result = cal.fit(problem, observations, tolerance)
     table = cal.calibrated_table(problem, [o.plan for o in observations], result, name=str(out))
-    table.metadata.update(_calibration_metadata(problem, profile or "as the plan file records",
+    base = profile or ("analytic" if runs_csv is not None else "as the plan file records")
+    table.metadata.update(_calibration_metadata(problem, base,
                                                 observations, result))
     table.save(out)
     if result.bandwidth_factor is not None and cluster_out is not None:

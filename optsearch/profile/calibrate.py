@@ -169,16 +169,19 @@ def observe(log: MegatronLog, plan: Plan, warmup: int | None) -> Observation:
                        warmup_times_s=log.iteration_times_s[:skip])
 
 
-def observations_from_runs(path: Path, problem: Problem) -> list[Observation]:
-    """The timed rows (not out of memory) of a validation CSV (optsearch.validate) as observations.
+def observations_from_runs(path: Path, problem: Problem) -> tuple[list[Observation], Problem]:
+    """The timed rows (not out of memory) of a validation CSV (optsearch.validate) as observations, and the problem
+    with the job settings those rows record (precision, sequence parallelism, gradient dtype, attention kernels:
+    validate.as_run), which the fit prices them with.
 
-    Every such row must be a run of the problem's model on its cluster at its global batch size (the fit prices
-    each row with this one problem); a row that is not names itself.
+    Every such row must be a run of the problem's model on its cluster at its global batch size, and all must record
+    the same job settings (the fit prices every row with one problem); a row that is not names itself.
     """
     from optsearch.problem import build_problem
-    from optsearch.validate import load_runs
+    from optsearch.validate import as_run, load_runs
 
     observations = []
+    fitted = first = None
     for run in load_runs(path):
         if run.measured_s is None or run.oom:
             continue
@@ -195,13 +198,18 @@ def observations_from_runs(path: Path, problem: Problem) -> list[Observation]:
             raise SpecError(f"{where}: global_batch_size {run.global_batch_size} but the job's is "
                             f"{problem.job.global_batch_size}: pass --global-batch-size {run.global_batch_size} or "
                             "split the CSV")
-        if run.precision is not None and run.precision != problem.job.precision:
-            raise SpecError(f"{where}: precision {run.precision} but the job's is {problem.job.precision}")
+        settings = (run.precision, run.sequence_parallel, run.grad_reduce_in_fp32, run.unfused_kernels)
+        if fitted is None:
+            fitted, first = as_run(problem, run), (run.run_id, settings)
+        elif settings != first[1]:
+            raise SpecError(f"{where}: precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels = "
+                            f"{settings}, but run {first[0]} has {first[1]}: the fit prices every run with one job; "
+                            "split the CSV")
         observations.append(Observation(source=f"{path.name}:{run.run_id}", plan=run.plan, measured_s=run.measured_s,
                                         steady_lines=1, warmup_times_s=()))
     if not observations:
         raise SpecError(f"{path}: no timed run that did not run out of memory")
-    return observations
+    return observations, fitted
 
 
 # ---- the correction ------------------------------------------------------------------------------------------
