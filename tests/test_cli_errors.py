@@ -358,3 +358,18 @@ def test_corrupted_specs_exit_2_with_one_line(which, data):
     assert run.code == 2, (run.code, run.stderr, spec)
     line = run.error_line
     assert str(bad) in line, line
+
+
+def test_an_error_after_the_solve_started_is_one_line_on_a_pipe(toy):
+    """The progress display drew nothing on a non-terminal stderr but ended with an empty line, so errors raised
+    once the solve had started (a bad --solver, an unmet deadline) came after a blank line; no display off a terminal.
+    A real process with stderr on a pipe (in-process, rich sees its own stream)."""
+    import subprocess
+
+    model, cluster = toy
+    for extra, code, start in [(["--solver", "gurobi"], 2, "error: --solver = 'gurobi'"),
+                               (["--max-time", "1s"], 1, "error: no plan finishes within 1 s")]:
+        done = subprocess.run([sys.executable, "-m", "optsearch", "solve", "-m", str(model), "-c", str(cluster),
+                               *extra], capture_output=True, text=True, timeout=120)
+        assert done.returncode == code, done.stderr
+        assert done.stderr.startswith(start) and done.stderr.count("\n") == 1, repr(done.stderr)

@@ -69,7 +69,9 @@ class SolveProgress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.objective = objective
-        self.progress = None if quiet else Progress(
+        # Not on a file or pipe: rich draws nothing there but ends its transient display with an empty line, which
+        # put a blank line before a one-line error.
+        self.progress = None if quiet or not stderr.is_terminal else Progress(
             TextColumn("plan shapes examined"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("{task.fields[status]}"), console=stderr, transient=True)
         self.task = None

@@ -225,7 +225,7 @@ class ProgressBar:
     def __init__(self, description: str, quiet: bool):
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self.progress = None if quiet else Progress(
+        self.progress = None if quiet or not stderr.is_terminal else Progress(  # as SolveProgress
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             TextColumn("[dim]{task.fields[what]}"), console=stderr, transient=True)
         self.description = description
