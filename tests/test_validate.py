@@ -187,3 +187,12 @@ def test_validate_cli_takes_several_sets():
     data = json.loads(done.stdout)
     assert len(data["runs"]) == sum(len(load_runs(p)) for p in sets)
     assert {"fasop-a10", "megatron-1t"} <= set(data["metrics"]["groups"])
+
+
+def test_the_table_columns_line_up_with_long_run_ids():
+    """AMP's run ids (up to 35 characters) overflowed a 28-character column and shifted every column after it."""
+    done = subprocess.run([sys.executable, "-m", "optsearch", "validate", str(ROOT / "bench/validation/amp-g4dn.csv")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    table = done.stdout.split("\n\n")[0].splitlines()
+    assert len(table) == 52 and len({len(line) for line in table}) == 1, table[:3]

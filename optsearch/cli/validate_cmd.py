@@ -49,13 +49,17 @@ def validate_command(
         stdout.out(dumps({"metrics": result, "runs": rows_json(priced)}), end="", highlight=False)
         return
     out = stdout.print
-    header = f"{'run':<28} {'group':<18} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'oom':>4} {'fits':>5}"
+    rows = rows_json(priced)
+    run_w = max([3] + [len(r["run_id"]) for r in rows])  # columns as wide as the longest name (AMP's ids run to 35)
+    group_w = max([5] + [len(r["group"]) for r in rows])
+    header = (f"{'run':<{run_w}} {'group':<{group_w}} {'measured s':>10} {'predicted s':>11} {'ratio':>6} {'oom':>4} "
+              f"{'fits':>5}")
     out(f"{header} {'mem':>5}", highlight=False, markup=False)
-    for row in rows_json(priced):
+    for row in rows:
         measured = "-" if row["measured_iteration_s"] is None else f"{row['measured_iteration_s']:.4f}"
         ratio = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
-        out(f"{row['run_id']:<28} {row['group']:<18} {measured:>10} {row['predicted_iteration_s']:>11.4f} {ratio:>6} "
-            f"{'yes' if row['oom'] else 'no':>4} {'yes' if row['predicted_fits'] else 'no':>5} "
+        out(f"{row['run_id']:<{run_w}} {row['group']:<{group_w}} {measured:>10} {row['predicted_iteration_s']:>11.4f} "
+            f"{ratio:>6} {'yes' if row['oom'] else 'no':>4} {'yes' if row['predicted_fits'] else 'no':>5} "
             f"{row['peak_memory_share']:>5.0%}", highlight=False, markup=False)
     out("", highlight=False)
     for name, g in result["groups"].items():
