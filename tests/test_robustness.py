@@ -472,3 +472,10 @@ def test_a_closed_output_pipe_exits_141_not_the_no_plan_code(argv):
         os.close(write_end)
     assert done.returncode == 141, done.stderr.decode()[-2000:]
     assert b"Traceback" not in done.stderr
+
+
+def test_version_prints_the_installed_version():
+    from importlib.metadata import version
+
+    out = run_cli("--version")
+    assert out.code == 0 and out.stdout.strip() == f"optsearch {version('optsearch')}"

@@ -20,6 +20,23 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"optsearch {version('optsearch')}")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            print("optsearch (not installed)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _top(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                      help="Print optsearch's version and exit.")) -> None:
+    """Plan Transformer training on heterogeneous GPU clusters."""
+
+
 # Each module registers its commands on `app`.
 from optsearch.cli import catalog_cmd, estimate_cmd, import_cmd, launch_cmd, profile_cmd, solve_cmd, compare_cmd, whatif_cmd  # noqa: E402,F401
 from optsearch.cli import validate_cmd  # noqa: E402,F401
