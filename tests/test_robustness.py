@@ -479,3 +479,14 @@ def test_version_prints_the_installed_version():
 
     out = run_cli("--version")
     assert out.code == 0 and out.stdout.strip() == f"optsearch {version('optsearch')}"
+
+
+@pytest.mark.parametrize("command", ["launch", "estimate", "solve"])
+def test_help_on_a_pipe_is_not_cut(command):
+    """Piped help (`optsearch launch --help | less`) was laid out in 80 columns: option names and examples cut with
+    '…' ('--micro-batch-s…', 'NODE_TYPE:LAYERS[:RE…')."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = subprocess.run([sys.executable, "-m", "optsearch", command, "--help"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert done.returncode == 0 and "--help" in done.stdout
+    assert "…" not in done.stdout

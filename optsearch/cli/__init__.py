@@ -57,12 +57,20 @@ def main() -> None:
     from rich.console import Console
 
     Console.on_broken_pipe = _output_closed
+    wide = "COLUMNS" not in os.environ and not sys.stdout.isatty() and ("--help" in sys.argv or "-h" in sys.argv)
+    if wide:
+        # Off a terminal rich lays help out in 80 columns and cut option names and examples with "…" (`optsearch
+        # launch --help | less`); a file or pipe has room.
+        os.environ["COLUMNS"] = "160"
     try:
         _main()
     except SystemExit:
         if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # typer's quiet stdout after EPIPE
             sys.exit(EXIT_OUTPUT_CLOSED)
         raise
+    finally:
+        if wide:
+            del os.environ["COLUMNS"]
 
 
 def _output_closed(console) -> None:
