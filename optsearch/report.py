@@ -296,7 +296,8 @@ def solve_summary(result, problem, budget) -> list[Any]:
     nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
     body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"
             f"plan: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}{_virtual_text(plan)}, "
-            f"micro-batch {plan.micro_batch_size}, {_knobs_text(plan)}balance {plan.balance}\n"
+            f"micro-batch {plan.micro_batch_size}, {_knobs_text(plan)}recompute {recompute_text(plan)}, "
+            f"balance {plan.balance}\n"
             f"training time {format_duration(est.training_time_s)}, cost {format_usd(est.cost_usd)}")
     return [Panel(body, title=f"optsearch solve: {problem.model.name} on {problem.cluster.name}"),
             estimate_table(plan, est), totals_table(est)]

@@ -63,3 +63,14 @@ def test_estimate_reads_the_plan_solve_wrote(tmp_path):
     assert run.code in (0, None), run.stderr
     solved = json.loads(out.read_text())
     assert json.loads(run.stdout)["cost_usd"] == solved["estimate"]["cost_usd"]
+
+
+def test_the_summary_and_whatif_table_name_the_recomputation():
+    """The solve panel's plan line and whatif's table left the recomputation out (only the stage table had it)."""
+    run = run_cli("solve", *FASOP, "--max-time", "30d")
+    assert run.code in (0, None), run.stderr
+    line = next(line for line in run.stdout.splitlines() if "plan: tp" in line)
+    assert "recompute none" in line or "recompute selective" in line or "recompute full" in line, line
+    run = run_cli("whatif", *FASOP, "--sweep", "max-time=30d,60d")
+    assert run.code in (0, None), run.stderr
+    assert "recompute" in run.stdout

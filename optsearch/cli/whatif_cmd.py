@@ -110,7 +110,7 @@ def points_table(points: list[Point], title: str, swept: str | None, first: str 
     no budget column)."""
     table = Table(title=title)
     columns = ([first] if first else []) + ([budget_column] if budget_column else []) + [
-        "status", "time", "cost", "nodes", "tp/dp/pp", "micro-batch", "balance", "note"]
+        "status", "time", "cost", "nodes", "tp/dp/pp", "micro-batch", "recompute", "balance", "note"]
     for col in columns:
         table.add_column(col, justify="right" if col in ("time", "cost", "micro-batch") else "left")
     shared = [_shared_reason(p, swept) for p in points]
@@ -125,9 +125,9 @@ def points_table(points: list[Point], title: str, swept: str | None, first: str 
         if p.plan is not None and p.estimate is not None:
             row += [times[id(p)], costs[id(p)], nodes_text(p),
                     degrees_text(p.plan),
-                    str(p.plan.micro_batch_size), p.plan.balance]
+                    str(p.plan.micro_batch_size), recompute_text(p.plan), p.plan.balance]
         else:
-            row += ["", "", "", "", "", ""]
+            row += ["", "", "", "", "", "", ""]
         note = p.reason or ("re-used" if p.how == "reused" else "")
         if common and counts[common] > 1:
             if common not in footnotes:
