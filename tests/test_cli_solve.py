@@ -65,12 +65,16 @@ def test_estimate_reads_the_plan_solve_wrote(tmp_path):
     assert json.loads(run.stdout)["cost_usd"] == solved["estimate"]["cost_usd"]
 
 
-def test_the_summary_and_whatif_table_name_the_recomputation():
+def test_the_summary_and_whatif_table_name_the_recomputation(tmp_path):
     """The solve panel's plan line and whatif's table left the recomputation out (only the stage table had it)."""
-    run = run_cli("solve", *FASOP, "--max-time", "30d")
+    from test_cli_errors import TOY_CLUSTER, TOY_MODEL, write_yaml
+
+    toy = ("-m", str(write_yaml(tmp_path / "m.yaml", TOY_MODEL)), "-c", str(write_yaml(tmp_path / "c.yaml", TOY_CLUSTER)),
+           "--quiet")
+    run = run_cli("solve", *toy)
     assert run.code in (0, None), run.stderr
     line = next(line for line in run.stdout.splitlines() if "plan: tp" in line)
     assert "recompute none" in line or "recompute selective" in line or "recompute full" in line, line
-    run = run_cli("whatif", *FASOP, "--sweep", "max-time=30d,60d")
+    run = run_cli("whatif", *toy, "--sweep", "max-time=1h,2h")
     assert run.code in (0, None), run.stderr
     assert "recompute" in run.stdout
