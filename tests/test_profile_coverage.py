@@ -52,7 +52,7 @@ def test_compare_and_whatif_refuse_it_the_same_way(tmp_path):
 
 def test_partly_covered_solves_over_the_covered_types_and_says_so(tmp_path):
     path = table(tmp_path / "a100.csv", {"A100-SXM-40GB": ALL})
-    run = run_cli("solve", *CLUSTER, "--profile", str(path), "--json", "--time-limit", "60")
+    run = run_cli("solve", *CLUSTER, "--profile", str(path), "--json")
     assert run.code in (0, None), run.stderr
     out = json.loads(run.stdout)
     # the warning on stderr names the node type left out and why
@@ -64,7 +64,7 @@ def test_partly_covered_solves_over_the_covered_types_and_says_so(tmp_path):
     assert out["left_out_node_types"] == {"a10": "no rows for its GPU A10G"}
     assert {s["node_type"] for s in out["plan"]["stages"]} == {"a100"}
     # the human summary does not claim more than the JSON
-    text = run_cli("solve", *CLUSTER, "--profile", str(path), "--time-limit", "60")
+    text = run_cli("solve", *CLUSTER, "--profile", str(path))
     assert text.code in (0, None), text.stderr
     assert "optimal over the node types the profile covers" in text.stdout
     assert "a10 (no rows for its GPU A10G)" in text.stderr
