@@ -285,13 +285,14 @@ def solve_json(result, problem) -> dict[str, Any]:
     return out
 
 
-def solve_summary(result, problem, budget) -> list[Any]:
-    """Rich renderables for a solve result: headline, nodes, per-stage table, totals."""
+def solve_summary(result, problem, budget, scope: str = "") -> list[Any]:
+    """Rich renderables for a solve result: headline, nodes, per-stage table, totals. `scope` follows the status
+    (e.g. ' over the node types the profile covers')."""
     from rich.panel import Panel
 
     est, plan = result.estimate, result.plan
     gap = "0" if result.gap == 0 else ("unknown" if result.gap is None else f"{result.gap:.2%}")
-    head = (f"[bold]{result.status}[/bold] ({budget.describe()}) — solver {result.method}, "
+    head = (f"[bold]{result.status}{scope}[/bold] ({budget.describe()}) — solver {result.method}, "
             f"gap {gap}, solve time {result.solve_time_s:.2f} s")
     nodes = ", ".join(f"{n} x {name}" for name, n in sorted(est.nodes.items()))
     body = (f"{head}\nrent: {nodes}  ({plan.num_gpus} GPUs, {format_usd(est.usd_per_hour)}/hour)\n"

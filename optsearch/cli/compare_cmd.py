@@ -10,7 +10,7 @@ from rich.table import Table
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, TargetOpt, TokensOpt,
-    problem_from_options, space_from_target, HeadroomOpt,
+    problem_from_options, profile_coverage, space_from_target, HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
@@ -63,6 +63,7 @@ def compare_command(
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
     options = space_from_target(target, problem)
+    profile_coverage(problem, options)  # exit 2 when it covers no node type; a warning naming those it leaves out
 
     def done(result) -> None:
         stderr.print(f"[dim]{result.method}: {result.status} in {result.solve_time_s:.2f} s[/dim]", highlight=False)

@@ -92,6 +92,22 @@ def space_from_target(target: str, problem: Problem):
     return space_options(get_target(target), problem)
 
 
+def profile_coverage(problem: Problem, options=None) -> dict[str, str]:
+    """Check the profile covers the cluster's node types before any search (optsearch.coverage): none covered is a
+    ProfileError (exit 2); node types left out are said on stderr as a warning (always: it limits what the answer
+    proves, it is no progress note) and returned, node type -> why."""
+    from rich.markup import escape
+
+    from optsearch.coverage import check_profile_coverage, coverage_note
+    from optsearch.report import stderr
+
+    left_out = check_profile_coverage(problem, options)
+    if left_out:
+        stderr.print(f"[yellow]warning:[/yellow] {escape(coverage_note(left_out, problem.profile.name))}; the answer "
+                     "holds over the other node types only", highlight=False)
+    return left_out
+
+
 def problem_from_options(
     model: str,
     cluster: str,

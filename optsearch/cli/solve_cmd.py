@@ -13,6 +13,7 @@ from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
     OutOfTime, TargetOpt, HeadroomOpt, problem_from_options, space_from_target, time_limit_covers_setup,
 )
+from optsearch.cli.options import profile_coverage
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import check_output_file, dumps, solve_json, solve_summary, stderr, stdout, write_atomic
 from optsearch.spec.base import validate
@@ -179,6 +180,7 @@ def solve_command(
         if max_cp is not None:
             options = replace(options, context_parallel_sizes=tuple(
                 c for c in options.context_parallel_sizes if c <= max_cp))
+        left_out = profile_coverage(problem, options)  # exit 2 before any solving when it covers none
         # --time-limit bounds the whole command: the start-up already spent (interpreter and imports included) is
         # taken off it, and 5 % is kept for the report after the solve
         left_s = None if time_limit is None else max(0.0, min(left(), 0.95 * time_limit - process_age_s()))
@@ -194,7 +196,15 @@ def solve_command(
                 reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
                           f"--time-limit {time_limit:g} s")
             raise InfeasibleError(reason)
+    scope = ""
+    if left_out:  # the proof holds over the node types searched, no further
+        from optsearch.coverage import coverage_note
+
+        scope = " over the node types the profile covers" if result.status == "optimal" else ""
+        result.message = "; ".join(m for m in ("optimal" + scope if scope else "", coverage_note(left_out, problem.profile.name),
+                                               result.message) if m)
     payload = solve_json(result, problem)
+    payload["left_out_node_types"] = left_out
     payload["problem"] = problem_record(problem, model_ref=model, cluster_ref=cluster, profile_ref=profile,
                                         edits=edits, budget=budget, target=target)
     if out is not None:
@@ -203,7 +213,7 @@ def solve_command(
     if as_json:
         stdout.out(dumps(payload), end="", highlight=False)
         return
-    for renderable in solve_summary(result, problem, budget):
+    for renderable in solve_summary(result, problem, budget, scope=scope):
         stdout.print(renderable)
     if out is not None:
         stderr.print(f"wrote {out}")

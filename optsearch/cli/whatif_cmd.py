@@ -14,7 +14,7 @@ from rich.table import Table
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, SetOpt, TargetOpt, TokensOpt,
-    problem_from_options, space_from_target, HeadroomOpt,
+    problem_from_options, profile_coverage, space_from_target, HeadroomOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, SolverOpt, budget_from_options,
@@ -331,14 +331,16 @@ def whatif_command(
         with ProgressBar("clusters", quiet or as_json) as bar:
             for i, problem in enumerate(problems):
                 bar.tick(i, len(problems), problem.cluster.name)
-                points += whatif.compare_clusters([problem], budget, spec, options=space_from_target(target, problem),
-                                                  **kw)
+                options = space_from_target(target, problem)
+                profile_coverage(problem, options)
+                points += whatif.compare_clusters([problem], budget, spec, options=options, **kw)
             bar.tick(len(problems), len(problems), "")
         title = f"{problems[0].model.name}: {budget.describe()} on {', '.join(names)}"
         emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster")
         return
     problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     kw["options"] = space_from_target(target, problem)
+    profile_coverage(problem, kw["options"])  # exit 2 when it covers no node type; a warning for those left out
     if marginal:
         with ProgressBar("marginal", quiet or as_json) as bar:
             base, changes = whatif.marginal(problem, budget, tick=bar.tick, **kw)
@@ -390,6 +392,7 @@ def pareto_command(
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
     problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     options = space_from_target(target, problem)
+    profile_coverage(problem, options)
     with ProgressBar("frontier points", quiet or as_json) as bar:
         points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, options=options, tick=bar.tick)
     if not points:
