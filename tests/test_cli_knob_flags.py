@@ -43,7 +43,9 @@ def test_estimate_virtual_stages_prices_the_interleaved_plan():
     problem = build_problem("gpt2-xl", "fasop-a10")
     got = _estimate_json("--balance", "10-14-12-12", "--virtual-stages", "2")
     assert got["plan"]["virtual_stages"] == 2
-    assert got["iteration_time_s"] == estimate(problem, _plan("10-14-12-12", virtual_stages=2)).iteration_time_s
+    # dp 4: the distributed optimizer on, as the search chooses (test_cli_hand_plan)
+    assert got["iteration_time_s"] == estimate(problem, _plan("10-14-12-12", virtual_stages=2,
+                                                              distributed_optimizer=True)).iteration_time_s
     assert got["iteration_time_s"] < _estimate_json("--balance", "10-14-12-12")["iteration_time_s"]  # smaller bubble
     # the same plan as upstream's layout of v x pp = 8 virtual stages (chunk k of rank r at k pp + r); eight stages of
     # t*5..t*7 were refused before as "could expand to more than 1,000,000 layers" (the product of the repeat counts)
@@ -56,7 +58,8 @@ def test_estimate_recompute_num_layers_prices_block_recomputation():
     got = _estimate_json("--balance", "10-13-13-12", "--recompute-num-layers", "5")
     assert got["plan"]["recompute_num_layers"] == 5
     assert {s["recompute"] for s in got["plan"]["stages"]} == {"full"}
-    expected = estimate(problem, _plan("10-13-13-12", recompute="full", recompute_num_layers=5))
+    expected = estimate(problem, _plan("10-13-13-12", recompute="full", recompute_num_layers=5,
+                                       distributed_optimizer=True))
     assert got["iteration_time_s"] == expected.iteration_time_s
     assert [s["recomputed_layers"] for s in got["stages"]] == [5, 5, 5, 5]
     assert _estimate_json("--balance", "10-13-13-12", "--recompute-num-layers", "5", "--recompute", "full") == got

@@ -285,7 +285,7 @@ def test_cli_estimate_cp_and_solve_max_cp(tmp_path):
                   "--micro-batch-size", "1", "--balance", "24-24", "--json")
     assert run.code in (0, None), run.stderr
     out = json.loads(run.stdout)
-    assert out["plan"]["cp"] == 2 and "distributed_optimizer" not in out["plan"]  # options: the job decides (unset)
+    assert out["plan"]["cp"] == 2 and out["plan"]["distributed_optimizer"] is True  # the search's choice, dp x cp > 1
     assert out["nodes"] == {"a10": 2}  # 2 stages x tp 1 x cp 2 x dp 2 = 8 GPUs
     run = run_cli("estimate", "-m", "gpt2-xl", "-c", "fasop-a10", "--tp", "1", "--dp", "2", "--cp", "3",
                   "--micro-batch-size", "1", "--balance", "24-24")

@@ -10,15 +10,16 @@ import typer
 
 from optsearch.cli import app
 from optsearch.cli.options import (
-    GlobalBatchOpt, HeadroomOpt, IterationsOpt, JsonOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, TokensOpt,
+    BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, HeadroomOpt, IterationsOpt,
+    JsonOpt, LayoutOpt, MicroBatchOpt, NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt,
+    RecomputeNumLayersOpt, RecomputeOpt, StagesOpt, TokensOpt, TpOpt, VirtualStagesOpt,
     problem_from_options,
 )
-from optsearch.costmodel import estimate
+from optsearch.costmodel import distributed_optimizer_on, estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
 
-DEGREE_MAX = 1_000_000  # tp, dp, pp and micro-batch: far beyond any cluster
 MAX_LAYOUT_EXPANSION = 1_000_000
 
 
@@ -27,43 +28,16 @@ def estimate_command(
     model: PlanModelOpt = None,
     cluster: PlanClusterOpt = None,
     profile: PlanProfileOpt = None,
-    tp: Annotated[
-        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Tensor-parallel degree (same on every stage).")
-    ] = None,
-    dp: Annotated[
-        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Data-parallel degree (same on every stage).")
-    ] = None,
-    pp: Annotated[
-        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Pipeline stages (checked against the stages given).")
-    ] = None,
-    micro_batch_size: Annotated[
-        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Sequences per micro-batch.")
-    ] = None,
-    stages: Annotated[
-        Optional[str],
-        typer.Option(help="Stages in pipeline order: NODE_TYPE:LAYERS[:RECOMPUTE],... e.g. a100:12,a10:12:full"),
-    ] = None,
-    balance: Annotated[
-        Optional[str], typer.Option(help="FASOP-fork partition, layers per stage, e.g. 0-11-8-8-8-8-5-0.")
-    ] = None,
-    layout: Annotated[
-        Optional[str],
-        typer.Option(help="Upstream Megatron-LM --pipeline-model-parallel-layout, e.g. 'E|t*11|(t*8|)*4t*5|L'."),
-    ] = None,
-    node_order: Annotated[
-        Optional[str],
-        typer.Option(
-            help="With --balance or --layout: node type per stage: one for all, one per stage, or runs like a100*2,a10*6. "
-                 "Not needed on a cluster of one node type."
-        ),
-    ] = None,
-    recompute: Annotated[
-        str, typer.Option(help=f"With --balance or --layout: recomputation on every stage ({', '.join(RECOMPUTE_MODES)}).")
-    ] = "none",
-    cp: Annotated[
-        Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Context-parallel degree (default 1): each stage's "
-                                    "sequence split over cp GPUs, tp x cp x dp GPUs per stage.")
-    ] = None,
+    tp: TpOpt = None,
+    dp: DpOpt = None,
+    pp: PpOpt = None,
+    micro_batch_size: MicroBatchOpt = None,
+    stages: StagesOpt = None,
+    balance: BalanceOpt = None,
+    layout: LayoutOpt = None,
+    node_order: NodeOrderOpt = None,
+    recompute: RecomputeOpt = "none",
+    cp: CpOpt = None,
     plan_file: Annotated[
         Optional[Path],
         typer.Option("--plan", help="A plan JSON file (as written by `solve --out`): priced on the model, cluster, "
@@ -74,34 +48,17 @@ def estimate_command(
     tokens: TokensOpt = None,
     memory_headroom: HeadroomOpt = None,
     as_json: JsonOpt = False,
-    ep: Annotated[
-        Optional[int], typer.Option("--ep", min=1, max=1_000_000,
-                                    help="Without a plan file: expert-parallel size (mixture-of-experts models; "
-                                         "Megatron's --expert-model-parallel-size). Default 1."),
-    ] = None,
-    virtual_stages: Annotated[
-        Optional[int], typer.Option("--virtual-stages", min=1, max=DEGREE_MAX,
-                                    help="Without a plan file: interleaved pipeline, V model chunks per stage "
-                                         "(Megatron's virtual pipeline size). --stages and --balance give each "
-                                         "stage's layers, a multiple of V; --layout gives V x pp virtual stages, "
-                                         "chunk k of stage r at position k x pp + r, equal on a stage. Default 1."),
-    ] = None,
-    recompute_num_layers: Annotated[
-        Optional[int], typer.Option("--recompute-num-layers", min=1, max=DEGREE_MAX,
-                                    help="Without a plan file: block recomputation (--recompute-method block): the "
-                                         "first N layers of every stage fully recomputed, the others not; "
-                                         "--recompute may be left out or say full."),
-    ] = None,
+    ep: EpOpt = None,
+    virtual_stages: VirtualStagesOpt = None,
+    recompute_num_layers: RecomputeNumLayersOpt = None,
+    distributed_optimizer: DistributedOptimizerOpt = None,
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
+    knobs = dict(tp=tp, dp=dp, micro_batch_size=micro_batch_size, stages=stages, balance=balance, layout=layout,
+                 node_order=node_order, recompute=recompute, cp=cp, ep=ep, virtual_stages=virtual_stages,
+                 recompute_num_layers=recompute_num_layers, distributed_optimizer=distributed_optimizer)
     if plan_file is not None:
-        given = [n for n, v in (("--stages", stages), ("--balance", balance), ("--layout", layout),
-                                ("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
-                                ("--node-order", node_order), ("--ep", ep), ("--cp", cp),
-                                ("--virtual-stages", virtual_stages), ("--recompute-num-layers", recompute_num_layers))
-                 if v is not None]
-        if recompute != "none":
-            given.append("--recompute")
+        given = hand_plan_flags_given(knobs)
         if given:
             raise SpecError(f"--plan {plan_file}: the file gives the plan; drop {', '.join(given)}")
         plan, problem = plan_and_problem(plan_file, model, cluster, profile, global_batch_size, iterations, tokens)
@@ -113,17 +70,56 @@ def estimate_command(
         require_model_and_cluster(model, cluster, "without --plan")
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
                                        memory_headroom=memory_headroom)
-        plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, None,
-                                  layout=layout, cluster=problem.cluster, job=problem.job, cp=cp,
-                                  virtual_stages=virtual_stages, recompute_num_layers=recompute_num_layers)
-        if ep is not None:
-            plan = replace(plan, ep=ep)
+        plan = hand_plan(problem, pp=pp, **knobs)
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)
         return
     stdout.print(estimate_table(plan, est))
     stdout.print(totals_table(est))
+
+
+# The hand-plan flags (options.py) a plan file replaces, in the order a refusal names them.
+HAND_PLAN_FLAGS = (("--stages", "stages"), ("--balance", "balance"), ("--layout", "layout"), ("--tp", "tp"),
+                   ("--dp", "dp"), ("--micro-batch-size", "micro_batch_size"), ("--node-order", "node_order"),
+                   ("--ep", "ep"), ("--cp", "cp"), ("--virtual-stages", "virtual_stages"),
+                   ("--recompute-num-layers", "recompute_num_layers"))
+
+
+def hand_plan_flags_given(knobs: dict) -> list[str]:
+    """The hand-plan flags given (beside a plan file they are refused: the file gives the plan)."""
+    given = [flag for flag, key in HAND_PLAN_FLAGS if knobs[key] is not None]
+    if knobs["recompute"] != "none":
+        given.append("--recompute")
+    if knobs["distributed_optimizer"] is not None:
+        given.append("--distributed-optimizer" if knobs["distributed_optimizer"] else "--no-distributed-optimizer")
+    return given
+
+
+def hand_plan(problem, *, pp=None, tp=None, dp=None, micro_batch_size=None, stages=None, balance=None, layout=None,
+              node_order=None, recompute="none", cp=None, ep=None, virtual_stages=None, recompute_num_layers=None,
+              distributed_optimizer=None) -> Plan:
+    """The plan `estimate` and `launch` are given by hand (the options of options.py). The distributed optimizer
+    defaults to the search's choice for the job, dp and cp (costmodel.distributed_optimizer_on), so a plan given with
+    the knobs `solve` chose is the plan it wrote; a setting against what the job forces is refused."""
+    plan = _plan_from_options(tp, dp, pp, micro_batch_size, stages, balance, node_order, recompute, None,
+                              layout=layout, cluster=problem.cluster, cp=cp,
+                              virtual_stages=virtual_stages, recompute_num_layers=recompute_num_layers)
+    dist = _distributed_optimizer(problem.job, plan.dp, plan.cp, distributed_optimizer)
+    return replace(plan, distributed_optimizer=dist, **({"ep": ep} if ep is not None else {}))
+
+
+def _distributed_optimizer(job, dp: int, cp: int, given: bool | None) -> bool:
+    chosen = distributed_optimizer_on(job, dp, cp)
+    if given is None:
+        return chosen
+    if given and job.distributed_optimizer is False:
+        raise SpecError("--distributed-optimizer: the job sets distributed_optimizer = false (off for every plan); "
+                        "drop one of them")
+    if not given and job.distributed_optimizer is True and dp * cp > 1:
+        raise SpecError(f"--no-distributed-optimizer: the job sets distributed_optimizer = true (on wherever dp x cp "
+                        f"> 1; here dp {dp} x cp {cp}); drop one of them")
+    return given
 
 
 def require_model_and_cluster(model: str | None, cluster: str | None, when: str) -> None:
@@ -152,7 +148,7 @@ def plan_and_problem(plan_file: Path, model, cluster, profile, global_batch_size
 
 
 def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, plan_file, layout=None,
-                       cluster=None, job=None, cp=None, virtual_stages=None, recompute_num_layers=None) -> Plan:
+                       cluster=None, cp=None, virtual_stages=None, recompute_num_layers=None) -> Plan:
     """The plan the options give. With --balance or --layout on a cluster of one node type, --node-order defaults to
     that type. --virtual-stages V: interleaved (a --layout then lists V x pp virtual stages); --recompute-num-layers N:
     block recomputation, "full" on every stage with layers."""
@@ -201,12 +197,8 @@ def _plan_from_options(tp, dp, pp, mbs, stages, balance, node_order, recompute, 
         else:
             parsed = parse_stages(stages)  # type: ignore[arg-type]
         parsed = _knob_stages(parsed, v, recompute_num_layers, recompute)
-        # A plan given by options runs the distributed optimizer only where the job says so (plan files say it
-        # themselves); the search decides it (costmodel.distributed_optimizer_on).
-        cp = cp or 1
-        plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=parsed, cp=cp,
-                    distributed_optimizer=job is not None and job.distributed_optimizer is True and dp * cp > 1,
-                    virtual_stages=v, recompute_num_layers=recompute_num_layers)
+        # the distributed optimizer: set by hand_plan (the search's choice or --distributed-optimizer)
+        plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=parsed, cp=cp or 1, virtual_stages=v, recompute_num_layers=recompute_num_layers)
     if pp is not None and pp != plan.pp:
         raise SpecError(f"--pp = {pp} but {plan.pp} stages were given")
     return plan

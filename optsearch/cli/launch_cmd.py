@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 import os
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from optsearch.cli import app
-from optsearch.cli.estimate_cmd import _plan_from_options, plan_and_problem, require_model_and_cluster
-from optsearch.cli.options import GlobalBatchOpt, IterationsOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, TokensOpt
+from optsearch.cli.estimate_cmd import hand_plan, hand_plan_flags_given, plan_and_problem, require_model_and_cluster
+from optsearch.cli.options import (
+    BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, IterationsOpt, LayoutOpt, MicroBatchOpt,
+    NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt, RecomputeNumLayersOpt, RecomputeOpt, StagesOpt,
+    TokensOpt, TpOpt, VirtualStagesOpt,
+)
 from optsearch.errors import SpecError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
-from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import build_problem
 from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
 
@@ -39,27 +41,15 @@ def launch_command(
         typer.Option("--out", "-o", help="Write the files into this folder (created if missing; files replaced "
                                          "atomically). Without it, print them to stdout."),
     ] = None,
-    tp: Annotated[Optional[int], typer.Option(min=1, help="Without PLAN.json: tensor-parallel degree.")] = None,
-    dp: Annotated[Optional[int], typer.Option(min=1, help="Without PLAN.json: data-parallel degree.")] = None,
-    micro_batch_size: Annotated[
-        Optional[int], typer.Option(min=1, help="Without PLAN.json: sequences per micro-batch.")
-    ] = None,
-    stages: Annotated[
-        Optional[str], typer.Option(help="Without PLAN.json: stages as NODE_TYPE:LAYERS[:RECOMPUTE],...")
-    ] = None,
-    balance: Annotated[
-        Optional[str], typer.Option(help="Without PLAN.json: FASOP-fork partition, e.g. 0-11-8-8-8-8-5-0.")
-    ] = None,
-    layout: Annotated[
-        Optional[str],
-        typer.Option(help="Without PLAN.json: upstream --pipeline-model-parallel-layout, e.g. 'E|t*11|(t*8|)*4t*5|L'."),
-    ] = None,
-    node_order: Annotated[
-        Optional[str], typer.Option(help="With --balance or --layout: node type per stage (a10, or a100*1,a10*7).")
-    ] = None,
-    recompute: Annotated[
-        str, typer.Option(help=f"With --balance or --layout: recomputation on every stage ({', '.join(RECOMPUTE_MODES)}).")
-    ] = "none",
+    tp: TpOpt = None,
+    dp: DpOpt = None,
+    pp: PpOpt = None,
+    micro_batch_size: MicroBatchOpt = None,
+    stages: StagesOpt = None,
+    balance: BalanceOpt = None,
+    layout: LayoutOpt = None,
+    node_order: NodeOrderOpt = None,
+    recompute: RecomputeOpt = "none",
     recompute_superset: Annotated[
         bool,
         typer.Option(help="If stages mix recomputation modes (Megatron-LM sets one for all), launch the least "
@@ -77,32 +67,32 @@ def launch_command(
     global_batch_size: GlobalBatchOpt = None,
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
-    ep: Annotated[
-        Optional[int], typer.Option("--ep", min=1, max=1_000_000,
-                                    help="Without PLAN.json: expert-parallel size (mixture-of-experts models; "
-                                         "Megatron's --expert-model-parallel-size). Default 1."),
-    ] = None,
+    ep: EpOpt = None,
+    cp: CpOpt = None,
+    virtual_stages: VirtualStagesOpt = None,
+    recompute_num_layers: RecomputeNumLayersOpt = None,
+    distributed_optimizer: DistributedOptimizerOpt = None,
 ) -> None:
     """Emit what launches the plan on Megatron-LM: arguments, partition strings, torchrun and Slurm scripts."""
     if fmt not in LAUNCH_FORMATS:
         raise SpecError(f"--format = {fmt!r}: must be one of {', '.join(LAUNCH_FORMATS)}")
     check_output_folder(out, "--out")  # before any work
+    knobs = dict(tp=tp, dp=dp, micro_batch_size=micro_batch_size, stages=stages, balance=balance, layout=layout,
+                 node_order=node_order, recompute=recompute, cp=cp, ep=ep, virtual_stages=virtual_stages,
+                 recompute_num_layers=recompute_num_layers, distributed_optimizer=distributed_optimizer)
     if plan_file is not None:
-        given = [n for n, v in (("--tp", tp), ("--dp", dp), ("--micro-batch-size", micro_batch_size),
-                                ("--stages", stages), ("--balance", balance), ("--layout", layout),
-                                ("--node-order", node_order), ("--ep", ep)) if v is not None]
+        given = hand_plan_flags_given(knobs)
         if given:
             raise SpecError(f"{plan_file}: the plan file gives the plan; drop {', '.join(given)}")
         plan, problem = plan_and_problem(plan_file, model, cluster, profile, global_batch_size, iterations, tokens,
                                          plan_reader=plan_for_launch)
+        if pp is not None and pp != plan.pp:
+            raise SpecError(f"--pp = {pp} but {plan_file} has {plan.pp} stages")
     else:
         require_model_and_cluster(model, cluster, "without PLAN.json")
         problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
                                 iterations=iterations, tokens=tokens)
-        plan = _plan_from_options(tp, dp, None, micro_batch_size, stages, balance, node_order, recompute, None,
-                                  layout=layout, cluster=problem.cluster, job=problem.job)
-        if ep is not None:
-            plan = replace(plan, ep=ep)
+        plan = hand_plan(problem, pp=pp, **knobs)
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
                                 master_port=master_port, allow_no_fit=allow_no_fit)
     if out is None:  # the printed files carry the notes as comments: not again on stderr

@@ -57,6 +57,79 @@ TokensOpt = Annotated[
     Optional[int], typer.Option("--tokens", min=1, max=10**16, help="Override the training length in tokens.")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+
+# ---- a plan given by hand (`estimate` and `launch` without a plan file; estimate_cmd.hand_plan builds it) --------
+DEGREE_MAX = 1_000_000  # tp, dp, pp, cp, ep, v and micro-batch: far beyond any cluster
+_NO_FILE = "Without a plan file: "
+TpOpt = Annotated[
+    Optional[int], typer.Option(min=1, max=DEGREE_MAX, help=_NO_FILE + "tensor-parallel degree (same on every stage).")
+]
+DpOpt = Annotated[
+    Optional[int], typer.Option(min=1, max=DEGREE_MAX, help=_NO_FILE + "data-parallel degree (same on every stage).")
+]
+PpOpt = Annotated[
+    Optional[int], typer.Option(min=1, max=DEGREE_MAX, help="Pipeline stages (checked against the stages given or "
+                                                            "the plan file's).")
+]
+MicroBatchOpt = Annotated[
+    Optional[int], typer.Option("--micro-batch-size", min=1, max=DEGREE_MAX, help=_NO_FILE + "sequences per micro-batch.")
+]
+StagesOpt = Annotated[
+    Optional[str],
+    typer.Option(help=_NO_FILE + "stages in pipeline order: NODE_TYPE:LAYERS[:RECOMPUTE],... e.g. a100:12,a10:12:full"),
+]
+BalanceOpt = Annotated[
+    Optional[str], typer.Option(help=_NO_FILE + "FASOP-fork partition, layers per stage, e.g. 0-11-8-8-8-8-5-0.")
+]
+LayoutOpt = Annotated[
+    Optional[str],
+    typer.Option(help=_NO_FILE + "upstream Megatron-LM --pipeline-model-parallel-layout, e.g. 'E|t*11|(t*8|)*4t*5|L'."),
+]
+NodeOrderOpt = Annotated[
+    Optional[str],
+    typer.Option(help="With --balance or --layout: node type per stage: one for all, one per stage, or runs like "
+                      "a100*2,a10*6. Not needed on a cluster of one node type."),
+]
+
+
+def _recompute_help() -> str:
+    from optsearch.plan import RECOMPUTE_MODES
+
+    return f"With --balance or --layout: recomputation on every stage ({', '.join(RECOMPUTE_MODES)})."
+
+
+RecomputeOpt = Annotated[str, typer.Option(help=_recompute_help())]
+CpOpt = Annotated[
+    Optional[int], typer.Option("--cp", min=1, max=DEGREE_MAX, help=_NO_FILE + "context-parallel degree (default 1): "
+                                "each stage's sequence split over cp GPUs, tp x cp x dp GPUs per stage.")
+]
+EpOpt = Annotated[
+    Optional[int], typer.Option("--ep", min=1, max=DEGREE_MAX, help=_NO_FILE + "expert-parallel size (mixture-of-"
+                                "experts models; Megatron's --expert-model-parallel-size). Default 1."),
+]
+VirtualStagesOpt = Annotated[
+    Optional[int], typer.Option("--virtual-stages", min=1, max=DEGREE_MAX,
+                                help=_NO_FILE + "interleaved pipeline, V model chunks per stage (Megatron's virtual "
+                                     "pipeline size). --stages and --balance give each stage's layers, a multiple of "
+                                     "V; --layout gives V x pp virtual stages, chunk k of stage r at position k x pp + "
+                                     "r, equal on a stage. Default 1."),
+]
+RecomputeNumLayersOpt = Annotated[
+    Optional[int], typer.Option("--recompute-num-layers", min=1, max=DEGREE_MAX,
+                                help=_NO_FILE + "block recomputation (--recompute-method block): the first N layers of "
+                                     "every stage fully recomputed, the others not; --recompute may be left out or "
+                                     "say full."),
+]
+DistributedOptimizerOpt = Annotated[
+    Optional[bool],
+    typer.Option("--distributed-optimizer/--no-distributed-optimizer",
+                 help=_NO_FILE + "Megatron's distributed optimizer (--use-distributed-optimizer: optimizer states "
+                                 "sharded over the dp x cp ranks). Default: what `solve` chooses for the plan, on "
+                                 "wherever dp x cp > 1 unless the job sets job.distributed_optimizer = false "
+                                 "(costmodel.distributed_optimizer_on), so a plan given with solve's knobs prices as "
+                                 "solve's plan file. Against what the job forces: refused.",
+                 show_default=False),
+]
 def _headroom(value: float | None) -> float | None:
     # Checked here rather than with min/max: click's range check lets nan through to a "<= 0.9" message.
     if value is not None and not 0.0 <= value <= 0.9:
