@@ -65,7 +65,7 @@ from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
 
 CHUNK = 48  # marks per vectorized pass of the rent programme
-BISECTION = 24  # steps of the search for the best multiplier
+BISECTION = 16  # steps of the search for the best multiplier
 ROUND_UP = 1 + 1e-9  # quotients are rounded up before the floor: a cap may only be too large
 
 
@@ -118,7 +118,7 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 
 
 def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
-                    stages_s: float, comm_s: float, cache: dict | None = None) -> InFlightTables | None:
+                    stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1) -> InFlightTables | None:
     """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp) at v = 1, or None where the bound does
     not apply (several layer kinds, mixture of experts). stages_s: the least sum of stage times; comm_s: the
     all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch)."""
@@ -139,22 +139,29 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
                      for g in names])
     working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
     room = np.array([memory_capacity_bytes(problem, problem.node(g).gpu) - MEMORY_RESERVE_BYTES for g in names])
-    flight = np.minimum(pp - np.arange(pp), m).astype(float)  # [i]
+    ranks = np.arange(pp)
+    if v == 1:
+        flight = np.minimum(pp - ranks, m).astype(float)  # [i] costmodel.in_flight_per_layer
+    else:  # interleaved: in-flight chunks / v (costmodel.interleaved_in_flight_chunks)
+        flight = np.minimum((pp - ranks - 1) * 2 + (v - 1) * pp + 1, m * v) / v
     e = d.send_min_s if pp > 1 else 0.0
-    # t_i >= compute + off[g, i]: a middle stage sends both ways (2e), an end stage one way (e) and runs the
-    # embedding (first) or the head (last) on its type
-    off = np.where((np.arange(pp) > 0) & (np.arange(pp) < pp - 1), 2 * e, e)[None, :] + np.zeros((G, 1))
+    # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e), an end stage v times one way and
+    # v - 1 times across the wrap-around ((2 v - 1) e; costmodel.interleaved_send_counts) and runs the embedding
+    # (first) or the head (last) on its type
+    off = np.where((ranks > 0) & (ranks < pp - 1), 2 * v * e, (2 * v - 1) * e)[None, :] + np.zeros((G, 1))
     off[:, 0] += np.array(d.emb_s)
     off[:, pp - 1] += np.array(d.head_s)
     times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
     marks = np.unique(np.concatenate([[0.0], times[np.isfinite(times)]]))
-    iteration = (m - 1) * np.maximum(marks, stages_s / pp) + np.maximum(stages_s, marks) + comm_s
+    # 1F1B, interleaved: ((m v - 1) max t + sum t) / v + comm (v = 1: (m - 1) max t + sum t + comm)
+    iteration = (m - 1 / v) * np.maximum(marks, stages_s / pp) + np.maximum(stages_s, marks) / v + comm_s
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
     def caps_at(Ms: np.ndarray) -> np.ndarray:
         """[M, g, i] k[g, i](M) = #{n : tt(n) + off <= M} (the caps are constant between marks)."""
-        return (times[None] <= Ms[:, None, None, None]).sum(axis=3).astype(float)
+        held = (times[None] <= Ms[:, None, None, None]).sum(axis=3)
+        return (held // v * v).astype(float)  # interleaved: every stage's layers a multiple of v
 
     tab = InFlightTables(marks=marks, iteration=iteration, caps=None, price=np.array(d.price_per_gpu_hour, float),
                          middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan))
@@ -203,9 +210,8 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 
     def phi(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         val = np.where(usable, price - lam[:, None, None] * k, np.inf)  # [M, g, i]
-        pick = val.argmin(axis=1)  # [M, i]
-        least = np.take_along_axis(val, pick[:, None, :], axis=1)[:, 0, :]
-        held = np.take_along_axis(k, pick[:, None, :], axis=1)[:, 0, :]
+        least = val.min(axis=1)  # [M, i]
+        held = np.where(val == least[:, None, :], k, 0.0).max(axis=1)  # a minimizer's layers (the most on ties)
         return lam * tab.L + least.sum(axis=1), tab.L - held.sum(axis=1)
 
     for lam in (lo, hi):
@@ -274,14 +280,14 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
     the larger iteration and cost lower bounds, or infeasible when no interval meets the budget. Both are lower
     bounds over the plans that meet the budget, so their maximum is one. The tables are kept in `kept` by the
     candidate's key (solver.Memo)."""
-    if not bound.feasible or cand.v != 1:
+    if not bound.feasible:
         return bound
     if cand.key not in kept:
         pp = cand.pp
         stages_s = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
-                                         cache)
+                                         cache, cand.v)
     tab = kept[cand.key]
     if tab is None:
         return bound
