@@ -42,6 +42,7 @@ first = r.stats.get("first_plan_s")
 print(json.dumps({**spec, "status": r.status, "gap": r.gap, "objective_value": r.objective_value,
                   "first_plan_s": None if first is None else setup + first, "wall_s": process_age_s(),
                   "cpu_s": time.process_time() - cpu0, "bounded": last.get("bounded", 0),
+                  "inflight_bounded": r.stats.get("inflight_bounded"), "candidates_after_bounds": r.stats.get("candidates_after_bounds"),
                   "training_time_s": est.training_time_s if est else None, "cost_usd": est.cost_usd if est else None,
                   "load": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}))
 """.replace("import json, sys, time", "import json, os, sys, time")

@@ -1,51 +1,58 @@
-"""An in-flight-aware refined bound (issue 14, item 3, round 5): the refined bound of bounds.py with each stage's
-layer cap taken at its own position in the pipeline.
+"""An in-flight-aware bound (issue 14, item 3, round 5): the aggregate bound of bounds.py with each stage's layer cap
+taken at its own position in the pipeline, for every candidate (tp, cp, dp, b, pp, v) of a dense one-kind model.
 
 Why. bounds.py's refined bound gives every stage of a type the same cap NMAX_g: the most layers that fit with ONE
 micro-batch in flight, in whichever recomputation mode holds the most, at the fastest mode's speed. Under 1F1B,
-stage i holds f_i = min(pp - i, m) micro-batches of activations (costmodel.in_flight_per_layer, v = 1), so early
-stages of a deep pipeline hold far fewer layers, or hold them only with recomputation, which is slower. In the CLI's
-space the positional bound (formulation/positional.py) sees this and sits 5-50 % (median 19 %) above the refined
-bound on GPT-3 175B's candidates (mixed-pool-8k, cost), but costs 10-90 ms a candidate; this bound costs about a
-millisecond and needs no skeleton.
+stage i holds f_i = min(pp - i, m) micro-batches of activations (costmodel.in_flight_per_layer; interleaved:
+in-flight chunks / v), so early stages of a deep pipeline hold far fewer layers, or hold them only with
+recomputation, which is slower. The positional bound (formulation/positional.py) sees this and sat 5-50 % (median
+19 %) above the refined bound on GPT-3 175B's candidates (mixed-pool-8k, cost), at 10-90 ms a candidate; this bound
+costs about 3.5 ms and needs no skeleton. Interleaved candidates were bounded by f_v x their v = 1 sibling's bound
+(up to 25 % below); here they get their own schedule's bound.
 
-The bound (dense models of one layer kind; None otherwise). Notation: w GPUs per stage, p_g USD per GPU-hour of type
-g, e the cheapest send (0 when pp = 1), L layers, P the parameters of a layer, sigma the state bytes per parameter
-(costmodel.state_bytes at this dp, cp and optimizer setting), a_r[g] a layer's activation bytes per micro-batch in
-mode r, s_r[g] its step time, W[g] full recomputation's working memory, C[g] the usable memory less the reserve.
+Notation: w GPUs per stage, p_g USD per GPU-hour of type g, e the cheapest send of the candidate (0 when pp = 1),
+L layers, P a layer's parameters, sigma the state bytes per parameter (costmodel.state_bytes at this dp, cp and
+optimizer setting), a_r[g] a layer's activation bytes per micro-batch in mode r, s_r[g] its step time, W[g] full
+recomputation's working memory, C[g] the usable memory less the reserve, f_i = in_flight_per_layer(pp, i, m, v).
 
-1. Stage i of type g with n >= 1 layers in mode r in {none, selective, full} needs
-       n (sigma P / tp + f_i a_r) + [r = full] W <= C     and     n s_r + e <= t_i
-   (the cost model adds the embedding, head, logits and the other send on top: all >= 0). Under block recomputation
-   (costmodel.block_recompute_step_s / _activation_bytes; its stages are "full", so W is added) with c of the n
-   layers recomputed:
-       n (sigma P / tp + f_i a_none) - c f_i (a_none - a_full) + W <= C   and   n s_none + c (s_full - s_none) + e <= t_i.
-   For every c >= 0 (the relaxation drops c <= n and integrality) n is at most the value where the two lines meet,
-   or the better end (c = 0); see _block_cap. So with t_i <= M, stage i holds at most
-       k[g, i](M) = min(L, max over the modes of those caps),
-   rounded up by 1e-9 before the floor (the cost model sums in another order). A middle stage holds >= 1 layer, so
-   a type with k[g, i](M) = 0 cannot take middle position i.
-2. Rent. A plan whose slowest stage takes at most M puts a type g_i on each position with sum_i k[g_i, i](M) >= L,
-   and rents w sum_i p_{g_i}. For every lambda >= 0 (weak duality of the LP min sum p x, sum_g x_gi = 1,
-   sum k x >= L, node supply and whole-node blocks dropped, which only lowers it):
-       rent >= w (lambda L + sum_i min_g (p_g - lambda k[g, i](M)))  =: w phi(lambda).
-   phi is concave; its best lambda is searched by bisection on the sign of its supergradient L - sum_i k at the
-   minimizers (any lambda evaluated is a valid bound: the best value seen is taken). R(M) = w max phi; infinite
-   where the positions cannot hold L (sum_i max_g k < L, or a middle position holds none).
-3. Intervals. k only grows with M, so R(M) only falls. Take a grid 0 = M_0 < M_1 < ... < M_J (every breakpoint
-   e + n s_r[g]) and M_{J+1} = inf. A plan whose slowest stage takes M* in [M_j, M_{j+1}) has rent >= R(M_{j+1})
-   (its layout is allowed at M* <= M_{j+1}) and iteration >= it(M_j) = (m - 1) max(M_j, S / pp) + max(S, M_j) + A,
-   with S the least sum of stage times and A the all-reduce and optimizer floor of bounds.candidate_bound (the
-   sum of stage times is at least the slowest one). So over the intervals j a budget can meet:
-       time >= iterations x min_j it(M_j),     cost >= iterations / 3600 x min_j R(M_{j+1}) it(M_j),
-   an interval being dropped when it(M_j) breaks the deadline, R(M_{j+1}) the rent limit, or their product the cost
-   budget; none left: no plan meets the budget. The grid need not hold every breakpoint of block recomputation:
-   the argument holds for any grid, a finer one is only sharper.
+1. Stage times. Stage i on g with n >= 1 layers in mode r in {none, selective, full} needs
+       n (sigma P / tp + f_i a_r) + [r = full] W <= C,    compute = n s_r,
+   (the cost model adds the embedding's and head's parameters and the logits on top: all >= 0), and under block
+   recomputation (its stages are "full", so W is added) with c of the n layers recomputed
+       n (sigma P / tp + f_i a_none) - c f_i (a_none - a_full) + W <= C,    compute = n s_none + c (s_full - s_none).
+   tau[g, i, n] is the least compute over the modes, block taking the fewest c that fit (the quotient lowered by
+   1e-6 before the ceiling, so c may only be too few; memory quotients are raised by 1e-9 before the floor), inf
+   where nothing fits. A stage's time is at least compute + off[g, i]: a middle stage sends v times each way
+   (2 v e), an end stage v times one way and v - 1 times across the wrap-around ((2 v - 1) e), and the first
+   (last) runs the embedding (head) on its type (costmodel.estimate, interleaved_send_counts).
+2. Caps. With tt[g, i, n] = min over n' >= n of tau[g, i, n'] + off[g, i] (non-decreasing in n), stage i on g
+   holds at most k[g, i](M) = #{n >= 1 : tt[g, i, n] <= M} layers when its time is at most M (the largest n with
+   tau + off <= M), rounded down to a multiple of v (interleaved stages hold multiples of v). A middle stage holds
+   >= 1 layer; an end stage may be empty, on any type.
+3. Rent. A plan whose slowest stage takes M* puts a type g_i on each position with sum_i k[g_i, i](M*) >= L and
+   rents w sum_i p_{g_i}. For every lambda >= 0 (weak duality of the LP min sum p x, sum_g x_gi = 1,
+   sum k x >= L; node supply and whole-node blocks dropped, which only lowers it):
+       rent >= w (lambda L + sum_i min_g (p_g - lambda k[g, i](M*)))  =: w phi(lambda),
+   the min over the types a position may take. The multiplier is searched by bisection on the sign of the
+   supergradient L - sum_i k at a minimizer (any lambda evaluated gives a valid bound; the best seen is kept).
+   R(M) = w max phi; infinite where the positions cannot hold L on their best types.
+4. Intervals. The caps change only at the marks M_j (0 and every finite tt): on [M_j, M_{j+1}) they equal
+   k(M_j). A plan whose slowest stage takes M* in that interval has rent >= R(M_j), and (1F1B, interleaved
+   ((m v - 1) max t + sum t) / v, costmodel.interleaved_pipeline_time_s) iteration
+       >= it(M_j) = (m - 1/v) max(M_j, S / pp) + max(S, M_j) / v + A,
+   with S the least sum of stage times at v = 1 and A the all-reduce and optimizer floor of
+   bounds.candidate_bound (the sum of stage times is at least S and at least the slowest stage; sends at v only
+   add). it grows with j. So
+       time >= iterations x min_j it(M_j),     cost >= iterations / 3600 x min_j R(M_j) it(M_j),
+   over the intervals a budget allows: an interval is dropped when it(M_j) breaks the deadline, R(M_j) the rent
+   limit, or R(M_j) it(M_j) the cost budget (each a lower bound on that interval's plans); none left: no plan meets
+   the budget.
 
-The tables (the grid, it and R per interval) do not depend on the budget: they are kept per candidate, and R is
-computed lazily in chunks of marks from the smallest M up, as far as the query needs (minimizing time it stops at
-the first interval that meets the budget; minimizing cost once the least rent at any M times it(M_j) reaches the
-best product so far).
+The tables (marks, it, R) do not depend on the budget and are kept per candidate (solver.Memo.inflight); R is
+computed in chunks from the least mark where the positions can hold L (found by bisection), as far as the query
+needs: minimizing time up to the first interval that meets the budget (it grows), minimizing cost until R(inf) x
+it(M_j) reaches the best product. Minimizing time no cost bound is returned (0): the walk does not see every
+interval. Proof and tests: docs/solver.md, "The in-flight bound, round 5"; tests/test_inflight_bound.py.
 """
 
 from __future__ import annotations
@@ -75,12 +82,12 @@ class InFlightTables:
 
     marks: np.ndarray  # [j] M_j, ascending, marks[0] = 0
     iteration: np.ndarray  # [j] it(M_j)
-    caps: np.ndarray  # [j, g, i] k[g, i](M_{j+1}) (the last row: memory alone, M = inf)
+    caps: object  # caps[slice] -> [j, g, i] k[g, i](M_j), computed when asked (_LazyCaps)
     price: np.ndarray  # [g] USD per GPU-hour
     middle: np.ndarray  # [i] position i must hold >= 1 layer
     w: int
     L: int
-    rent: np.ndarray = field(default=None)  # [j] R(M_{j+1}); NaN: not computed yet
+    rent: np.ndarray = field(default=None)  # [j] R(M_j); NaN: not computed yet
     floor_rent: float = 0.0  # R(inf): no interval's rent is below it
 
 
@@ -227,7 +234,7 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 
 
 def _rent(tab: InFlightTables, upto: int) -> None:
-    """R(M_{j+1}) for every interval j < upto, in chunks."""
+    """R(M_j) for every interval j < upto, in chunks."""
     start = int(np.argmax(np.isnan(tab.rent))) if np.isnan(tab.rent).any() else len(tab.rent)
     while start < upto:
         stop = min(start + CHUNK, len(tab.rent))

@@ -615,7 +615,7 @@ def solve(
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
     if (incumbent is not None and not climb and seed_s is None and not first_plan_only and slower_than_s == 0.0
-            and warm_start is None and CLIMB_SHARE > 0.0):
+            and warm_start is None and time_limit_s is not None and CLIMB_SHARE > 0.0):
         # A climb from the seeds' best plan without a budget too (round 5): the in-flight bound prunes whole
         # stretches of the queue, and a better incumbent prunes more of them (GPT-3 175B on mixed-pool-8k, cost: the
         # seeds give $2.08M, the sibling positional plans that the in-flight bound now skips gave $1.95M).
@@ -633,6 +633,7 @@ def solve(
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
     # in; when it reaches the front with its positional bound, its model is solved.
     bounded_here = 0  # candidates whose positional bound was computed
+    inflight_here = 0  # candidates whose in-flight bound was computed (inflight.py)
 
     def report(item: Bounded) -> None:
         if progress is not None:
@@ -679,6 +680,7 @@ def solve(
             # in the CLI's space; a candidate it lifts past the incumbent skips the positional bound, one it lifts
             # past the queue's front goes back in.
             sharper = _inflight_bounded(memo, budget, item, slower_than_s)
+            inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate meets the budget, or beats the incumbent
             if queue and sharper > queue[0][0]:
@@ -822,6 +824,7 @@ def solve(
              "candidates_explored": float(explored), "models_solved": float(milps)}
     if seed_s is not None:
         stats["seed_s"] = seed_s
+    stats.update(inflight_bounded=float(inflight_here), positional_bounded=float(bounded_here))
     if incumbent is not None:
         stats["first_plan_s"] = elapsed if first_plan_s is None else first_plan_s
     if rechecked:
