@@ -97,7 +97,6 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
     (none, selective, full, and block recomputation with the fewest recomputed layers that fit), inf where none
     fits; then the least over n' >= n, so that max{n : t(n) <= X} = #{n : tt(n) <= X} (see the module docstring)."""
     full, none = modes.index("full"), modes.index("none")
-    G, pp = len(room), len(flight)
     per = per_layer_state + flight[None, :, None] * acts[:, None, :]  # [g, i, r]
     mem_room = room[:, None] - np.where(np.arange(len(modes)) == full, working[:, None], 0.0)  # [g, r]
     mem_cap = np.where(mem_room[:, None, :] > 0, np.floor(mem_room[:, None, :] / per * ROUND_UP), -1.0)  # [g, i, r]

@@ -107,7 +107,6 @@ def test_the_interleaved_inflight_bound_lies_below_every_plan(case):
         terms = degree_terms(problem, cand.tp, cand.dp, cand.micro_batch_size, cand.uses)
         for budget in _budgets(est):
             got = _inflight_bounded(memo, budget, Bounded(cand, 0.0, terms))
-            seen = True
             assert got is not None and got <= objective_value(est, budget.objective) * (1 + 1e-9), (plan, budget)
 
 
