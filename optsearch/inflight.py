@@ -1,0 +1,307 @@
+"""An in-flight-aware bound (issue 14, item 3, round 5): the aggregate bound of bounds.py with each stage's layer cap
+taken at its own position in the pipeline, for every candidate (tp, cp, dp, b, pp, v) of a dense one-kind model.
+
+Why. bounds.py's refined bound gives every stage of a type the same cap NMAX_g: the most layers that fit with ONE
+micro-batch in flight, in whichever recomputation mode holds the most, at the fastest mode's speed. Under 1F1B,
+stage i holds f_i = min(pp - i, m) micro-batches of activations (costmodel.in_flight_per_layer; interleaved:
+in-flight chunks / v), so early stages of a deep pipeline hold far fewer layers, or hold them only with
+recomputation, which is slower. The positional bound (formulation/positional.py) sees this and sat 5-50 % (median
+19 %) above the refined bound on GPT-3 175B's candidates (mixed-pool-8k, cost), at 10-90 ms a candidate; this bound
+costs about 3.5 ms and needs no skeleton. Interleaved candidates were bounded by f_v x their v = 1 sibling's bound
+(up to 25 % below); here they get their own schedule's bound.
+
+Notation: w GPUs per stage, p_g USD per GPU-hour of type g, e the cheapest send of the candidate (0 when pp = 1),
+L layers, P a layer's parameters, sigma the state bytes per parameter (costmodel.state_bytes at this dp, cp and
+optimizer setting), a_r[g] a layer's activation bytes per micro-batch in mode r, s_r[g] its step time, W[g] full
+recomputation's working memory, C[g] the usable memory less the reserve, f_i = in_flight_per_layer(pp, i, m, v).
+
+1. Stage times. Stage i on g with n >= 1 layers in mode r in {none, selective, full} needs
+       n (sigma P / tp + f_i a_r) + [r = full] W <= C,    compute = n s_r,
+   (the cost model adds the embedding's and head's parameters and the logits on top: all >= 0), and under block
+   recomputation (its stages are "full", so W is added) with c of the n layers recomputed
+       n (sigma P / tp + f_i a_none) - c f_i (a_none - a_full) + W <= C,    compute = n s_none + c (s_full - s_none).
+   tau[g, i, n] is the least compute over the modes, block taking the fewest c that fit (the quotient lowered by
+   1e-6 before the ceiling, so c may only be too few; memory quotients are raised by 1e-9 before the floor), inf
+   where nothing fits. A stage's time is at least compute + off[g, i]: a middle stage sends v times each way
+   (2 v e), an end stage v times one way and v - 1 times across the wrap-around ((2 v - 1) e), and the first
+   (last) runs the embedding (head) on its type (costmodel.estimate, interleaved_send_counts).
+2. Caps. With tt[g, i, n] = min over n' >= n of tau[g, i, n'] + off[g, i] (non-decreasing in n), stage i on g
+   holds at most k[g, i](M) = #{n >= 1 : tt[g, i, n] <= M} layers when its time is at most M (the largest n with
+   tau + off <= M), rounded down to a multiple of v (interleaved stages hold multiples of v). A middle stage holds
+   >= 1 layer; an end stage may be empty, on any type.
+3. Rent. A plan whose slowest stage takes M* puts a type g_i on each position with sum_i k[g_i, i](M*) >= L and
+   rents w sum_i p_{g_i}. For every lambda >= 0 (weak duality of the LP min sum p x, sum_g x_gi = 1,
+   sum k x >= L; node supply and whole-node blocks dropped, which only lowers it):
+       rent >= w (lambda L + sum_i min_g (p_g - lambda k[g, i](M*)))  =: w phi(lambda),
+   the min over the types a position may take. The multiplier is searched by bisection on the sign of the
+   supergradient L - sum_i k at a minimizer (any lambda evaluated gives a valid bound; the best seen is kept).
+   R(M) = w max phi; infinite where the positions cannot hold L on their best types.
+4. Intervals. The caps change only at the marks M_j (0 and every finite tt): on [M_j, M_{j+1}) they equal
+   k(M_j). A plan whose slowest stage takes M* in that interval has rent >= R(M_j), and (1F1B, interleaved
+   ((m v - 1) max t + sum t) / v, costmodel.interleaved_pipeline_time_s) iteration
+       >= it(M_j) = (m - 1/v) max(M_j, S / pp) + max(S, M_j) / v + A,
+   with S the least sum of stage times at v = 1 and A the all-reduce and optimizer floor of
+   bounds.candidate_bound (the sum of stage times is at least S and at least the slowest stage; sends at v only
+   add). it grows with j. So
+       time >= iterations x min_j it(M_j),     cost >= iterations / 3600 x min_j R(M_j) it(M_j),
+   over the intervals a budget allows: an interval is dropped when it(M_j) breaks the deadline, R(M_j) the rent
+   limit, or R(M_j) it(M_j) the cost budget (each a lower bound on that interval's plans); none left: no plan meets
+   the budget.
+
+The tables (marks, it, R) do not depend on the budget and are kept per candidate (solver.Memo.inflight); R is
+computed in chunks from the least mark where the positions can hold L (found by bisection), as far as the query
+needs: minimizing time up to the first interval that meets the budget (it grows), minimizing cost until R(inf) x
+it(M_j) reaches the best product. Minimizing time no cost bound is returned (0): the walk does not see every
+interval. Proof and tests: docs/solver.md, "The in-flight bound, round 5"; tests/test_inflight_bound.py.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls
+from optsearch.costmodel import (
+    MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
+    distributed_optimizer_on, memory_capacity_bytes, state_bytes,
+)
+from optsearch.plan import RECOMPUTE_MODES
+from optsearch.problem import Problem
+from optsearch.search import BOUND_SLACK
+
+CHUNK = 48  # marks per vectorized pass of the rent programme
+BISECTION = 16  # steps of the search for the best multiplier
+ROUND_UP = 1 + 1e-9  # quotients are rounded up before the floor: a cap may only be too large
+
+
+@dataclass(slots=True)
+class InFlightTables:
+    """The budget-free tables of one candidate (tp, cp, dp, b, pp at v = 1)."""
+
+    marks: np.ndarray  # [j] M_j, ascending, marks[0] = 0
+    iteration: np.ndarray  # [j] it(M_j)
+    caps: object  # caps[slice] -> [j, g, i] k[g, i](M_j), computed when asked (_LazyCaps)
+    price: np.ndarray  # [g] USD per GPU-hour
+    middle: np.ndarray  # [i] position i must hold >= 1 layer
+    w: int
+    L: int
+    rent: np.ndarray = field(default=None)  # [j] R(M_j); NaN: not computed yet
+    floor_rent: float = 0.0  # R(inf): no interval's rent is below it
+
+
+def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
+                 flight: np.ndarray, modes: list[str], L: int) -> np.ndarray:
+    """[g, i, n] -> the least compute time of n layers (n = 1..N) on a stage of g at position i over every mode
+    (none, selective, full, and block recomputation with the fewest recomputed layers that fit), inf where none
+    fits; then the least over n' >= n, so that max{n : t(n) <= X} = #{n : tt(n) <= X} (see the module docstring)."""
+    full, none = modes.index("full"), modes.index("none")
+    per = per_layer_state + flight[None, :, None] * acts[:, None, :]  # [g, i, r]
+    mem_room = room[:, None] - np.where(np.arange(len(modes)) == full, working[:, None], 0.0)  # [g, r]
+    mem_cap = np.where(mem_room[:, None, :] > 0, np.floor(mem_room[:, None, :] / per * ROUND_UP), -1.0)  # [g, i, r]
+    alpha = per[:, :, none]  # sigma P / tp + f a_none
+    beta = flight[None, :] * (acts[:, None, none] - acts[:, None, full])
+    block_room = (room - working)[:, None]  # [g, 1]
+    N = int(min(L, max(1.0, mem_cap.max(initial=0),
+                       float(np.where((alpha - beta > 0) & (block_room > 0),
+                                      np.floor(block_room / np.where(alpha - beta > 0, alpha - beta, 1.0) * ROUND_UP),
+                                      0).max()))))
+    n = np.arange(1, N + 1, dtype=float)[None, None, :]  # [1, 1, n]
+    t = np.where(n[..., None] <= mem_cap[:, :, None, :], n[..., None] * steps[:, None, None, :], np.inf).min(axis=3)
+    ds = steps[:, none] - steps[:, full]  # s_none - s_full (<= 0 normally)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # the fewest recomputed layers c with n alpha - c beta <= block_room (rounded down by a hair: may be too few)
+        need = np.where(beta[..., None] > 0, np.ceil((n * alpha[..., None] - block_room[..., None])
+                                                     / beta[..., None] - 1e-6),
+                        np.where(n * alpha[..., None] <= block_room[..., None] * ROUND_UP, 0.0, np.inf))
+    c = np.maximum(need, 0.0)
+    c = np.where(ds[:, None, None] > 0, n, c)  # recomputing is faster (not expected): every layer recomputed
+    ok = (c <= n) & (block_room[..., None] > 0) & np.isfinite(c)
+    tb = np.where(ok, n * steps[:, none, None, None] - c * ds[:, None, None], np.inf)
+    t = np.minimum(t, tb)
+    return np.minimum.accumulate(t[:, :, ::-1], axis=2)[:, :, ::-1]
+
+
+def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
+                    stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1) -> InFlightTables | None:
+    """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp) at v = 1, or None where the bound does
+    not apply (several layer kinds, mixture of experts). stages_s: the least sum of stage times; comm_s: the
+    all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch)."""
+    model = problem.model
+    kinds = model.kinds
+    if len(kinds) != 1 or model.is_moe:
+        return None
+    kind = kinds[0]
+    call = _calls(cache)
+    tp, m, L = d.tp, d.m, model.num_layers
+    names = [u.name for u in d.uses]
+    G = len(names)
+    dist = distributed_optimizer_on(problem.job, dp, cp)
+    per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
+    modes = list(RECOMPUTE_MODES)
+    steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes] for g in names])
+    acts = np.array([[call(cp_layer_activation_bytes, problem, g, kind, tp, mbs, r, cp) for r in modes]
+                     for g in names])
+    working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
+    room = np.array([memory_capacity_bytes(problem, problem.node(g).gpu) - MEMORY_RESERVE_BYTES for g in names])
+    ranks = np.arange(pp)
+    if v == 1:
+        flight = np.minimum(pp - ranks, m).astype(float)  # [i] costmodel.in_flight_per_layer
+    else:  # interleaved: in-flight chunks / v (costmodel.interleaved_in_flight_chunks)
+        flight = np.minimum((pp - ranks - 1) * 2 + (v - 1) * pp + 1, m * v) / v
+    e = d.send_min_s if pp > 1 else 0.0
+    # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e), an end stage v times one way and
+    # v - 1 times across the wrap-around ((2 v - 1) e; costmodel.interleaved_send_counts) and runs the embedding
+    # (first) or the head (last) on its type
+    off = np.where((ranks > 0) & (ranks < pp - 1), 2 * v * e, (2 * v - 1) * e)[None, :] + np.zeros((G, 1))
+    off[:, 0] += np.array(d.emb_s)
+    off[:, pp - 1] += np.array(d.head_s)
+    times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
+    marks = np.unique(np.concatenate([[0.0], times[np.isfinite(times)]]))
+    # 1F1B, interleaved: ((m v - 1) max t + sum t) / v + comm (v = 1: (m - 1) max t + sum t + comm)
+    iteration = (m - 1 / v) * np.maximum(marks, stages_s / pp) + np.maximum(stages_s, marks) / v + comm_s
+    middle = np.zeros(pp, dtype=bool)
+    middle[1:pp - 1] = True
+
+    def caps_at(Ms: np.ndarray) -> np.ndarray:
+        """[M, g, i] k[g, i](M) = #{n : tt(n) + off <= M} (the caps are constant between marks)."""
+        held = (times[None] <= Ms[:, None, None, None]).sum(axis=3)
+        return (held // v * v).astype(float)  # interleaved: every stage's layers a multiple of v
+
+    tab = InFlightTables(marks=marks, iteration=iteration, caps=None, price=np.array(d.price_per_gpu_hour, float),
+                         middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan))
+    tab.caps = _LazyCaps(caps_at, marks)
+    tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
+    # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
+    # caps grow with M), those intervals get an infinite rent without the programme
+    lo, hi = 0, len(marks)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _holds(tab, caps_at(marks[mid:mid + 1]))[0]:
+            hi = mid
+        else:
+            lo = mid + 1
+    tab.rent[:lo] = np.inf
+    return tab
+
+
+class _LazyCaps:
+    """caps at M_j for a slice of intervals, computed when asked."""
+
+    def __init__(self, fn, marks: np.ndarray):
+        self.fn, self.marks = fn, marks
+
+    def __getitem__(self, ix: slice) -> np.ndarray:
+        return self.fn(self.marks[ix])
+
+
+def _holds(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[M] whether the positions can hold L layers (every middle one at least one) on their best types."""
+    usable = (caps >= 1) | ~tab.middle[None, None, :]
+    holds = np.where(usable, caps, -np.inf).max(axis=1)  # [M, i]
+    return np.isfinite(holds).all(axis=1) & (np.where(np.isfinite(holds), holds, 0).sum(axis=1) >= tab.L)
+
+
+def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[M] w max_lambda phi(lambda) for caps [M, g, i] (inf where the positions cannot hold L layers)."""
+    price = tab.price[None, :, None]
+    usable = (caps >= 1) | ~tab.middle[None, None, :]  # [M, g, i]: an end stage may be empty, on any type
+    k = np.where(usable, np.maximum(caps, 0.0), 0.0)
+    holds = np.where(usable, caps, -np.inf).max(axis=1)  # [M, i]
+    feasible = np.isfinite(holds).all(axis=1) & (np.where(np.isfinite(holds), holds, 0).sum(axis=1) >= tab.L)
+    lo = np.zeros(len(caps))
+    hi = np.full(len(caps), float(tab.price.max() - tab.price.min()) + 1e-6)
+    best = np.full(len(caps), -np.inf)
+
+    def phi(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        val = np.where(usable, price - lam[:, None, None] * k, np.inf)  # [M, g, i]
+        least = val.min(axis=1)  # [M, i]
+        held = np.where(val == least[:, None, :], k, 0.0).max(axis=1)  # a minimizer's layers (the most on ties)
+        return lam * tab.L + least.sum(axis=1), tab.L - held.sum(axis=1)
+
+    for lam in (lo, hi):
+        v, _ = phi(lam)
+        best = np.maximum(best, v)
+    for _ in range(BISECTION):
+        mid = 0.5 * (lo + hi)
+        v, grad = phi(mid)
+        best = np.maximum(best, v)
+        up = grad > 0  # more layers needed: a larger multiplier
+        lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+    return np.where(feasible, tab.w * np.maximum(best, 0.0) * (1 - 1e-12), np.inf)
+
+
+def _rent(tab: InFlightTables, upto: int) -> None:
+    """R(M_j) for every interval j < upto, in chunks."""
+    start = int(np.argmax(np.isnan(tab.rent))) if np.isnan(tab.rent).any() else len(tab.rent)
+    while start < upto:
+        stop = min(start + CHUNK, len(tab.rent))
+        tab.rent[start:stop] = _least_rent(tab, tab.caps[start:stop])
+        start = stop
+
+
+def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_time_s: float | None = None,
+                   max_cost_usd: float | None = None, max_usd_per_hour: float | None = None
+                   ) -> tuple[float, float] | None:
+    """(iteration s, cost USD per iteration) lower bounds over every plan of the candidate that meets the limits
+    (minimizing time the cost bound is 0: the walk does not visit every interval); None
+    when no interval does (no plan meets the budget). Minimizing time, the walk stops at the first interval that
+    meets the limits (it(M_j) grows with j); minimizing cost, once R(inf) x it(M_j) reaches the best product."""
+    slack = BOUND_SLACK
+    n = len(tab.marks)
+    best_it, best_cost = math.inf, math.inf
+    j = 0
+    while j < n:
+        if math.isfinite(best_cost) and objective == "cost" and tab.floor_rent * tab.iteration[j] >= best_cost:
+            break
+        if objective == "time" and math.isfinite(best_it):
+            break
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
+            break  # it grows with j
+        stop = min(j + CHUNK, n)
+        _rent(tab, stop)
+        rent, it = tab.rent[j:stop], tab.iteration[j:stop]
+        ok = np.isfinite(rent)
+        if max_usd_per_hour is not None:
+            ok &= rent <= max_usd_per_hour * slack
+        if max_cost_usd is not None:
+            ok &= rent * it * iterations / 3600.0 <= max_cost_usd * slack
+        if max_time_s is not None:
+            ok &= it * iterations <= max_time_s * slack
+        if ok.any():
+            best_it = min(best_it, float(it[ok].min()))
+            best_cost = min(best_cost, float((rent[ok] * it[ok]).min()))
+        j = stop
+    if not math.isfinite(best_it):
+        return None
+    if objective != "cost":  # the walk stopped at the first interval that meets the limits: no bound on the cost
+        best_cost = 0.0
+    return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
+
+
+def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
+              cache: dict | None = None) -> CandidateBound:
+    """bound (a refined bound of the v = 1 candidate `cand` under `budget`) with this module's bound taken beside it:
+    the larger iteration and cost lower bounds, or infeasible when no interval meets the budget. Both are lower
+    bounds over the plans that meet the budget, so their maximum is one. The tables are kept in `kept` by the
+    candidate's key (solver.Memo)."""
+    if not bound.feasible:
+        return bound
+    if cand.key not in kept:
+        pp = cand.pp
+        stages_s = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
+        comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
+        kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
+                                         cache, cand.v)
+    tab = kept[cand.key]
+    if tab is None:
+        return bound
+    got = inflight_bound(tab, problem.iterations, budget.objective if budget is not None else "cost",
+                         *((budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour) if budget is not None
+                           else (None, None, None)))
+    if got is None:
+        return CandidateBound(False)
+    iteration, cost = got
+    return CandidateBound(True, max(bound.iteration_s, iteration), bound.rate_usd_per_hour,
+                          max(bound.cost_per_iteration_usd, cost))
