@@ -34,11 +34,13 @@ SCORE_ELEMENTS = 16 * 1024**2  # a s^2 b at tp 1
 
 
 def test_per_op_host_time_and_op_counts():
-    assert HOST_S_PER_TORCH_OP == pytest.approx(1 / 280e3)  # 3.571 us: 280 thousand PyTorch ops per second
+    # BERT-base host-bound at 11.26 ms for 12 x 29 + 18 = 366 torch calls: 30.77 us per call
+    assert HOST_S_PER_TORCH_OP == pytest.approx(11.26e-3 / 366)
+    assert HOST_S_PER_TORCH_OP == pytest.approx(30.765e-6, rel=1e-4)
     assert (AMP.layer_ops, AMP.tp_call_ops, AMP.forward_passes) == (45, 3, 2)
-    assert host_forward_s(AMP, 1) == pytest.approx(45 / 280e3)  # 160.7 us
+    assert host_forward_s(AMP, 1) == pytest.approx(45 * 11.26e-3 / 366)  # 1.384 ms
     # tp > 1: two all-reduce calls per pass, each all_reduce + two torch.cuda.synchronize(): 45 + 6 = 51 ops
-    assert host_forward_s(AMP, 2) == pytest.approx(51 / 280e3)  # 182.1 us
+    assert host_forward_s(AMP, 2) == pytest.approx(51 * 11.26e-3 / 366)  # 1.569 ms
     assert host_forward_s(AMP, 8) == host_forward_s(AMP, 2)  # host work does not shrink with tp
 
 
@@ -51,12 +53,25 @@ def test_gpu_bound_t4_layer_runs_its_forward_twice():
     assert gpu_layer_forward_s(model, kind, t4, 1, 1) == pytest.approx(gpu, rel=1e-12)
     assert gpu_layer_forward_s(model, kind, t4, 1, 1) == pytest.approx(layer_forward_s(model, kind, t4, 1, 1) - 20 * 5e-6)
     fwd, bwd = eager_layer_times_s(model, kind, t4, 1, 1, AMP, unfused=False)
-    assert fwd == pytest.approx(2 * gpu, rel=1e-12)  # GPU-bound (2.04 ms > 0.16 ms), twice: 4.08 ms
+    assert fwd == pytest.approx(2 * gpu, rel=1e-12)  # GPU-bound (2.04 ms > 1.38 ms), twice: 4.08 ms
     assert bwd == pytest.approx(2 * gpu, rel=1e-12)  # the backward runs once
     # with the unfused scale-mask-softmax: + 7 B per score element in each forward pass, + 3 B in the backward
     fwd, bwd = eager_layer_times_s(model, kind, t4, 1, 1, AMP, unfused=True)
     assert fwd == pytest.approx(2 * (gpu + 7 * SCORE_ELEMENTS / 320e9), rel=1e-12)  # 4.82 ms
     assert bwd == pytest.approx(2 * gpu + 3 * SCORE_ELEMENTS / 320e9, rel=1e-12)
+
+
+def test_v100_layer_is_host_bound_at_micro_batch_1_and_gpu_bound_at_2():
+    model, gpus = load_model("gpt2-medium"), gpu_catalog()
+    kind, v100 = model.kinds[0], gpus["V100-16GB"]
+    host = 45 * 11.26e-3 / 366  # 1.384 ms, whatever the micro-batch
+    # V100: 94.84 TFLOP/s sustained, 900 GB/s; unfused: + 7 B per score element
+    gpu1 = LAYER_FLOPS / 94.84e12 + 41e-6 + 239_075_328 / 900e9 + 7 * SCORE_ELEMENTS / 900e9  # 0.754 ms
+    fwd, _ = eager_layer_times_s(model, kind, v100, 1, 1, AMP, unfused=True)
+    assert gpu1 < host and fwd == pytest.approx(2 * host, rel=1e-12)  # 2.77 ms
+    gpu2 = 2 * LAYER_FLOPS / 94.84e12 + 41e-6 + 2 * 239_075_328 / 900e9 + 14 * SCORE_ELEMENTS / 900e9  # 1.467 ms
+    fwd, _ = eager_layer_times_s(model, kind, v100, 1, 2, AMP, unfused=True)
+    assert gpu2 > host and fwd == pytest.approx(2 * gpu2, rel=1e-12)
 
 
 def test_host_bound_h100_layer_takes_the_host_time():
@@ -66,7 +81,7 @@ def test_host_bound_h100_layer_takes_the_host_time():
     gpu = LAYER_FLOPS / 4 / 732e12 + 41e-6 + 75_497_472 / 3350e9
     assert gpu == pytest.approx(73.80e-6, rel=1e-3)
     fwd, bwd = eager_layer_times_s(model, kind, h100, 4, 1, AMP, unfused=False)
-    assert fwd == pytest.approx(2 * 51 / 280e3, rel=1e-12)  # host-bound: 2 x 182.1 us
+    assert fwd == pytest.approx(2 * 51 * 11.26e-3 / 366, rel=1e-12)  # host-bound: 2 x 1.569 ms
     assert bwd == pytest.approx(2 * gpu, rel=1e-9)
 
 

@@ -34,8 +34,8 @@ the baddbmm backward reads the score gradient twice, 4), so it adds 7 B forward 
 Host time of an eager engine (profile option `eager_engine`, off by default): PyTorch issues kernels
 asynchronously, so one forward pass of a layer takes the longer of the GPU's time and the host's (Python,
 dispatch, launch) time, a launch-bound roofline; the host's time is the engine's op count, counted from its source,
-times PyTorch's measured per-op overhead (1 / 280,000 s, Horace He, "Making Deep Learning Go Brrrr From First
-Principles", section "Overhead"):
+times the host time per op of an eager transformer measured where the host bounds it (HuggingFace BERT-base on an
+RTX 2080 Ti in The Framework Tax's published measurements: 11.26 ms / 366 ops = 30.8 us; HOST_S_PER_TORCH_OP):
     gpu_forward_s  = W / sustained + GEMM_FIXED_S + traffic_bytes / hbm_bandwidth (+ the unfused extra)
     host_forward_s = (layer_ops + 2 x tp_call_ops if tp > 1) x HOST_S_PER_TORCH_OP
     forward_s      = forward_passes x max(gpu_forward_s, host_forward_s)
@@ -66,10 +66,23 @@ SCORE_BYTES_CHARGED_FORWARD = 10  # 2 x Korthikanti's 5 stored bytes (softmax ou
 SCORE_BYTES_CHARGED_BACKWARD = 20  # BACKWARD_OVER_FORWARD x the forward's
 UNFUSED_SCORE_BYTES_FORWARD = 17
 UNFUSED_SCORE_BYTES_BACKWARD = 23
-# Host (CPU) time of one eager PyTorch op, Python and dispatch included: "If you perform the same experiment with
-# PyTorch, we can only get 280 thousand operations per second" (Horace He, "Making Deep Learning Go Brrrr From First
-# Principles", https://horace.io/brrr_intro.html, section "Overhead"). docs/cost-model.md section 14.
-HOST_S_PER_TORCH_OP = 1.0 / 280e3
+# Host (CPU) time of one eager PyTorch op in a transformer layer, Python, nn.Module calls, dispatch and kernel
+# launch included, from a public measurement of an eager engine in the regime where the host bounds it: The
+# Framework Tax (Fernandez et al., EMNLP 2023; JaredFern/Framework-Tax, experiments/pretrained/
+# 2022_0919_pretrained-fp16/2080Ti.csv): HuggingFace BERT-base (transformers 4.22.1, PyTorch 1.12.1, fp16, eval,
+# torch.utils.benchmark mean of 10) takes 11.26 ms at batch 1 and 11.97 ms at batch 8 (sequence 128) on an RTX
+# 2080 Ti: flat in the batch, so host-bound. Its forward makes 366 torch calls, counted from transformers 4.22.1's
+# modeling_bert.py as this file counts Megatron's (BertLayer 29: three projections, three view + permute, transpose,
+# matmul, scale, mask add, softmax, dropout, matmul, permute, contiguous, view; dense, dropout, add, LayerNorm;
+# dense, GeLU; dense, dropout, add, LayerNorm; 12 layers: 348; outside the layers 18: the attention mask's ones,
+# slice, to, subtract, multiply; the token types' slice, expand; the embeddings' slice, three lookups, two adds,
+# LayerNorm, dropout; the pooler's slice, dense, tanh). 11.26 ms / 366 = 30.8 us per op. Inference without autograd,
+# so a floor for a training forward. (PyTorch's bare per-op dispatch is far less, 1 / 280,000 s = 3.6 us for tiny
+# tensors: Horace He, "Making Deep Learning Go Brrrr From First Principles", https://horace.io/brrr_intro.html,
+# "Overhead"; a layer's host time is mostly the rest.) docs/cost-model.md section 14, "Host time of eager engines".
+BERT_BASE_HOST_BOUND_S = 11.26e-3  # RTX 2080 Ti, batch 1, sequence 128, fp16 (Framework Tax, 2080Ti.csv)
+BERT_BASE_FORWARD_OPS = 12 * 29 + 18
+HOST_S_PER_TORCH_OP = BERT_BASE_HOST_BOUND_S / BERT_BASE_FORWARD_OPS
 
 
 @dataclass(frozen=True, slots=True)
