@@ -51,7 +51,8 @@ def test_gpu_bound_t4_layer_runs_its_forward_twice():
     # = 2 x 2^20 x 114 = 239,075,328 B
     gpu = LAYER_FLOPS / 24e12 + 41e-6 + 239_075_328 / 320e9  # 2.0407 ms
     assert gpu_layer_forward_s(model, kind, t4, 1, 1) == pytest.approx(gpu, rel=1e-12)
-    assert gpu_layer_forward_s(model, kind, t4, 1, 1) == pytest.approx(layer_forward_s(model, kind, t4, 1, 1) - 20 * 5e-6)
+    launches = 20 * 5e-6  # KERNELS_PER_LAYER x KERNEL_LAUNCH_S, the default's host share
+    assert gpu_layer_forward_s(model, kind, t4, 1, 1) == pytest.approx(layer_forward_s(model, kind, t4, 1, 1) - launches)
     fwd, bwd = eager_layer_times_s(model, kind, t4, 1, 1, AMP, unfused=False)
     assert fwd == pytest.approx(2 * gpu, rel=1e-12)  # GPU-bound (2.04 ms > 1.38 ms), twice: 4.08 ms
     assert bwd == pytest.approx(2 * gpu, rel=1e-12)  # the backward runs once
@@ -151,3 +152,21 @@ def test_shipped_amp_sets_name_the_engine():
     for name in ("amp-g4dn.csv", "amp-p3-g4dn.csv"):
         runs = load_runs(ROOT / "bench" / "validation" / name)
         assert {r.eager_engine for r in runs} == {"amp-megatron-v1.1.5"}
+
+
+def test_calibrate_runs_take_the_engine_and_refuse_mixed_engines(tmp_path):
+    from optsearch.profile.calibrate import observations_from_runs
+
+    problem = build_problem("gpt2-medium", "amp-g4dn", profile="analytic", global_batch_size=32)
+    same = tmp_path / "same.csv"
+    same.write_text(HEADER + "".join(
+        f"r{i},g,test,gpt2-medium,amp-g4dn,32,1,16,1,g4dn.12xlarge:24,1.3,0,fp16,amp-megatron-v1.1.5\n"
+        for i in range(2)))
+    observations, fitted = observations_from_runs(same, problem)
+    assert len(observations) == 2 and fitted.profile.eager_engine == "amp-megatron-v1.1.5"
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text(HEADER + "r1,g,test,gpt2-medium,amp-g4dn,32,1,16,1,g4dn.12xlarge:24,1.3,0,fp16,amp-megatron-v1.1.5\n"
+                     "r2,g,test,gpt2-medium,amp-g4dn,32,1,16,1,g4dn.12xlarge:24,1.3,0,fp16,\n")
+    with pytest.raises(SpecError, match=r"run r2: precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, "
+                                        r"eager_engine = .*None\), but run r1 has .*'amp-megatron-v1.1.5'\)"):
+        observations_from_runs(mixed, problem)
