@@ -165,6 +165,7 @@ def layer_step_s(
     if not entry.tp_comm_included and tp > 1:
         blocks = 3 if kind.cross_attention else 2  # attention (+ cross-attention) + MLP
         passes = 3 if recompute == "full" else 2  # forward, backward (+ recomputed forward)
+        passes += (entry.forward_repeats - 1) * (passes - 1)  # an engine that repeats the forward (section 14)
         count = blocks * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * passes
         step += count * tp_allreduce_s(problem, node_type, tp, micro_batch_size)
     return step

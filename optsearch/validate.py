@@ -3,7 +3,8 @@
 A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
-    measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep, notes]
+    measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
+    eager_engine, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -30,7 +31,7 @@ from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import Plan, parse_stages
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem
-from optsearch.profile.analytic import AnalyticProfile
+from optsearch.profile.analytic import EAGER_ENGINES, AnalyticProfile
 from optsearch.spec.base import read_text
 
 REQUIRED = ("run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
@@ -53,6 +54,7 @@ class Run:
     grad_reduce_in_fp32: bool | None = None  # optional column: 1 / 0; empty: as the job says (bf16: fp32)
     where: str = ""  # "FILE row N (RUN_ID)", for errors found when pricing
     unfused_kernels: bool | None = None  # optional column: 1: the engine had no fused softmax (analytic profile only)
+    eager_engine: str | None = None  # optional column: the eager engine's host time (analytic profile only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,13 +128,18 @@ def _load_runs(path: Path) -> list[Run]:
         unfused_text = (row.get("unfused_kernels") or "").strip()
         if unfused_text not in ("", "0", "1"):
             raise SpecError(f"{where}: unfused_kernels = {unfused_text!r}: must be 1, 0 or empty")
+        engine_text = (row.get("eager_engine") or "").strip()
+        if engine_text and engine_text not in EAGER_ENGINES:
+            raise SpecError(f"{where}: eager_engine = {engine_text!r}: must be empty or one of "
+                            f"{', '.join(sorted(EAGER_ENGINES))}")
         runs.append(Run(run_id=row["run_id"], group=row["group"], source=row["source"],
                         model=_resolve(row["model"], path), cluster=_resolve(row["cluster"], path),
                         global_batch_size=_int(row, "global_batch_size", where), plan=plan, measured_s=measured,
                         oom=oom_text == "1", precision=precision, where=where,
                         sequence_parallel=None if sp_text == "" else sp_text == "1",
                         grad_reduce_in_fp32=None if grad_text == "" else grad_text == "1",
-                        unfused_kernels=None if unfused_text == "" else unfused_text == "1"))
+                        unfused_kernels=None if unfused_text == "" else unfused_text == "1",
+                        eager_engine=engine_text or None))
     if not runs:
         raise SpecError(f"{path}: no runs")
     return runs
@@ -158,6 +165,9 @@ def as_run(problem: Problem, run: Run) -> Problem:
     if run.unfused_kernels is not None and isinstance(problem.profile, AnalyticProfile):
         # the engine's attention kernels (AMP's Megatron v1.1.5: unfused); a measured table already has them
         problem = replace(problem, profile=replace(problem.profile, unfused_kernels=run.unfused_kernels))
+    if run.eager_engine is not None and isinstance(problem.profile, AnalyticProfile):
+        # the engine's host time per layer (AMP's Megatron v1.1.5 fork); a measured table already has it
+        problem = replace(problem, profile=replace(problem.profile, eager_engine=run.eager_engine))
     return problem
 
 

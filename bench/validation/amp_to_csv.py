@@ -90,6 +90,9 @@ def convert(text: str, name: str, source_path: str, cluster: str, node_of_rank: 
             "grad_reduce_in_fp32": 1,
             # the fork's Megatron-LM v1.1.5 launched without --scaled-*-masked-softmax-fusion: unfused softmax
             "unfused_kernels": 1,
+            # the fork's host time per layer and its pipeline wrapper's repeated forward (docs/cost-model.md
+            # section 14, "Host time of eager engines")
+            "eager_engine": "amp-megatron-v1.1.5",
             "amp_predicted_s": m["p"],
             "deepspeed_parts": "-".join(map(str, parts)),
             "notes": ("no time recorded (AMP's log: r_cost inf, 'cannot run'); taken as out of memory" if oom
@@ -108,7 +111,7 @@ def main(argv: list[str]) -> int:
     ]
     fields = ["run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
               "stages", "measured_iteration_s", "oom", "precision", "grad_reduce_in_fp32", "unfused_kernels",
-              "amp_predicted_s",
+              "eager_engine", "amp_predicted_s",
               "deepspeed_parts", "notes"]
     for name, path, source_path, cluster, node_of_rank in sets:
         rows, skipped = convert(path.read_text(), name, source_path, cluster, node_of_rank)

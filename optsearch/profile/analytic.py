@@ -31,6 +31,16 @@ gradient writes 2 and reads the probabilities 2; dropout backward 5; softmax bac
 the baddbmm backward reads the score gradient twice, 4), so it adds 7 B forward and 3 B backward per element:
     unfused_extra_forward_s  = 7 a s^2 b / tp / hbm_bandwidth   (x 2 for a cross-attention kind)
     unfused_extra_backward_s = 3 a s^2 b / tp / hbm_bandwidth
+Host time of an eager engine (profile option `eager_engine`, off by default): PyTorch issues kernels
+asynchronously, so one forward pass of a layer takes the longer of the GPU's time and the host's (Python,
+dispatch, launch) time, a launch-bound roofline; the host's time is the engine's op count, counted from its source,
+times the host time per op of an eager transformer measured where the host bounds it (HuggingFace BERT-base on an
+RTX 2080 Ti in The Framework Tax's published measurements: 11.26 ms / 366 ops = 30.8 us; HOST_S_PER_TORCH_OP):
+    gpu_forward_s  = W / sustained + GEMM_FIXED_S + traffic_bytes / hbm_bandwidth (+ the unfused extra)
+    host_forward_s = (layer_ops + 2 x tp_call_ops if tp > 1) x HOST_S_PER_TORCH_OP
+    forward_s      = forward_passes x max(gpu_forward_s, host_forward_s)
+    backward_s     = 2 x gpu_forward_s (+ the unfused backward extra): autograd's C++ engine, no Python
+See EAGER_ENGINES and docs/cost-model.md section 14, "Host time of eager engines".
 Tensor-parallel all-reduces are NOT included (tp_comm_included = False): the cost model adds them on the
 node's intra-node link, so that they follow the cluster rather than the GPU. See docs/cost-model.md.
 """
@@ -56,6 +66,53 @@ SCORE_BYTES_CHARGED_FORWARD = 10  # 2 x Korthikanti's 5 stored bytes (softmax ou
 SCORE_BYTES_CHARGED_BACKWARD = 20  # BACKWARD_OVER_FORWARD x the forward's
 UNFUSED_SCORE_BYTES_FORWARD = 17
 UNFUSED_SCORE_BYTES_BACKWARD = 23
+# Host (CPU) time of one eager PyTorch op in a transformer layer, Python, nn.Module calls, dispatch and kernel
+# launch included, from a public measurement of an eager engine in the regime where the host bounds it: The
+# Framework Tax (Fernandez et al., EMNLP 2023; JaredFern/Framework-Tax, experiments/pretrained/
+# 2022_0919_pretrained-fp16/2080Ti.csv): HuggingFace BERT-base (transformers 4.22.1, PyTorch 1.12.1, fp16, eval,
+# torch.utils.benchmark mean of 10) takes 11.26 ms at batch 1 and 11.97 ms at batch 8 (sequence 128) on an RTX
+# 2080 Ti: flat in the batch, so host-bound. Its forward makes 366 torch calls, counted from transformers 4.22.1's
+# modeling_bert.py as this file counts Megatron's (BertLayer 29: three projections, three view + permute, transpose,
+# matmul, scale, mask add, softmax, dropout, matmul, permute, contiguous, view; dense, dropout, add, LayerNorm;
+# dense, GeLU; dense, dropout, add, LayerNorm; 12 layers: 348; outside the layers 18: the attention mask's ones,
+# slice, to, subtract, multiply; the token types' slice, expand; the embeddings' slice, three lookups, two adds,
+# LayerNorm, dropout; the pooler's slice, dense, tanh). 11.26 ms / 366 = 30.8 us per op. Inference without autograd,
+# so a floor for a training forward. (PyTorch's bare per-op dispatch is far less, 1 / 280,000 s = 3.6 us for tiny
+# tensors: Horace He, "Making Deep Learning Go Brrrr From First Principles", https://horace.io/brrr_intro.html,
+# "Overhead"; a layer's host time is mostly the rest.) docs/cost-model.md section 14, "Host time of eager engines".
+BERT_BASE_HOST_BOUND_S = 11.26e-3  # RTX 2080 Ti, batch 1, sequence 128, fp16 (Framework Tax, 2080Ti.csv)
+BERT_BASE_FORWARD_OPS = 12 * 29 + 18
+HOST_S_PER_TORCH_OP = BERT_BASE_HOST_BOUND_S / BERT_BASE_FORWARD_OPS
+
+
+@dataclass(frozen=True, slots=True)
+class EagerEngine:
+    """What an eager engine's host does per transformer layer, counted from the engine's source."""
+
+    name: str
+    layer_ops: int  # torch calls (ops, autograd-function applies, RNG-state calls) in one forward pass at tp 1
+    tp_call_ops: int  # extra torch calls per tensor-parallel all-reduce call in the forward (2 calls per pass)
+    forward_passes: int  # times the pipeline's layer wrapper runs the layer's forward per micro-batch
+    source: str
+
+
+# Megatron-LM v1.1.5 as AMP's DeepSpeed fork ships it (DachengLi1/AMP@72eeea4, DeepSpeed/DeepSpeedExamples/
+# Megatron-LM-v1.1.5-3D_parallelism, launched by examples/ds_pretrain_gpt2_pipe.sh: fp16, no fusion flags). Ops of
+# ParallelTransformerLayer.forward (megatron/model/transformer.py, mpu/layers.py, mpu/mappings.py, mpu/random.py):
+# input layer norm 1; ColumnParallelLinear QKV 2 (copy_to_model_parallel_region apply, F.linear); view 1; split 1;
+# two views 2; torch.empty 1; baddbmm with three transposes 4; view 1; masked_fill_ 1; softmax 1; the RNG tracker's
+# fork 4 (get_rng_state twice, set_state twice); dropout 1; context: two views, transpose, bmm, view, permute,
+# contiguous, view 8; RowParallelLinear dense 2 (F.linear, reduce_from_model_parallel_region apply); expand_as 1;
+# bias + dropout + residual 3; post-attention layer norm 1; MLP 6 (h->4h 2, bias add 1, gelu 1, 4h->h 2);
+# expand_as 1; bias + dropout + residual 3: 45. Each tp > 1 all-reduce (mappings._reduce) adds
+# torch.distributed.all_reduce and the two torch.cuda.synchronize() of timers('mp allreduce').start()/stop(): 3.
+# ParallelTransformerLayerPipe.forward runs super().forward(*args) twice (once inside a print of its shape).
+EAGER_ENGINES: dict[str, EagerEngine] = {
+    "amp-megatron-v1.1.5": EagerEngine(
+        name="amp-megatron-v1.1.5", layer_ops=45, tp_call_ops=3, forward_passes=2,
+        source="DachengLi1/AMP@72eeea4 DeepSpeed/DeepSpeedExamples/Megatron-LM-v1.1.5-3D_parallelism"),
+}
+TP_CALLS_PER_FORWARD_PASS = 2  # attention's dense and the MLP's 4h->h all-reduce (no sequence parallelism)
 
 
 def attention_projection_flops(model: ModelSpec, b: int) -> float:
@@ -161,6 +218,27 @@ def unfused_attention_extra_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpe
             (UNFUSED_SCORE_BYTES_BACKWARD - SCORE_BYTES_CHARGED_BACKWARD) * n / bandwidth)
 
 
+def host_forward_s(engine: EagerEngine, tp: int) -> float:
+    """Host time of one forward pass of one layer: (layer_ops + 2 x tp_call_ops if tp > 1) x HOST_S_PER_TORCH_OP."""
+    ops = engine.layer_ops + (TP_CALLS_PER_FORWARD_PASS * engine.tp_call_ops if tp > 1 else 0)
+    return ops * HOST_S_PER_TORCH_OP
+
+
+def gpu_layer_forward_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int, b: int) -> float:
+    """GPU time of one layer's forward pass: layer_forward_s without its kernel-launch term (the host's share)."""
+    return layer_forward_s(model, kind, gpu, tp, b) - KERNELS_PER_LAYER * KERNEL_LAUNCH_S
+
+
+def eager_layer_times_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int, b: int, engine: EagerEngine,
+                        unfused: bool) -> tuple[float, float]:
+    """(forward, backward) of one layer under an eager engine: the launch-bound roofline per forward pass,
+    forward_passes x max(GPU, host); backward 2 x the GPU's forward (autograd's C++ engine issues it)."""
+    gpu_fwd = gpu_layer_forward_s(model, kind, gpu, tp, b)
+    extra_fwd, extra_bwd = unfused_attention_extra_s(model, kind, gpu, tp, b) if unfused else (0.0, 0.0)
+    forward = engine.forward_passes * max(gpu_fwd + extra_fwd, host_forward_s(engine, tp))
+    return forward, BACKWARD_OVER_FORWARD * gpu_fwd + extra_bwd
+
+
 def embedding_forward_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> float:
     traffic = 2.0 * model.seq_length * b * model.hidden_size * 2
     return _roofline_s(gpu, 0.0, traffic, 3)
@@ -184,6 +262,9 @@ class AnalyticProfile:
     # DeepSpeed runs): adds unfused_attention_extra_s to every transformer layer. Default off: modern Megatron-LM
     # fuses (or, with flash attention, never materializes) the score matrices.
     unfused_kernels: bool = False
+    # The engine's host time per layer (a key of EAGER_ENGINES, e.g. AMP's Megatron v1.1.5 fork): transformer layers
+    # take eager_layer_times_s. Default None: the kernel-launch term of layer_forward_s only.
+    eager_engine: str | None = None
 
     def has(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> bool:
         known_kind = layer_kind in (EMBEDDING_KIND, HEAD_KIND) or any(k.name == layer_kind for k in self.model.kinds)
@@ -204,6 +285,14 @@ class AnalyticProfile:
                     f"profile analytic: model {self.model.name} has no layer kind {layer_kind!r}; "
                     f"it has {', '.join(kinds)}"
                 )
+            if self.eager_engine is not None:
+                if self.eager_engine not in EAGER_ENGINES:
+                    raise ProfileError(f"profile analytic: unknown eager engine {self.eager_engine!r}; known: "
+                                       f"{', '.join(sorted(EAGER_ENGINES))}")
+                fwd, bwd = eager_layer_times_s(self.model, kinds[layer_kind], spec, tp, b,
+                                               EAGER_ENGINES[self.eager_engine], self.unfused_kernels)
+                return ProfileEntry(forward_s=fwd, backward_s=bwd, tp_comm_included=False,
+                                    forward_repeats=EAGER_ENGINES[self.eager_engine].forward_passes)
             fwd = layer_forward_s(self.model, kinds[layer_kind], spec, tp, b)
             if self.unfused_kernels:
                 extra_fwd, extra_bwd = unfused_attention_extra_s(self.model, kinds[layer_kind], spec, tp, b)

@@ -198,11 +198,13 @@ def observations_from_runs(path: Path, problem: Problem) -> tuple[list[Observati
             raise SpecError(f"{where}: global_batch_size {run.global_batch_size} but the job's is "
                             f"{problem.job.global_batch_size}: pass --global-batch-size {run.global_batch_size} or "
                             "split the CSV")
-        settings = (run.precision, run.sequence_parallel, run.grad_reduce_in_fp32, run.unfused_kernels)
+        settings = (run.precision, run.sequence_parallel, run.grad_reduce_in_fp32, run.unfused_kernels,
+                    run.eager_engine)
         if fitted is None:
             fitted, first = as_run(problem, run), (run.run_id, settings)
         elif settings != first[1]:
-            raise SpecError(f"{where}: precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels = "
+            raise SpecError(f"{where}: precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, "
+                            f"eager_engine = "
                             f"{settings}, but run {first[0]} has {first[1]}: the fit prices every run with one job; "
                             "split the CSV")
         observations.append(Observation(source=f"{path.name}:{run.run_id}", plan=run.plan, measured_s=run.measured_s,

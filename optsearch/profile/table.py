@@ -44,6 +44,9 @@ class ProfileEntry:
     backward_s: float
     activation_bytes: float | None = None
     tp_comm_included: bool = False
+    # Times the engine runs each layer's forward per forward pass (AMP's Megatron v1.1.5 fork: 2, its pipeline
+    # wrapper calls the layer twice): the cost model prices that many forward tp all-reduces (analytic profile only).
+    forward_repeats: int = 1
 
 
 Key = tuple[str, str, int, int]  # gpu, layer_kind, tp, micro_batch_size
