@@ -24,7 +24,10 @@ def test_minimizing_time_on_a_large_pool_gives_a_plan_within_the_limit():
 
     problem = edited_problem("gpt2-xl", "mixed-pool-8k", [])
     result = solve(problem, Budget(objective="time"), time_limit_s=5.0)
-    assert result.status == "optimal"  # the positional floors at the largest mark close it (m = 1), about 2 s here
+    # the positional floors at the largest mark close it (m = 1) in about 2 s on a quiet machine; under a load of 5-10
+    # it may stop at the limit, which must then hold with a plan
+    assert result.plan is not None and result.status in ("optimal", "feasible")
+    assert result.solve_time_s <= 5.0 * 1.1 + 0.5
     problem = edited_problem("gpt3-175b", "mixed-pool-8k", [])
     result = solve(problem, Budget(objective="time"), time_limit_s=2.0)
     assert result.status == "feasible" and result.plan is not None
