@@ -44,6 +44,7 @@ from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
+from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
 from optsearch.plan import Plan
 from optsearch.problem import Problem
@@ -675,6 +676,15 @@ def solve(
                     break
                 sharper = max(lower, pos.bound)
                 found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
+            elif sk.most is None and item.cand.v == 1:  # several layer kinds (T5): formulation/kinds.py
+                try:
+                    pos = kinds_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
+                                      slower_than_s=slower_than_s, deadline=deadline)
+                except OutOfTime:  # the candidate keeps its refined bound and stays open
+                    heapq.heappush(queue, (lower, key, i, item))
+                    stopped_early = True
+                    break
+                sharper = max(lower, pos.bound)
             elif item.cand.v > 1 and slower_than_s == 0.0:
                 # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
                 # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
