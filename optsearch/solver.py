@@ -342,23 +342,26 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
 
 
 def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
-                 memo: Memo) -> SearchResult:
-    """The first plan of `budget` (first_plan_only), for a budget search's seed. Where the space has context
-    parallelism or interleaving, the cp = 1, v = 1 part of it is searched first, for up to half the time: its
-    candidates' cheap bounds need a quarter of the per-(tp, dp, b, cp) terms (GPT-3 175B, mixed-pool-8k, megatron
-    target: 1.2 s of CPU for all of them), and its plans are plans of the whole space. The terms, cheap bounds and
-    per-layer calls it computes do not depend on those options and are shared with memo. Only where it finds no plan
-    is the whole space searched. Incumbents only: the caller checks the plan against its own budget."""
+                 memo: Memo) -> list[tuple[SearchResult, float]]:
+    """First plans of `budget` (first_plan_only) for a budget search's seed, each with the time.perf_counter() at
+    which it was known. Where the space has context parallelism or interleaving, the cp = 1, v = 1 part of it is
+    searched first, for up to half the time: its candidates' cheap bounds need a quarter of the per-(tp, dp, b, cp)
+    terms (GPT-3 175B, mixed-pool-8k, megatron target: 1.2 s of CPU for all of them), and its plans are plans of the
+    whole space. The terms, cheap bounds and per-layer calls it computes do not depend on those options and are
+    shared with memo. The whole space is searched after it, as before: its first plan is often a better start for
+    the neighbour search (the caller climbs from the better of the two). Incumbents only: the caller checks each plan
+    against its own budget."""
     start = time.perf_counter()
+    out = []
     if options.context_parallel_sizes != (1,) or options.virtual_stages != (1,):
         narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
         part = Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls)
         first = solve(problem, budget, solver=solver, time_limit_s=None if time_limit_s is None else 0.5 * time_limit_s,
                       options=narrow, memo=part, first_plan_only=True)
-        if first.plan is not None:
-            return first
+        out.append((first, time.perf_counter()))
     left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-    return solve(problem, budget, solver=solver, time_limit_s=left, options=options, memo=memo, first_plan_only=True)
+    whole = solve(problem, budget, solver=solver, time_limit_s=left, options=options, memo=memo, first_plan_only=True)
+    return out + [(whole, time.perf_counter())]
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
@@ -559,6 +562,7 @@ def solve(
         if warm_est is not None and not budget_violations(warm_start, warm_est, budget):
             incumbent = (objective_value(warm_est, budget.objective), warm_start, warm_est, None)
     seed_s = None
+    seed_plans: list = []  # the seed search's plans that meet the budget, each climbed from (below)
     other = "time" if budget.objective == "cost" else "cost"
     # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
     climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
@@ -570,12 +574,19 @@ def solve(
         # and the first plan came at 3.4 s). The seed search computes the per-(tp, dp, b, cp) terms that both
         # searches share (Memo). Its plan is an incumbent only, never a proof.
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
-        seed = _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share, options, memo)
-        seed_s = seed.solve_time_s
-        if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
-                                                                                          budget):
-            incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
-    seed_first_s = None if incumbent is None or not climb else time.perf_counter() - start  # the seed's plan
+        seed_first_s = None  # when the seed search's first plan that meets the budget was known
+        for seed, known in _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share,
+                                        options, memo):
+            if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
+                                                                                              budget):
+                value = objective_value(seed.estimate, budget.objective)
+                seed_plans.insert(0, (value, seed.plan, seed.estimate, None))  # the whole space's first
+                if incumbent is None or value < incumbent[0]:
+                    incumbent = seed_plans[0]
+                seed_first_s = known - start if seed_first_s is None else seed_first_s
+        seed_s = time.perf_counter() - start
+    else:
+        seed_first_s = None
     bounded, total = _candidates(memo, budget, slower_than_s)
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
@@ -587,14 +598,18 @@ def solve(
     # the first plan when that is all the caller wants.
     seeds: list[Bounded] = []
     per_group: dict[tuple[int, int], int] = {}
-    for item in bounded if incumbent is None else ():
+    # A budget search seeds too after its seed search found a plan: the objective's own seeds are often the better
+    # start for the neighbour search (Llama-2 70B, mixed-pool-8k, megatron target, time under a cost budget: 1.05e6 s
+    # with them, 6.2e6 s without).
+    own_seeds = incumbent is None or seed_first_s is not None
+    for item in bounded if own_seeds else ():
         group = (item.cand.cp, item.cand.tp)
         if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
-    for item in seeds if incumbent is None else ():
+    for item in seeds if own_seeds else ():
         if deadline is not None and time.perf_counter() > deadline:
             break
         if seeds_until is not None and time.perf_counter() > seeds_until:
@@ -620,7 +635,16 @@ def solve(
 
     if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
         first_plan_s = seed_first_s if seed_first_s is not None else time.perf_counter() - start
-        incumbent, climb = climbed(incumbent), False
+        # From each seed plan (the whole space's first, then the cp = 1, v = 1 part's), and from the incumbent where
+        # the own seeds improved on them: the climb is greedy, and the better start does not always climb further
+        # (Llama-2 70B, mixed-pool-8k, megatron target, time under B: from the seed at 3.8e7 s to 1.05e6 s, from the
+        # one at 1.6e7 s to 6.2e6 s).
+        starts = seed_plans + ([incumbent] if all(incumbent is not p for p in seed_plans) else [])
+        for begin in starts:
+            got = climbed(begin)
+            if got[0] < incumbent[0]:
+                incumbent = got
+        climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
