@@ -353,7 +353,8 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
     against its own budget."""
     start = time.perf_counter()
     out = []
-    if options.context_parallel_sizes != (1,) or options.virtual_stages != (1,):
+    if (options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
+            1 in options.context_parallel_sizes and 1 in options.virtual_stages):  # else not a part of the space
         narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
         part = Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls)
         first = solve(problem, budget, solver=solver, time_limit_s=None if time_limit_s is None else 0.5 * time_limit_s,
@@ -577,8 +578,8 @@ def solve(
         seed_first_s = None  # when the seed search's first plan that meets the budget was known
         for seed, known in _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share,
                                         options, memo):
-            if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
-                                                                                              budget):
+            if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
+                    and not budget_violations(seed.plan, seed.estimate, budget)):
                 value = objective_value(seed.estimate, budget.objective)
                 seed_plans.insert(0, (value, seed.plan, seed.estimate, None))  # the whole space's first
                 if incumbent is None or value < incumbent[0]:
@@ -626,10 +627,10 @@ def solve(
     if seed_first_s is not None:
         first_plan_s = seed_first_s
 
-    def climbed(incumbent):
-        """The incumbent after _neighbour_search from it, for up to NEIGHBOUR_SHARE of the time left."""
-        share = None if time_limit_s is None else NEIGHBOUR_SHARE * max(0.0, time_limit_s
-                                                                         - (time.perf_counter() - start))
+    def climbed(incumbent, part: float = 1.0):
+        """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
+        share = None if time_limit_s is None else part * NEIGHBOUR_SHARE * max(0.0, time_limit_s
+                                                                                - (time.perf_counter() - start))
         better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
         return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
 
@@ -639,9 +640,11 @@ def solve(
         # the own seeds improved on them: the climb is greedy, and the better start does not always climb further
         # (Llama-2 70B, mixed-pool-8k, megatron target, time under B: from the seed at 3.8e7 s to 1.05e6 s, from the
         # one at 1.6e7 s to 6.2e6 s).
+        # The first start (the whole space's seed, as before the cp = 1, v = 1 part was searched first) gets the
+        # whole share, the others a quarter each: every climb's time is taken from the loop's.
         starts = seed_plans + ([incumbent] if all(incumbent is not p for p in seed_plans) else [])
-        for begin in starts:
-            got = climbed(begin)
+        for n, begin in enumerate(starts):
+            got = climbed(begin, 1.0 if n == 0 else 0.25)
             if got[0] < incumbent[0]:
                 incumbent = got
         climb = False
