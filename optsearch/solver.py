@@ -44,6 +44,7 @@ from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
+from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
 from optsearch.inflight import sharpened
 from optsearch.plan import Plan
@@ -359,6 +360,30 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
     return out
 
 
+def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
+                 memo: Memo) -> list[tuple[SearchResult, float]]:
+    """First plans of `budget` (first_plan_only) for a budget search's seed, each with the time.perf_counter() at
+    which it was known. Where the space has context parallelism or interleaving, the cp = 1, v = 1 part of it is
+    searched first, for up to half the time: its candidates' cheap bounds need a quarter of the per-(tp, dp, b, cp)
+    terms (GPT-3 175B, mixed-pool-8k, megatron target: 1.2 s of CPU for all of them), and its plans are plans of the
+    whole space. The terms, cheap bounds and per-layer calls it computes do not depend on those options and are
+    shared with memo. The whole space is searched after it, as before: its first plan is often a better start for
+    the neighbour search (the caller climbs from the better of the two). Incumbents only: the caller checks each plan
+    against its own budget."""
+    start = time.perf_counter()
+    out = []
+    if (options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
+            1 in options.context_parallel_sizes and 1 in options.virtual_stages):  # else not a part of the space
+        narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
+        part = Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls)
+        first = solve(problem, budget, solver=solver, time_limit_s=None if time_limit_s is None else 0.5 * time_limit_s,
+                      options=narrow, memo=part, first_plan_only=True)
+        out.append((first, time.perf_counter()))
+    left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+    whole = solve(problem, budget, solver=solver, time_limit_s=left, options=options, memo=memo, first_plan_only=True)
+    return out + [(whole, time.perf_counter())]
+
+
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
     """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. The bounds of
     every pp of one (tp, dp, b, ep, cp) come from one vectorized call (bounds.cheap_bounds, equal bit for bit to
@@ -548,7 +573,6 @@ def solve(
         memo = Memo(problem, options)
     elif memo.problem is not problem or memo.options != options:
         raise ValueError("solve: the memo belongs to another problem or other search options")
-    bounded, total = _candidates(memo, budget, slower_than_s)
     incumbent = None  # (value, plan, estimate, solver objective)
     if warm_start is not None and in_search_space(problem, warm_start, options):
         try:
@@ -557,6 +581,33 @@ def solve(
             warm_est = None
         if warm_est is not None and not budget_violations(warm_start, warm_est, budget):
             incumbent = (objective_value(warm_est, budget.objective), warm_start, warm_est, None)
+    seed_s = None
+    seed_plans: list = []  # the seed search's plans that meet the budget, each climbed from (below)
+    other = "time" if budget.objective == "cost" else "cost"
+    # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
+    climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
+             and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None)
+    if climb:
+        # The seed search first, before this objective's own candidates and seeds (issue 14, item 3: GPT-3 175B,
+        # mixed-pool-8k, megatron target, time under a cost budget: the own candidates' cheap bounds took 1.6 s and
+        # the own seeds, fast plans that break a cost budget, another 0.9 s of CPU before the seed search began,
+        # and the first plan came at 3.4 s). The seed search computes the per-(tp, dp, b, cp) terms that both
+        # searches share (Memo). Its plan is an incumbent only, never a proof.
+        share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
+        seed_first_s = None  # when the seed search's first plan that meets the budget was known
+        for seed, known in _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share,
+                                        options, memo):
+            if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
+                    and not budget_violations(seed.plan, seed.estimate, budget)):
+                value = objective_value(seed.estimate, budget.objective)
+                seed_plans.insert(0, (value, seed.plan, seed.estimate, None))  # the whole space's first
+                if incumbent is None or value < incumbent[0]:
+                    incumbent = seed_plans[0]
+                seed_first_s = known - start if seed_first_s is None else seed_first_s
+        seed_s = time.perf_counter() - start
+    else:
+        seed_first_s = None
+    bounded, total = _candidates(memo, budget, slower_than_s)
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
@@ -567,14 +618,18 @@ def solve(
     # the first plan when that is all the caller wants.
     seeds: list[Bounded] = []
     per_group: dict[tuple[int, int], int] = {}
-    for item in bounded if incumbent is None else ():
+    # A budget search seeds too after its seed search found a plan: the objective's own seeds are often the better
+    # start for the neighbour search (Llama-2 70B, mixed-pool-8k, megatron target, time under a cost budget: 1.05e6 s
+    # with them, 6.2e6 s without).
+    own_seeds = incumbent is None or seed_first_s is not None
+    for item in bounded if own_seeds else ():
         group = (item.cand.cp, item.cand.tp)
         if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
-    for item in seeds if incumbent is None else ():
+    for item in seeds if own_seeds else ():
         if deadline is not None and time.perf_counter() > deadline:
             break
         if seeds_until is not None and time.perf_counter() > seeds_until:
@@ -585,33 +640,33 @@ def solve(
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
             seeded_s = time.perf_counter() - start if incumbent is None else seeded_s
             incumbent = (own[0], own[1], own[2], None)
-    seed_s = None
     first_plan_s = None if incumbent is None else time.perf_counter() - start  # when a plan was first known
     if seeded_s is not None:  # the seeds go on after their first plan (up to SEED_SHARE of the limit)
         first_plan_s = seeded_s
-    other = "time" if budget.objective == "cost" else "cost"
-    # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
-    climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
-             and (budget.max_time_s if other == "time" else budget.max_cost_usd) is not None)
-    if climb:
-        share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
-        seed = solve(problem, budget.model_copy(update={"objective": other}), solver=solver, time_limit_s=share,
-                     options=options, memo=memo, first_plan_only=True)
-        seed_s = seed.solve_time_s
-        if seed.plan is not None and seed.estimate is not None and not budget_violations(seed.plan, seed.estimate,
-                                                                                          budget):
-            incumbent = (objective_value(seed.estimate, budget.objective), seed.plan, seed.estimate, None)
+    if seed_first_s is not None:
+        first_plan_s = seed_first_s
 
-    def climbed(incumbent):
-        """The incumbent after _neighbour_search from it, for up to NEIGHBOUR_SHARE of the time left."""
-        share = None if time_limit_s is None else NEIGHBOUR_SHARE * max(0.0, time_limit_s
-                                                                         - (time.perf_counter() - start))
+    def climbed(incumbent, part: float = 1.0):
+        """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
+        share = None if time_limit_s is None else part * NEIGHBOUR_SHARE * max(0.0, time_limit_s
+                                                                                - (time.perf_counter() - start))
         better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
         return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
 
     if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
-        first_plan_s = time.perf_counter() - start
-        incumbent, climb = climbed(incumbent), False
+        first_plan_s = seed_first_s if seed_first_s is not None else time.perf_counter() - start
+        # From each seed plan (the whole space's first, then the cp = 1, v = 1 part's), and from the incumbent where
+        # the own seeds improved on them: the climb is greedy, and the better start does not always climb further
+        # (Llama-2 70B, mixed-pool-8k, megatron target, time under B: from the seed at 3.8e7 s to 1.05e6 s, from the
+        # one at 1.6e7 s to 6.2e6 s).
+        # The first start (the whole space's seed, as before the cp = 1, v = 1 part was searched first) gets the
+        # whole share, the others a quarter each: every climb's time is taken from the loop's.
+        starts = seed_plans + ([incumbent] if all(incumbent is not p for p in seed_plans) else [])
+        for n, begin in enumerate(starts):
+            got = climbed(begin, 1.0 if n == 0 else 0.25)
+            if got[0] < incumbent[0]:
+                incumbent = got
+        climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
     if (incumbent is not None and not climb and seed_s is None and not first_plan_only and slower_than_s == 0.0
@@ -716,6 +771,19 @@ def solve(
                     break
                 sharper = max(lower, pos.bound)
                 found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
+            elif sk.most is None and item.cand.v == 1 and incumbent is not None:
+                # Several layer kinds (T5): formulation/kinds.py. Only once a plan is known: their plans come only
+                # from models, and bounding candidates before any model is solved delayed the first plan (T5 on
+                # fasop-a100-a10, time: 2.0 -> 9.5 s); with a plan known the bound has a cutoff and often ends
+                # after one programme.
+                try:
+                    pos = kinds_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
+                                      slower_than_s=slower_than_s, deadline=deadline)
+                except OutOfTime:  # the candidate keeps its refined bound and stays open
+                    heapq.heappush(queue, (lower, key, i, item))
+                    stopped_early = True
+                    break
+                sharper = max(lower, pos.bound)
             elif item.cand.v > 1 and slower_than_s == 0.0:
                 # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
                 # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
