@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import yaml
 
 from optsearch.errors import ProfileError
 
@@ -210,10 +209,9 @@ def _parse_csv(text: str, name: str) -> ProfileTable:
 
 
 def parse_yaml(text: str, name: str) -> ProfileTable:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ProfileError(f"{name}: not valid YAML: {str(err).splitlines()[0]}") from None
+    from optsearch.spec.base import load_yaml
+
+    data = load_yaml(text, name, error=ProfileError)  # a duplicate key names both lines
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise ProfileError(f"{name}: expected a mapping with `entries:` (a list of rows) and optional `metadata:`")
     table = ProfileTable(name=name, metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()})
