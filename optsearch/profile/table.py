@@ -115,6 +115,16 @@ class ProfileTable:
         write_atomic(path, self.to_csv())
 
 
+DERIVED_FROM_KEY = "derived_from"  # metadata `# derived_from: analytic`: every row is the analytic profile x a factor
+
+
+def analytic_derived(table: ProfileTable) -> bool:
+    """Whether the table says every row is the analytic profile times a compute factor per GPU (`optsearch
+    calibrate` on the analytic profile writes `# derived_from: analytic`): such times keep the analytic shape and
+    price a rank's s / cp tokens as the analytic profile does (targets.prices_context_parallel)."""
+    return table.metadata.get(DERIVED_FROM_KEY, "").strip().lower().startswith("analytic")
+
+
 def _parse_bool(value: str, where: str) -> bool:
     v = value.strip().lower()
     if v in ("", "false", "0", "no"):
