@@ -96,7 +96,8 @@ def launch_command(
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
-                                master_port=master_port, allow_no_fit=allow_no_fit)
+                                master_port=master_port, allow_no_fit=allow_no_fit,
+                                out_dir=None if out is None else str(out))
     if out is None:  # the printed files carry the notes as comments: not again on stderr
         for i, (name, text) in enumerate(files.items()):
             if len(files) > 1:
