@@ -804,6 +804,11 @@ def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Se
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
         f'source "$HERE/{ARGS_FILE}"',
         'MEGATRON_DIR="${MEGATRON_DIR:-.}"',
+        'if [ ! -f "$MEGATRON_DIR/$MEGATRON_ENTRY" ]; then',
+        f'  echo "{TORCHRUN_FILE}: $MEGATRON_DIR/$MEGATRON_ENTRY not found (from $PWD): set MEGATRON_DIR to your '
+        'Megatron-LM checkout" >&2',
+        "  exit 2",
+        "fi",
         f'MASTER_ADDR="${{MASTER_ADDR:-{nodes[0].host}}}"',
         f'MASTER_PORT="${{MASTER_PORT:-{master_port}}}"',
     ]
@@ -831,15 +836,25 @@ def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Se
 
 
 def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
-                 master_port: int = DEFAULT_MASTER_PORT) -> str:
+                 master_port: int = DEFAULT_MASTER_PORT, launch_dirs: Sequence[str] = ()) -> str:
+    """job.sbatch. Slurm runs a copy of the batch script from its spool folder, so the script cannot find torchrun.sh
+    beside "$0": it looks in $OPTSEARCH_LAUNCH_DIR when set, else in launch_dirs (the folder `launch --out` wrote:
+    absolute, then as given, relative to the submit folder), else in the submit folder. Arguments after the script
+    (`sbatch job.sbatch --data-path ...`) go to every torchrun.sh, as `bash torchrun.sh NODE_RANK ...` takes them."""
+    import shlex
+
     comps = slurm_components(problem, plan)
     name = re.sub(r"[^A-Za-z0-9_.-]+", "-", problem.model.name)
     lines = [
         "#!/usr/bin/env bash",
         f"# Slurm heterogeneous job for {_plan_summary(problem, plan)}",
         "# One hetjob component per run of consecutive same-type pipeline stages. Edit each --constraint (or use",
-        "# --partition) so that it selects nodes of that type. Submit from the folder holding torchrun.sh and",
-        f"# {ARGS_FILE}: sbatch {SBATCH_FILE}",
+        "# --partition) so that it selects nodes of that type. Submit with extra Megatron-LM arguments after the",
+        f"# script, and MEGATRON_DIR set to your Megatron-LM checkout: MEGATRON_DIR=... sbatch PATH/{SBATCH_FILE} "
+        "--data-path ...",
+        f"# Slurm runs a copy of this script, so it looks for {TORCHRUN_FILE} and {ARGS_FILE} in $OPTSEARCH_LAUNCH_DIR if set,",
+        "# else " + ("in the folder optsearch wrote them to (absolute, then relative to the submit folder), else "
+                     if launch_dirs else "") + "in the folder sbatch ran in.",
         f"#SBATCH --job-name=optsearch-{name}",
     ]
     for k, comp in enumerate(comps):
@@ -857,9 +872,21 @@ def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
             "#SBATCH --exclusive",
             f"#SBATCH --constraint={comp.node_type}",
         ]
+    folders = " ".join(shlex.quote(d) for d in (*launch_dirs, "."))
     lines += [
         "set -euo pipefail",
         'cd "${SLURM_SUBMIT_DIR:-.}"',
+        'if [ -n "${OPTSEARCH_LAUNCH_DIR:-}" ]; then folders=("$OPTSEARCH_LAUNCH_DIR"); else folders=(' + folders + "); fi",
+        'LAUNCH_DIR=""',
+        'for folder in "${folders[@]}"; do',
+        f'  if [ -f "$folder/{TORCHRUN_FILE}" ] && [ -f "$folder/{ARGS_FILE}" ]; then '
+        'LAUNCH_DIR="$(cd "$folder" && pwd)"; break; fi',
+        "done",
+        'if [ -z "$LAUNCH_DIR" ]; then',
+        f'  echo "{SBATCH_FILE}: no {TORCHRUN_FILE} and {ARGS_FILE} in ${{folders[*]}} (from $PWD); set '
+        'OPTSEARCH_LAUNCH_DIR to the folder optsearch launch wrote" >&2',
+        "  exit 2",
+        "fi",
         'export MASTER_ADDR="$(scontrol show hostnames "${SLURM_JOB_NODELIST_HET_GROUP_0:-$SLURM_JOB_NODELIST}" '
         '| head -n 1)"',
         f'export MASTER_PORT="${{MASTER_PORT:-{master_port}}}"',
@@ -871,7 +898,7 @@ def slurm_script(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode],
         het = f"--het-group={k} " if len(comps) > 1 else ""
         lines.append(
             f"srun {het}--nodes={len(comp.nodes)} --ntasks-per-node=1 "
-            f"bash -c 'bash torchrun.sh $(({offset} + SLURM_NODEID))' &"
+            f"bash -c 'bash \"$0\" $(({offset} + SLURM_NODEID)) \"$@\"' \"$LAUNCH_DIR/{TORCHRUN_FILE}\" \"$@\" &"
         )
         lines.append("pids+=($!)")
     lines += [
@@ -903,8 +930,9 @@ def memory_check(problem: Problem, plan: Plan) -> str | None:
 
 def launch_files(problem: Problem, plan: Plan, fmt: str, *, allow_recompute_superset: bool = False,
                  master_port: int = DEFAULT_MASTER_PORT,
-                 allow_no_fit: bool = False) -> tuple[dict[str, str], list[str]]:
+                 allow_no_fit: bool = False, out_dir: str | None = None) -> tuple[dict[str, str], list[str]]:
     """{file name: text} for one format, and notes for the user. Raises before anything is written.
+    out_dir: the folder the files go to (as the user gave it), which job.sbatch records to find torchrun.sh.
 
     A plan whose own estimate does not fit in GPU memory is refused (UnsupportedPlanError), or with allow_no_fit
     emitted with a warning note in the files and on stderr."""
@@ -930,7 +958,14 @@ def launch_files(problem: Problem, plan: Plan, fmt: str, *, allow_recompute_supe
         if fmt == "torchrun":
             files[HOSTFILE] = hostfile_text(problem, plan, nodes)
         else:
-            files[SBATCH_FILE] = slurm_script(problem, plan, nodes, master_port)
+            dirs: list[str] = []
+            if out_dir is not None:
+                import os
+
+                dirs.append(os.path.abspath(out_dir))
+                if not os.path.isabs(out_dir):
+                    dirs.append(os.path.normpath(out_dir))
+            files[SBATCH_FILE] = slurm_script(problem, plan, nodes, master_port, launch_dirs=dirs)
     return files, list(margs.notes)
 
 

@@ -209,7 +209,44 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
 
 
 def _measured_table(problem: Problem) -> bool:
-    """Whether the problem's per-layer times come from a measured or imported table (not the analytic profile)."""
-    from optsearch.profile import ProfileTable
+    """Whether the problem's per-layer times come from a measured or imported table (not the analytic profile, nor a
+    table `optsearch calibrate` derived from it: prices_context_parallel)."""
+    return not prices_context_parallel(problem.profile)
 
-    return isinstance(problem.profile, ProfileTable)
+
+def prices_context_parallel(profile: object) -> bool:
+    """Whether costmodel.cp_layer_step_s may divide the profile's times by cp (a rank's s / cp tokens).
+
+    True for the analytic profile (its terms follow the token count) and for a table whose every row is the analytic
+    profile times a compute factor per GPU (`optsearch calibrate` on the analytic profile, metadata
+    `derived_from: analytic`: the factor multiplies the analytic shape, which divides by cp as the analytic profile
+    does). False for a measured or imported table: it holds times at the full sequence, fixed per-kernel and host
+    costs included, which do not divide by cp. A calibrated (scaled) profile follows its base."""
+    from optsearch.profile import ProfileTable
+    from optsearch.profile.table import analytic_derived
+
+    while not isinstance(profile, ProfileTable) and hasattr(profile, "base"):  # calibrate.ScaledProfile
+        profile = profile.base
+    return not isinstance(profile, ProfileTable) or analytic_derived(profile)
+
+
+def context_parallel_profile_error(problem: Problem, plan) -> str | None:
+    """Why the problem's profile cannot price the plan's context parallelism, or None (cp = 1, or a profile that
+    prices s / cp tokens). estimate, launch, calibrate and validate refuse such a plan (exit 2), as solve searches
+    cp = 1 only with such a table (space_options)."""
+    if plan.cp <= 1 or prices_context_parallel(problem.profile):
+        return None
+    s = problem.model.seq_length
+    return (f"cp = {plan.cp} with profile {problem.profile.name}: a measured or imported table holds times for the "
+            f"full sequence of {s} tokens and cannot price a rank's s / cp = {s / plan.cp:g} tokens (its fixed "
+            "per-kernel and host times do not divide by cp); price a cp > 1 plan with --profile analytic or a table "
+            "`optsearch calibrate` fitted on it, or give a plan with cp = 1")
+
+
+def check_context_parallel_profile(problem: Problem, plan, where: str = "plan") -> None:
+    """ProfileError (exit 2) when context_parallel_profile_error says why."""
+    from optsearch.errors import ProfileError
+
+    why = context_parallel_profile_error(problem, plan)
+    if why is not None:
+        raise ProfileError(f"{where}: {why}")

@@ -33,6 +33,7 @@ from optsearch.plan import Plan, parse_stages
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem
 from optsearch.profile.analytic import EAGER_ENGINES, AnalyticProfile
 from optsearch.spec.base import read_text
+from optsearch.targets import check_context_parallel_profile
 
 REQUIRED = ("run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
             "stages", "measured_iteration_s", "oom")
@@ -177,6 +178,7 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
         try:
             problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
             problem = replace(as_run(problem, run), memory_headroom=memory_headroom)
+            check_context_parallel_profile(problem, run.plan, f"--profile {profile}")
             est = estimate(problem, run.plan)
         except OptsearchError as err:
             raise SpecError(f"{run.where or 'run ' + run.run_id}: {err}") from None

@@ -133,7 +133,7 @@ def test_unknown_key_in_model(toy, tmp_path):
     bad = write_yaml(tmp_path / "bad-model.yaml", {**TOY_MODEL, "hiden_size": 10})
     run = estimate(bad, toy[1])
     assert run.code == 2
-    assert run.error_line == f"error: {bad}: hiden_size = 10: unknown key"
+    assert run.error_line == f"error: {bad}: hiden_size = 10: unknown key (did you mean hidden_size?)"
 
 
 def test_model_shape_rule(toy, tmp_path):

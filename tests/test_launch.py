@@ -301,7 +301,8 @@ def test_slurm_components_follow_runs():
     assert text.count("#SBATCH hetjob") == 1
     assert re.findall(r"#SBATCH --nodes=(\d+)", text) == ["1", "7"]
     assert re.findall(r"#SBATCH --constraint=(\S+)", text) == ["a100", "a10"]
-    assert "srun --het-group=1 --nodes=7 --ntasks-per-node=1 bash -c 'bash torchrun.sh $((1 + SLURM_NODEID))' &" in text
+    assert ("srun --het-group=1 --nodes=7 --ntasks-per-node=1 bash -c 'bash \"$0\" $((1 + SLURM_NODEID)) \"$@\"' "
+            '"$LAUNCH_DIR/torchrun.sh" "$@" &') in text
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -328,12 +329,15 @@ def test_torchrun_script_runs_the_right_command(tmp_path):
     fake.mkdir()
     (fake / "torchrun").write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
     (fake / "torchrun").chmod(0o755)
-    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "MEGATRON_DIR": "/m"}
+    megatron = tmp_path / "m"  # torchrun.sh checks the entry script is there
+    megatron.mkdir()
+    (megatron / "pretrain_gpt.py").write_text("")
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}", "MEGATRON_DIR": str(megatron)}
     out = subprocess.run(["bash", str(tmp_path / "torchrun.sh"), "1", "--data-path", "d"], env=env, check=True,
                          capture_output=True, text=True).stdout.split("\n")
     assert out[:10] == ["--nnodes", "8", "--node-rank", "1", "--nproc-per-node", "4", "--master-addr", "a100-0",
                         "--master-port", "6000"]
-    assert out[10] == "/m/pretrain_gpt.py"
+    assert out[10] == f"{megatron}/pretrain_gpt.py"
     assert out[-3:-1] == ["--data-path", "d"]
     assert "Et*12|(t*6|)*6L" in out
     bad = subprocess.run(["bash", str(tmp_path / "torchrun.sh"), "9"], env=env, capture_output=True, text=True)
@@ -448,7 +452,12 @@ def test_cli_writes_files_and_refuses_with_exit_2(tmp_path):
     run = _cli("launch", str(plan), "-m", "gpt2-xl", "-c", "fasop-a100-a10", "--format", "slurm", "--out", str(out))
     assert run.returncode == 0, run.stderr
     assert sorted(p.name for p in out.iterdir()) == ["job.sbatch", "megatron_args.sh", "torchrun.sh"]
-    assert (out / "job.sbatch").read_text() == (GOLDEN / "gpt2-xl_fasop-a100-a10" / "slurm" / "job.sbatch").read_text()
+    # the same as the golden file but for the folder it records (job.sbatch finds torchrun.sh there under Slurm)
+    golden = (GOLDEN / "gpt2-xl_fasop-a100-a10" / "slurm" / "job.sbatch").read_text()
+    written = (out / "job.sbatch").read_text()
+    assert written.replace(f"folders=({out} .)", "folders=(.)").replace(
+        "# else in the folder optsearch wrote them to (absolute, then relative to the submit folder), else in the "
+        "folder sbatch ran in.", "# else in the folder sbatch ran in.") == golden
     assert "padded by Megatron-LM to 50304" in run.stderr
     t5 = GOLDEN / "t5-fasop_fasop-a100-a10" / "plan.json"
     run = _cli("launch", str(t5), "-m", "t5-fasop", "-c", "fasop-a100-a10", "--format", "torchrun")

@@ -15,7 +15,7 @@ from optsearch.cli.options import (
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
 )
-from optsearch.compare import METHODS, Comparison, compare, comparison_json, parse_methods
+from optsearch.compare import DEFAULT_METHODS, METHODS, Comparison, compare, comparison_json, parse_methods
 from optsearch.errors import InfeasibleError
 from optsearch.report import degrees_text, dumps, recompute_text, stderr, stdout
 from optsearch.units import format_duration, format_usd
@@ -31,8 +31,10 @@ def compare_command(
     max_gpus: MaxGpusOpt = None,
     max_usd_per_hour: MaxRateOpt = None,
     methods: Annotated[
-        str, typer.Option("--methods", help=f"Comma-separated methods to run, in order: {', '.join(METHODS)}.")
-    ] = "cbc,cpsat,dp,exhaustive",
+        str, typer.Option("--methods", help=f"Comma-separated methods to run, in order: {', '.join(METHODS)}. "
+                                            "exhaustive (brute force) runs only when named: it refuses instances "
+                                            "with more than --max-plans plans, which is most real ones.")
+    ] = ",".join(DEFAULT_METHODS),
     time_limit: Annotated[
         Optional[float],
         typer.Option("--time-limit", min=0.01, max=1e7,

@@ -19,6 +19,7 @@ from optsearch.costmodel import distributed_optimizer_on, estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
+from optsearch.targets import check_context_parallel_profile
 
 MAX_LAYOUT_EXPANSION = 1_000_000
 
@@ -71,6 +72,7 @@ def estimate_command(
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
                                        memory_headroom=memory_headroom)
         plan = hand_plan(problem, pp=pp, **knobs)
+    check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)

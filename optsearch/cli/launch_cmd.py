@@ -19,6 +19,7 @@ from optsearch.errors import SpecError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
 from optsearch.problem import build_problem
 from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
+from optsearch.targets import check_context_parallel_profile
 
 FORMAT_HELP = (
     "megatron: upstream Megatron-LM main arguments (megatron_args.sh; plans of `solve --target megatron`); fasop: the "
@@ -93,8 +94,10 @@ def launch_command(
         problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
                                 iterations=iterations, tokens=tokens)
         plan = hand_plan(problem, pp=pp, **knobs)
+    check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
-                                master_port=master_port, allow_no_fit=allow_no_fit)
+                                master_port=master_port, allow_no_fit=allow_no_fit,
+                                out_dir=None if out is None else str(out))
     if out is None:  # the printed files carry the notes as comments: not again on stderr
         for i, (name, text) in enumerate(files.items()):
             if len(files) > 1:

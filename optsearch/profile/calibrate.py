@@ -352,6 +352,10 @@ def candidate_sets(gpus: tuple[str, ...], num_logs: int) -> list[FactorSet]:
 
 def fit(problem: Problem, observations: list[Observation], tolerance: float = DEFAULT_TOLERANCE) -> Fit:
     """Fit the fewest correction factors that bring every estimate within `tolerance` (RMS relative error)."""
+    from optsearch.targets import check_context_parallel_profile
+
+    for o in observations:  # a measured table cannot price the run's s / cp tokens: nothing to fit it to
+        check_context_parallel_profile(problem, o.plan, o.source)
     gpus = tuple(sorted({problem.node(s.node_type).gpu for o in observations for s in o.plan.stages}))
     before = [e.iteration_time_s for e in _estimates(problem, [o.plan for o in observations], {}, 1.0)]
     errors_before = tuple(b / o.measured_s - 1.0 for b, o in zip(before, observations))
@@ -388,9 +392,20 @@ def fit(problem: Problem, observations: list[Observation], tolerance: float = DE
 
 
 def calibrated_table(problem: Problem, plans: list[Plan], result: Fit, name: str) -> ProfileTable:
-    """The base profile materialized for the plans' (tp, micro-batch) and GPUs, with the compute factors applied."""
+    """The base profile materialized for the plans' (tp, micro-batch) and GPUs, with the compute factors applied.
+
+    On the analytic profile (or a table derived from it) every row is the analytic profile times a factor per GPU:
+    the table says so (`derived_from: analytic`), and prices a rank's s / cp tokens as the analytic profile does
+    (targets.prices_context_parallel), so that solve searches context parallelism with it as with the analytic
+    profile, and a cp 2 run calibrates a table that prices cp 2 plans."""
+    from optsearch.profile.table import DERIVED_FROM_KEY
+    from optsearch.targets import prices_context_parallel
+
     scaled = ScaledProfile(problem.profile, result.compute_factors)
     table = ProfileTable(name=name)
+    if prices_context_parallel(problem.profile):
+        table.metadata[DERIVED_FROM_KEY] = ("analytic profile x compute_factor of each GPU (times follow the token "
+                                            "count: cp > 1 is priced as with --profile analytic)")
     gpus = sorted(result.compute_factors)
     shapes = sorted({(p.tp, p.micro_batch_size) for p in plans})
     for gpu in gpus:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-import yaml
 
 from optsearch.errors import ProfileError
 
@@ -119,6 +118,16 @@ class ProfileTable:
         write_atomic(path, self.to_csv())
 
 
+DERIVED_FROM_KEY = "derived_from"  # metadata `# derived_from: analytic`: every row is the analytic profile x a factor
+
+
+def analytic_derived(table: ProfileTable) -> bool:
+    """Whether the table says every row is the analytic profile times a compute factor per GPU (`optsearch
+    calibrate` on the analytic profile writes `# derived_from: analytic`): such times keep the analytic shape and
+    price a rank's s / cp tokens as the analytic profile does (targets.prices_context_parallel)."""
+    return table.metadata.get(DERIVED_FROM_KEY, "").strip().lower().startswith("analytic")
+
+
 def _parse_bool(value: str, where: str) -> bool:
     v = value.strip().lower()
     if v in ("", "false", "0", "no"):
@@ -213,10 +222,9 @@ def _parse_csv(text: str, name: str) -> ProfileTable:
 
 
 def parse_yaml(text: str, name: str) -> ProfileTable:
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ProfileError(f"{name}: not valid YAML: {str(err).splitlines()[0]}") from None
+    from optsearch.spec.base import load_yaml
+
+    data = load_yaml(text, name, error=ProfileError)  # a duplicate key names both lines
     if not isinstance(data, dict) or not isinstance(data.get("entries"), list):
         raise ProfileError(f"{name}: expected a mapping with `entries:` (a list of rows) and optional `metadata:`")
     table = ProfileTable(name=name, metadata={str(k): str(v) for k, v in (data.get("metadata") or {}).items()})

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
+import re
 import stat
+import types
+import typing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -42,16 +46,67 @@ def _value_at(data: Any, loc: tuple[Any, ...]) -> Any:
     return cur
 
 
-def format_validation_error(source: str, err: ValidationError, data: Any) -> str:
-    """One line: `source: field.path = value: rule` for the first error (and a count of the rest)."""
+def _model_at(cls: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The spec class of the mapping at `loc` inside `cls` (through lists, tuples, dicts, Optional), or None."""
+
+    def unwrap(t: Any, want_item: bool) -> Any:
+        for _ in range(8):
+            origin, args = typing.get_origin(t), typing.get_args(t)
+            if origin is typing.Annotated:
+                t = args[0]
+            elif origin in (typing.Union, types.UnionType):
+                inner = [a for a in args if a is not type(None)]
+                t = next((a for a in inner if typing.get_origin(a) in (list, tuple, dict) or
+                          (isinstance(a, type) and issubclass(a, BaseModel))), inner[0] if inner else None)
+            elif want_item and origin in (list, tuple, dict):
+                t, want_item = args[-1] if origin is dict else args[0], False
+            else:
+                return t
+        return t
+
+    t: Any = cls
+    for part in loc:
+        t = unwrap(t, isinstance(part, int))
+        if isinstance(t, type) and issubclass(t, BaseModel) and isinstance(part, str):
+            field = t.model_fields.get(part)
+            if field is None:
+                return None
+            t = field.annotation
+        elif isinstance(part, str) and typing.get_origin(t) is dict:
+            t = typing.get_args(t)[-1]
+    t = unwrap(t, False)
+    return t if isinstance(t, type) and issubclass(t, BaseModel) else None
+
+
+def _unknown_key_hint(cls: Any, errors: list[dict[str, Any]], extra: dict[str, Any]) -> str:
+    """' (did you mean X?)' for an unknown key close to a key its mapping takes (a missing one first), or ''."""
+    loc = tuple(extra["loc"])
+    key = str(loc[-1])
+    missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == loc[:-1]]
+    model = _model_at(cls, loc[:-1]) if cls is not None else None
+    valid = list(model.model_fields) if model is not None else []
+    close = difflib.get_close_matches(key, missing, n=1, cutoff=0.6) or difflib.get_close_matches(key, valid, n=1,
+                                                                                                  cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def format_validation_error(source: str, err: ValidationError, data: Any, cls: Any = None) -> str:
+    """One line: `source: field.path = value: rule` for the first error (and a count of the rest).
+
+    An unknown key goes first when a key of the same mapping is missing: a misspelt key gives both errors, and the
+    missing one alone would hide the cause. An unknown key near a valid one says `did you mean`."""
     errors = err.errors(include_url=False)
     first = errors[0]
+    missing_at = {tuple(e["loc"][:-1]) for e in errors if e["type"] == "missing"}
+    extra = [e for e in errors if e["type"] == "extra_forbidden"]
+    if first["type"] == "missing":
+        first = next((e for e in extra if tuple(e["loc"][:-1]) in missing_at), first)
     loc = tuple(first["loc"])
     rule = first["msg"]
     if rule.startswith("Value error, "):
         rule = rule[len("Value error, ") :]
     if first["type"] == "extra_forbidden":
-        rule = "unknown key"
+        rule = "unknown key" + _unknown_key_hint(cls, errors, first)
     value = first.get("input", _value_at(data, loc))
     if first["type"] == "missing":
         line = f"{source}: {_field_path(loc)}: missing (required)"
@@ -74,7 +129,7 @@ def validate(cls: type[S], data: Any, source: str) -> S:
     try:
         return cls.model_validate(data)
     except ValidationError as err:
-        raise SpecError(format_validation_error(source, err, data)) from None
+        raise SpecError(format_validation_error(source, err, data, cls)) from None
 
 
 MAX_SPEC_BYTES = 8 * 2**20  # a spec or plan file is a few KiB; 8 MiB leaves room and bounds the time to read one
@@ -114,19 +169,83 @@ def read_text(path: Path, *, limit_bytes: int = MAX_SPEC_BYTES, error: type[Exce
         raise error(f"{path}: not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start})") from None
 
 
+class DuplicateKeyError(yaml.YAMLError):
+    """A key given twice in one YAML mapping (PyYAML's safe_load keeps the last silently)."""
+
+    def __init__(self, key: Any, first_line: int, second_line: int) -> None:
+        super().__init__(f"duplicate key {key!r} (lines {first_line} and {second_line}): a key may appear once in "
+                         "a mapping; keep one")
+        self.key, self.first_line, self.second_line = key, first_line, second_line
+
+
+class StrictLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that refuses a key repeated in one mapping, and reads 2e10 as a number (YAML 1.2's float
+    grammar; YAML 1.1, which PyYAML follows, wants a dot, 2.0e10, and reads 2e10 as text)."""
+
+
+def _unique_mapping(loader: StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges; an explicit key may override those
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            first = seen.get(key)
+        except TypeError:  # an unhashable key: construct_mapping says so
+            continue
+        line = key_node.start_mark.line + 1
+        if first is not None:
+            raise DuplicateKeyError(key, first, line)
+        seen[key] = line
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _unique_mapping)
+StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"), list("-+0123456789"))
+
+
+def load_yaml(text: str, source: str, *, error: type[Exception] = SpecError) -> Any:
+    """YAML text as Python data (StrictLoader), or `error` with one line naming the source: a duplicate key names
+    the key and both lines."""
+    try:
+        return yaml.load(text, Loader=StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except DuplicateKeyError as err:
+        raise error(f"{source}: {err}") from None
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise error(f"{source}: not valid YAML: {first}") from None
+    except RecursionError:
+        raise error(f"{source}: not valid YAML: nested too deeply") from None
+
+
+def _unique_json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"duplicate key {key!r}: a key may appear once in an object; keep one")
+        out[key] = value
+    return out
+
+
 def read_mapping(path: Path, *, limit_bytes: int = MAX_SPEC_BYTES, kind: str | None = None,
                  expected: str = "a mapping at the top level") -> dict[str, Any]:
     """Read a YAML or JSON file into a dict, raising SpecError (never a traceback) when it cannot be read.
     kind: "JSON" or "YAML" whatever the suffix (default: JSON for .json, else YAML)."""
     text = read_text(path, limit_bytes=limit_bytes)
     kind = kind or ("JSON" if path.suffix.lower() == ".json" else "YAML")
-    try:
-        data = json.loads(text) if kind == "JSON" else yaml.safe_load(text)
-    except (yaml.YAMLError, json.JSONDecodeError) as err:
-        first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise SpecError(f"{path}: not valid {kind}: {first}") from None
-    except RecursionError:
-        raise SpecError(f"{path}: not valid {kind}: nested too deeply") from None
+    if kind != "JSON":
+        data = load_yaml(text, str(path))
+    else:
+        try:
+            data = json.loads(text, object_pairs_hook=_unique_json_object)
+        except json.JSONDecodeError as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise SpecError(f"{path}: not valid {kind}: {first}") from None
+        except ValueError as err:  # a duplicate key (_unique_json_object)
+            raise SpecError(f"{path}: {err}") from None
+        except RecursionError:
+            raise SpecError(f"{path}: not valid {kind}: nested too deeply") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: expected {expected}, got {type(data).__name__}")
     return data

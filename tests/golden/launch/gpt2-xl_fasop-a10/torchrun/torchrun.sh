@@ -8,6 +8,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$HERE/megatron_args.sh"
 MEGATRON_DIR="${MEGATRON_DIR:-.}"
+if [ ! -f "$MEGATRON_DIR/$MEGATRON_ENTRY" ]; then
+  echo "torchrun.sh: $MEGATRON_DIR/$MEGATRON_ENTRY not found (from $PWD): set MEGATRON_DIR to your Megatron-LM checkout" >&2
+  exit 2
+fi
 MASTER_ADDR="${MASTER_ADDR:-a10-0}"
 MASTER_PORT="${MASTER_PORT:-6000}"
 NODE_RANK="${1:?usage: bash torchrun.sh NODE_RANK (0..7) [extra Megatron-LM args]}"
