@@ -466,6 +466,9 @@ def context_parallel_error(model: ModelSpec, cp: int) -> str | None:
     if model.is_moe:
         return ("mixture-of-experts models: the cost model prices expert parallelism without context parallelism "
                 "(upstream's expert data-parallel group would be dp x cp / ep)")
+    if model.encoder_only:
+        return ("encoder-only models (BERT): upstream's examples/bert/pretrain_bert.py gives every rank whole "
+                "sequences (its get_batch has no per-context-parallel-rank split, unlike pretrain_gpt.py)")
     return None
 
 
