@@ -117,7 +117,8 @@ VirtualStagesOpt = Annotated[
 RecomputeNumLayersOpt = Annotated[
     Optional[int], typer.Option("--recompute-num-layers", min=1, max=DEGREE_MAX,
                                 help=_NO_FILE + "block recomputation (--recompute-method block): the first N layers of "
-                                     "every stage fully recomputed, the others not; --recompute may be left out or "
+                                     "every stage fully recomputed, the others not (a stage of N or fewer layers: "
+                                     "all); N at most the most layers on a stage; --recompute may be left out or "
                                      "say full."),
 ]
 DistributedOptimizerOpt = Annotated[
