@@ -13,7 +13,7 @@ from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
     OutOfTime, TargetOpt, HeadroomOpt, problem_from_options, space_from_target, time_limit_covers_setup,
 )
-from optsearch.cli.options import profile_coverage
+from optsearch.cli.options import max_cp_note, profile_coverage
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import check_output_file, dumps, solve_json, solve_summary, stderr, stdout, write_atomic
 from optsearch.spec.base import validate
@@ -142,7 +142,9 @@ def solve_command(
         typer.Option("--max-cp", min=1, max=1024,
                      help="Largest context-parallel size searched (default: the target's, 8 for megatron, 1 for fasop; "
                           "1 turns context parallelism off). A measured or imported --profile table searches cp 1 only: "
-                          "it holds times at the full sequence, which cannot price s / cp tokens."),
+                          "it holds times at the full sequence, which cannot price s / cp tokens; so do encoder-only "
+                          "(BERT), encoder-decoder and mixture-of-experts models. A value above what is searched is "
+                          "no error; a warning says why."),
     ] = None,
     out: Annotated[
         Optional[Path],
@@ -178,6 +180,9 @@ def solve_command(
         if expert_parallel is not None:
             options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
         if max_cp is not None:
+            note = max_cp_note(max_cp, target, problem, options)
+            if note is not None:
+                stderr.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
             options = replace(options, context_parallel_sizes=tuple(
                 c for c in options.context_parallel_sizes if c <= max_cp))
         left_out = profile_coverage(problem, options)  # exit 2 before any solving when it covers none
