@@ -17,6 +17,7 @@ from optsearch.cli.solve_cmd import (
 )
 from optsearch.compare import METHODS, Comparison, compare, comparison_json, parse_methods
 from optsearch.errors import InfeasibleError
+from optsearch.infeasible import no_plan_reason
 from optsearch.report import degrees_text, dumps, recompute_text, stderr, stdout
 from optsearch.units import format_duration, format_usd
 
@@ -56,7 +57,8 @@ def compare_command(
     (the whole cluster in a fixed order); both search the same knobs as the exact solver (the --target's space:
     recomputation, block recomputation, cp, v, ep, the distributed optimizer). dp-published and dp-amp-published
     search only what the published tools do (no recomputation, cp = ep = v = 1) and say what they leave out; see
-    docs/baselines.md. Exit code 1 when no method finds a plan.
+    docs/baselines.md. Exit code 1 when no method finds a plan; where an exact method or brute force proved that no
+    plan meets the budgets, the message is solve's (the binding budget and its nearest feasible value).
     """
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
                                    memory_headroom=memory_headroom)
@@ -81,9 +83,19 @@ def compare_command(
                 stdout.print(f"{row.result.method}: {row.result.status}: {row.result.message or 'no plan'}",
                              highlight=False)
     if all(row.result.plan is None for row in rows):
+        proven = [row.result.method for row in rows
+                  if row.result.status == "infeasible" and row.result.method in PROVING_METHODS]
+        if proven:  # the same line as solve's (optsearch.infeasible), by an exact backend
+            exact = next((m for m in proven if m in ("cbc", "cpsat")), "cpsat")
+            raise InfeasibleError(no_plan_reason(problem, budget, solver=exact, options=options,
+                                                 time_limit_s=time_limit))
         raise InfeasibleError("no method found a plan that fits and meets the limits: " + "; ".join(
             f"{row.result.method} {row.result.status}" + (f" ({row.result.message})" if row.result.message else "")
             for row in rows))
+
+
+# Methods whose "infeasible" is a proof (the exact backends and brute force; a DP's is not: it searches a subset).
+PROVING_METHODS = ("cbc", "cpsat", "exhaustive")
 
 
 def _value(result) -> str:

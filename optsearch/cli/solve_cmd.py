@@ -169,7 +169,8 @@ def solve_command(
     Exit code 1 when no plan meets the budgets (the message names the binding budget), 2 on bad input.
     """
     from optsearch.planfile import problem_record
-    from optsearch.solver import explain_infeasible, process_age_s, solve
+    from optsearch.infeasible import no_plan_reason
+    from optsearch.solver import process_age_s, solve
 
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     check_output_file(out, "--out")  # before any work
@@ -196,7 +197,7 @@ def solve_command(
             if result.status == "timeout":
                 raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
             try:
-                reason = explain_infeasible(problem, budget, solver=solver, options=options, time_limit_s=left())
+                reason = no_plan_reason(problem, budget, solver=solver, options=options, time_limit_s=left())
             except OutOfTime:
                 reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
                           f"--time-limit {time_limit:g} s")
