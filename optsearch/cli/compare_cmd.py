@@ -16,6 +16,7 @@ from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
 )
 from optsearch.compare import METHODS, Comparison, compare, comparison_json, parse_methods
+from optsearch.coverage import scoped_message
 from optsearch.errors import InfeasibleError
 from optsearch.infeasible import no_plan_reason
 from optsearch.report import degrees_text, dumps, recompute_text, stderr, stdout
@@ -49,7 +50,8 @@ def compare_command(
     tokens: TokensOpt = None,
     target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method (with solve --json's "
+                                                         "message and left_out_node_types).")] = False,
 ) -> None:
     """Run the solvers and the baselines on one problem: status, objective, plan, search time, gap to the best.
 
@@ -65,7 +67,7 @@ def compare_command(
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
     options = space_from_target(target, problem)
-    profile_coverage(problem, options)  # exit 2 when it covers no node type; a warning naming those it leaves out
+    left_out = profile_coverage(problem, options)  # exit 2 when it covers none; a warning naming those it leaves out
 
     def done(result) -> None:
         stderr.print(f"[dim]{result.method}: {result.status} in {result.solve_time_s:.2f} s[/dim]", highlight=False)
@@ -73,7 +75,11 @@ def compare_command(
     rows = compare(problem, budget, chosen, time_limit_s=time_limit, options=options, max_plans=max_plans,
                    on_done=done)
     if as_json:
-        stdout.out(dumps(comparison_json(rows)), end="", highlight=False)
+        objects = comparison_json(rows)
+        for obj in objects:  # as solve --json: the coverage note in the message, the node types left out by name
+            obj["message"] = scoped_message(obj["status"], obj["message"], left_out, problem.profile.name)
+            obj["left_out_node_types"] = left_out
+        stdout.out(dumps(objects), end="", highlight=False)
     else:
         stdout.print(comparison_table(rows, title=f"{problem.model.name} on {problem.cluster.name}: "
                                                   f"{budget.describe()}"))

@@ -204,11 +204,10 @@ def solve_command(
             raise InfeasibleError(reason)
     scope = ""
     if left_out:  # the proof holds over the node types searched, no further
-        from optsearch.coverage import coverage_note
+        from optsearch.coverage import scoped_message
 
         scope = " over the node types the profile covers" if result.status == "optimal" else ""
-        result.message = "; ".join(m for m in ("optimal" + scope if scope else "", coverage_note(left_out, problem.profile.name),
-                                               result.message) if m)
+        result.message = scoped_message(result.status, result.message, left_out, problem.profile.name)
     payload = solve_json(result, problem)
     payload["left_out_node_types"] = left_out
     payload["problem"] = problem_record(problem, model_ref=model, cluster_ref=cluster, profile_ref=profile,
