@@ -26,7 +26,9 @@ MaxTimeOpt = Annotated[
 ]
 MaxCostOpt = Annotated[Optional[str], typer.Option("--max-cost", help="Dollar budget for the whole training, e.g. 250000.")]
 MaxGpusOpt = Annotated[
-    Optional[int], typer.Option("--max-gpus", min=1, max=10_000_000, help="Use at most this many GPUs.")
+    Optional[int], typer.Option("--max-gpus", min=1, max=10_000_000,
+                                help="Use at most this many GPUs (when no plan fits within it, the error names the "
+                                     "fewest GPUs a plan needs).")
 ]
 MaxRateOpt = Annotated[Optional[str], typer.Option("--max-usd-per-hour", help="Rent at most this many USD per hour.")]
 SolverOpt = Annotated[
