@@ -125,6 +125,26 @@ def num_micro_batches(job: JobSpec, dp: int, micro_batch_size: int) -> int:
     return job.global_batch_size // per_step
 
 
+def block_recompute_error(model: ModelSpec, plan: Plan) -> str | None:
+    """Why the plan's block recomputation N is out of range, or None: N above the most layers of one kind on any stage
+    recomputes nothing more than N = that many (every stage then recomputes all its layers: full recomputation).
+    Megatron-LM states the range as 1 to the layers per pipeline rank (transformer_config.py) but does not enforce it
+    (megatron/core/recompute.py checkpoints layer_idx < N of each rank's block: all of them past it). Checked on
+    plans a user gives (estimate, launch), not in check_plan: brute force prices such N as the full recomputation
+    they are. Call after the stages are checked to cover the model's layers."""
+    n = plan.recompute_num_layers
+    if n is None:
+        return None
+    counts = stage_layer_kinds(model, plan)
+    most = max((c for stage in counts for c in stage.values()), default=0)
+    if n <= most:
+        return None
+    what = "layers" if len(model.kinds) == 1 else "layers of one kind (one transformer block)"
+    return (f"{n} is more than the {most} {what} on any stage: block recomputation covers 1 to a stage's layers "
+            f"(Megatron-LM's range is 1 to the layers per pipeline rank); give N <= {most}, or full recomputation "
+            "without N")
+
+
 def stage_layer_kinds(model: ModelSpec, plan: Plan) -> list[dict[str, int]]:
     """For each stage, how many layers of each kind it holds (layers are assigned in model order)."""
     out: list[dict[str, int]] = []
@@ -467,6 +487,9 @@ def context_parallel_error(model: ModelSpec, cp: int) -> str | None:
     if model.is_moe:
         return ("mixture-of-experts models: the cost model prices expert parallelism without context parallelism "
                 "(upstream's expert data-parallel group would be dp x cp / ep)")
+    if model.encoder_only:
+        return ("encoder-only models (BERT): upstream's examples/bert/pretrain_bert.py gives every rank whole "
+                "sequences (its get_batch has no per-context-parallel-rank split, unlike pretrain_gpt.py)")
     return None
 
 

@@ -75,3 +75,13 @@ def coverage_note(left_out: dict[str, str], profile_name: str) -> str:
         return ""
     return (f"left out of the search, not covered by profile {profile_name}: "
             + "; ".join(f"{name} ({why})" for name, why in left_out.items()))
+
+
+def scoped_message(status: str, message: str, left_out: dict[str, str], profile_name: str) -> str:
+    """A result's message as every command's JSON gives it (solve, compare, whatif, pareto): with node types left out,
+    an optimum holds over the covered ones only ('optimal over the node types the profile covers') and the coverage
+    note follows; otherwise the message unchanged."""
+    if not left_out:
+        return message
+    scope = "optimal over the node types the profile covers" if status == "optimal" else ""
+    return "; ".join(m for m in (scope, coverage_note(left_out, profile_name), message) if m)

@@ -1,8 +1,8 @@
 """Plan -> Megatron-LM: command-line arguments, partition strings, torchrun and Slurm launch scripts; and back.
 
 Everything here is a pure function of a (Problem, Plan). Output targets upstream Megatron-LM (Megatron-Core
-training scripts `pretrain_gpt.py` / `examples/t5/pretrain_t5.py`) or FASOP's fork (targets.py declares what each
-runs); every upstream flag was checked against the sources named in MEGATRON_LM_SOURCES (docs/launch.md keeps the
+training scripts `pretrain_gpt.py` / `examples/bert/pretrain_bert.py` / `examples/t5/pretrain_t5.py`) or FASOP's
+fork (targets.py declares what each runs); every upstream flag was checked against the sources named in MEGATRON_LM_SOURCES (docs/launch.md keeps the
 flag table) and is run through upstream's own parse_args and validate_args by tests/test_megatron_parse.py where a
 checkout is at hand. A plan the engine cannot run raises UnsupportedPlanError with the reason, never a silently
 different launch.
@@ -27,7 +27,7 @@ from optsearch.errors import SpecError, UnsupportedPlanError
 from optsearch.plan import Plan, Recompute, Stage, parse_balance, plan_from_dict
 from optsearch.problem import Problem
 from optsearch.spec import ModelSpec
-from optsearch.targets import FASOP, fasop_model, is_encoder_decoder, space_options
+from optsearch.targets import FASOP, encoder_only_error, fasop_model, is_encoder_decoder, space_options
 
 # The upstream files the flags, defaults and rules below were read from: NVIDIA/Megatron-LM, main branch at commit
 # MEGATRON_LM_COMMIT (2026-08-22); each file's value is the last commit on main that changed it (all are ancestors
@@ -45,6 +45,9 @@ MEGATRON_LM_TARGET = (f"NVIDIA/Megatron-LM main at {MEGATRON_LM_COMMIT[:12]} (Me
 FASOP_FORK = "github.com/AvatarHwang/FASOP, folder Megatron-LM-2 (a 2023 Megatron-LM fork with --balance)"
 T5_ENTRY = "examples/t5/pretrain_t5.py"  # moved from the repository root to examples/t5/ upstream
 GPT_ENTRY = "pretrain_gpt.py"
+# Encoder-only models (ModelSpec.encoder_only): moved from the repository root to examples/bert/ upstream; read at
+# MEGATRON_LM_COMMIT (its own last commit was not recorded: the checkout read had no git history)
+BERT_ENTRY = "examples/bert/pretrain_bert.py"
 
 MAKE_VOCAB_SIZE_DIVISIBLE_BY = 128  # Megatron-LM's default --make-vocab-size-divisible-by
 DEFAULT_MASTER_PORT = 6000
@@ -66,7 +69,7 @@ SBATCH_FILE = "job.sbatch"
 class MegatronArgs:
     """A Megatron-LM command line for one plan: the training script, its arguments, and what the user must know."""
 
-    entry: str  # pretrain_gpt.py or pretrain_t5.py
+    entry: str  # pretrain_gpt.py, examples/bert/pretrain_bert.py or examples/t5/pretrain_t5.py
     args: tuple[str, ...]
     notes: tuple[str, ...]  # one line each: padded vocabulary, recompute superset, ...
 
@@ -191,7 +194,7 @@ def _check_model_kinds(model: ModelSpec) -> None:
     names = ", ".join(f"{k.name}{' (cross-attention)' if k.cross_attention else ''}" for k in kinds)
     raise UnsupportedPlanError(
         f"model {model.name}: layer kinds {names}: Megatron-LM's training scripts run one kind of layer "
-        "(pretrain_gpt.py) or an encoder followed by a cross-attending decoder (pretrain_t5.py)"
+        "(pretrain_gpt.py, pretrain_bert.py) or an encoder followed by a cross-attending decoder (pretrain_t5.py)"
     )
 
 
@@ -200,6 +203,9 @@ def check_launchable(problem: Problem, plan: Plan) -> None:
     model/cluster/job at all)."""
     model = problem.model
     _check_model_kinds(model)
+    why = encoder_only_error(model)
+    if why is not None:
+        raise UnsupportedPlanError(f"model {model.name}: {why}")
     if model.num_attention_heads % plan.tp:
         raise UnsupportedPlanError(
             f"plan: tp = {plan.tp} does not divide num_attention_heads {model.num_attention_heads}: "
@@ -420,7 +426,14 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         notes.append(f"experts: ep = {plan.ep}, expert data parallel = dp / ep = {plan.dp // plan.ep}; optsearch "
                      "priced an even token spread over the experts and plain expert GEMMs (upstream's Mixtral example "
                      "adds --moe-grouped-gemm on Ampere or newer GPUs)")
-    entry = T5_ENTRY if is_encoder_decoder(model) else GPT_ENTRY
+    if model.encoder_only:
+        h = model.hidden_size  # token types 2h, pooler h^2 + h, binary head 2h + 2, LM-head transform h^2 + 3h
+        extra = 2 * h * h + 8 * h + 2
+        notes.append(f"BERT: {BERT_ENTRY} adds token-type embeddings, a pooler and the sentence-order head by default "
+                     "(--bert-no-binary-head drops them) and the masked-LM head's dense transform, which optsearch "
+                     f"does not price ({extra / 1e6:.1f}M parameters); its tokenizer defaults to "
+                     "BertWordPieceLowerCase (give --vocab-file)")
+    entry = T5_ENTRY if is_encoder_decoder(model) else BERT_ENTRY if model.encoder_only else GPT_ENTRY
     return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
 
 

@@ -936,7 +936,9 @@ def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = DEFAUL
     fastest = solve(problem, base.model_copy(update={"objective": "time"}), solver=solver, options=options,
                     time_limit_s=time_limit_s)
     if fastest.plan is None:
-        limits = [n for n, v in (("--max-gpus", budget.max_gpus), ("--max-usd-per-hour", budget.max_usd_per_hour)) if v]
+        rate = budget.max_usd_per_hour
+        limits = [f"{n} {v}" for n, v in (("--max-gpus", budget.max_gpus),
+                                           ("--max-usd-per-hour", rate and format_usd(rate))) if v]
         if limits:
             return f"no plan meets {' and '.join(limits)} and fits in GPU memory"
         return _memory_message(problem, options)

@@ -10,8 +10,10 @@ megatron: upstream NVIDIA/Megatron-LM, main branch. Context parallelism --contex
     (megatron/training/arguments.py: the world size divides by tp x pp x cp; the sequence by 2 cp). `--recompute-granularity`, `--recompute-method` and
     `--recompute-num-layers` apply to every pipeline stage alike (megatron/training/arguments.py; the transformer
     block reads one config): one mode for all stages, or block recomputation of the first N layers of every stage.
-    Decoder-only models run with pretrain_gpt.py; encoder-decoder (T5) with examples/t5/pretrain_t5.py, which raises
-    "Pipeline parallelism is not supported for T5", so pp = 1. The node order is free: torchrun.sh and the hostfile
+    Decoder-only models run with pretrain_gpt.py; encoder-only (BERT, ModelSpec.encoder_only) with
+    examples/bert/pretrain_bert.py, which builds learned absolute positions and dense layers (bert_layer_specs) and
+    splits no sequence over context-parallel ranks, so cp = 1 (costmodel.context_parallel_error); encoder-decoder (T5)
+    with examples/t5/pretrain_t5.py, which raises "Pipeline parallelism is not supported for T5", so pp = 1. The node order is free: torchrun.sh and the hostfile
     give every node its rank, and each node its own --nproc-per-node.
 fasop: FASOP's fork (github.com/AvatarHwang/FASOP, Megatron-LM-2, 2023). The same recompute flags, read the same way
     (megatron/model/transformer.py). Its run script (_01_run_inter.sh) has arguments for three models only, chosen by
@@ -102,7 +104,7 @@ class Target:
         else:
             t5 = "encoder-decoder (T5) with any split"
         models = (f"only its models {', '.join(m.name for m in FASOP_MODELS)}" if self.name == "fasop"
-                  else "decoder-only models")
+                  else "decoder-only models, encoder-only (BERT) with cp = 1")
         cp = ("context parallelism " + "/".join(map(str, self.context_parallel_sizes))
               if len(self.context_parallel_sizes) > 1 else "no context parallelism")
         v = ("interleaved pipeline v = " + "/".join(map(str, self.virtual_stages))
@@ -159,6 +161,13 @@ def fasop_model(model: ModelSpec) -> FasopModel:
             if (model.gated_mlp or model.norm != "layernorm" or model.position_embedding != "learned"
                     or model.kv_heads != model.num_attention_heads or not model.bias):
                 break
+            if (m.name == "Bert") != model.encoder_only:  # MODEL=Bert runs the fork's BERT script, the others not
+                trains = "an encoder-only BERT" if m.name == "Bert" else "a causal decoder"
+                raise UnsupportedPlanError(
+                    f"model {model.name}: encoder_only = {str(model.encoder_only).lower()} but the FASOP fork's "
+                    f"MODEL={m.name} of this shape trains {trains} (_01_run_inter.sh); plan and launch it for "
+                    "upstream Megatron-LM instead (--target megatron)"
+                )
             return m
     known = "; ".join(f"MODEL={m.name}: {m.num_layers} layers, hidden {m.hidden_size}, {m.num_attention_heads} "
                       f"heads, sequence {m.seq_length}" for m in FASOP_MODELS)
@@ -169,10 +178,28 @@ def fasop_model(model: ModelSpec) -> FasopModel:
     )
 
 
+def encoder_only_error(model: ModelSpec) -> str | None:
+    """Why upstream's examples/bert/pretrain_bert.py cannot build this encoder-only model, or None (not encoder-only,
+    or buildable). It passes no position_embedding_type to BertModel (learned absolute positions only) and builds its
+    layers from bert_layer_specs (a dense MLP, no experts)."""
+    if not model.encoder_only:
+        return None
+    if model.is_moe:
+        return ("encoder-only model with experts: upstream's examples/bert/pretrain_bert.py builds dense layers "
+                "(bert_layer_specs has no mixture-of-experts MLP)")
+    if model.position_embedding != "learned":
+        return (f"encoder-only model with {model.position_embedding} position embeddings: upstream's "
+                "examples/bert/pretrain_bert.py builds BertModel with learned absolute positions only")
+    return None
+
+
 def check_model(target: Target, problem: Problem) -> None:
     """Refuse a model the target has no arguments for (UnsupportedPlanError, exit 2)."""
     if target.name == "fasop":
         fasop_model(problem.model)
+    why = encoder_only_error(problem.model) if target.name == "megatron" else None
+    if why is not None:
+        raise UnsupportedPlanError(f"model {problem.model.name}: {why}")
 
 
 def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOptions()) -> SpaceOptions:

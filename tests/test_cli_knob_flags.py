@@ -185,8 +185,8 @@ def test_csv_writes_interleaved_and_block_plans():
 
 def test_target_summary_names_every_capability():
     assert MEGATRON.summary() == (
-        "megatron: upstream NVIDIA/Megatron-LM (main); decoder-only models; encoder-decoder (T5) with pp <= 1; one "
-        "recomputation mode for all stages (or block: first N layers of each); free node order; any GPUs per node; "
+        "megatron: upstream NVIDIA/Megatron-LM (main); decoder-only models, encoder-only (BERT) with cp = 1; "
+        "encoder-decoder (T5) with pp <= 1; one recomputation mode for all stages (or block: first N layers of each); free node order; any GPUs per node; "
         "context parallelism 1/2/4/8; interleaved pipeline v = 1/2/3/4; mixture of experts with expert parallelism; "
         "distributed optimizer wherever dp x cp > 1")
     assert FASOP.summary() == (

@@ -16,7 +16,9 @@ from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
 )
 from optsearch.compare import DEFAULT_METHODS, METHODS, Comparison, compare, comparison_json, parse_methods
+from optsearch.coverage import scoped_message
 from optsearch.errors import InfeasibleError
+from optsearch.infeasible import no_plan_reason
 from optsearch.report import degrees_text, dumps, recompute_text, stderr, stdout
 from optsearch.units import format_duration, format_usd
 
@@ -50,7 +52,8 @@ def compare_command(
     tokens: TokensOpt = None,
     target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method (with solve --json's "
+                                                         "message and left_out_node_types).")] = False,
 ) -> None:
     """Run the solvers and the baselines on one problem: status, objective, plan, search time, gap to the best.
 
@@ -58,14 +61,15 @@ def compare_command(
     (the whole cluster in a fixed order); both search the same knobs as the exact solver (the --target's space:
     recomputation, block recomputation, cp, v, ep, the distributed optimizer). dp-published and dp-amp-published
     search only what the published tools do (no recomputation, cp = ep = v = 1) and say what they leave out; see
-    docs/baselines.md. Exit code 1 when no method finds a plan.
+    docs/baselines.md. Exit code 1 when no method finds a plan; where an exact method or brute force proved that no
+    plan meets the budgets, the message is solve's (the binding budget and its nearest feasible value).
     """
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
                                    memory_headroom=memory_headroom)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
     options = space_from_target(target, problem)
-    profile_coverage(problem, options)  # exit 2 when it covers no node type; a warning naming those it leaves out
+    left_out = profile_coverage(problem, options)  # exit 2 when it covers none; a warning naming those it leaves out
 
     def done(result) -> None:
         stderr.print(f"[dim]{result.method}: {result.status} in {result.solve_time_s:.2f} s[/dim]", highlight=False)
@@ -73,7 +77,11 @@ def compare_command(
     rows = compare(problem, budget, chosen, time_limit_s=time_limit, options=options, max_plans=max_plans,
                    on_done=done)
     if as_json:
-        stdout.out(dumps(comparison_json(rows)), end="", highlight=False)
+        objects = comparison_json(rows)
+        for obj in objects:  # as solve --json: the coverage note in the message, the node types left out by name
+            obj["message"] = scoped_message(obj["status"], obj["message"], left_out, problem.profile.name)
+            obj["left_out_node_types"] = left_out
+        stdout.out(dumps(objects), end="", highlight=False)
     else:
         stdout.print(comparison_table(rows, title=f"{problem.model.name} on {problem.cluster.name}: "
                                                   f"{budget.describe()}"))
@@ -83,9 +91,19 @@ def compare_command(
                 stdout.print(f"{row.result.method}: {row.result.status}: {row.result.message or 'no plan'}",
                              highlight=False)
     if all(row.result.plan is None for row in rows):
+        proven = [row.result.method for row in rows
+                  if row.result.status == "infeasible" and row.result.method in PROVING_METHODS]
+        if proven:  # the same line as solve's (optsearch.infeasible), by an exact backend
+            exact = next((m for m in proven if m in ("cbc", "cpsat")), "cpsat")
+            raise InfeasibleError(no_plan_reason(problem, budget, solver=exact, options=options,
+                                                 time_limit_s=time_limit))
         raise InfeasibleError("no method found a plan that fits and meets the limits: " + "; ".join(
             f"{row.result.method} {row.result.status}" + (f" ({row.result.message})" if row.result.message else "")
             for row in rows))
+
+
+# Methods whose "infeasible" is a proof (the exact backends and brute force; a DP's is not: it searches a subset).
+PROVING_METHODS = ("cbc", "cpsat", "exhaustive")
 
 
 def _value(result) -> str:

@@ -108,7 +108,20 @@ def hand_plan(problem, *, pp=None, tp=None, dp=None, micro_batch_size=None, stag
                               layout=layout, cluster=problem.cluster, cp=cp,
                               virtual_stages=virtual_stages, recompute_num_layers=recompute_num_layers)
     dist = _distributed_optimizer(problem.job, plan.dp, plan.cp, distributed_optimizer)
+    _check_block_range(problem, plan, "--recompute-num-layers ")
     return replace(plan, distributed_optimizer=dist, **({"ep": ep} if ep is not None else {}))
+
+
+def _check_block_range(problem, plan: Plan, name: str) -> None:
+    """Refuse block recomputation's N above the most layers of one kind on any stage (costmodel.block_recompute_error;
+    once the stages cover the model, else check_plan names that first)."""
+    from optsearch.costmodel import block_recompute_error
+
+    if plan.recompute_num_layers is None or sum(s.num_layers for s in plan.stages) != problem.model.num_layers:
+        return
+    why = block_recompute_error(problem.model, plan)
+    if why is not None:
+        raise SpecError(f"{name}{why}")
 
 
 def _distributed_optimizer(job, dp: int, cp: int, given: bool | None) -> bool:
@@ -146,6 +159,7 @@ def plan_and_problem(plan_file: Path, model, cluster, profile, global_batch_size
                                          global_batch_size=global_batch_size, iterations=iterations, tokens=tokens,
                                          warn=warn)
     check_derived_fields(data, plan, problem, str(plan_file), replaced)
+    _check_block_range(problem, plan, f"{plan_file}: recompute_num_layers = ")
     return plan, problem
 
 

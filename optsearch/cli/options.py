@@ -117,7 +117,8 @@ VirtualStagesOpt = Annotated[
 RecomputeNumLayersOpt = Annotated[
     Optional[int], typer.Option("--recompute-num-layers", min=1, max=DEGREE_MAX,
                                 help=_NO_FILE + "block recomputation (--recompute-method block): the first N layers of "
-                                     "every stage fully recomputed, the others not; --recompute may be left out or "
+                                     "every stage fully recomputed, the others not (a stage of N or fewer layers: "
+                                     "all); N at most the most layers on a stage; --recompute may be left out or "
                                      "say full."),
 ]
 DistributedOptimizerOpt = Annotated[
@@ -163,6 +164,32 @@ def space_from_target(target: str, problem: Problem):
     from optsearch.targets import get_target, space_options
 
     return space_options(get_target(target), problem)
+
+
+def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | None:
+    """Why --max-cp asks for more than this solve can search, or None. options: the target's space before the cap.
+    Like the other --max-* options a cap above what is possible is no error (nothing is left out), but the user
+    asked for context-parallel sizes that will not be tried, so solve says why (a warning)."""
+    from optsearch.candidates import context_parallel_candidates
+    from optsearch.costmodel import context_parallel_error
+    from optsearch.targets import get_target
+
+    runs = get_target(target).context_parallel_sizes
+    searched = context_parallel_candidates(problem, options)
+    largest = max(searched, default=1)
+    if max_cp <= largest:
+        return None
+    if max(runs) == 1:
+        why = f"the {target} target has no context parallelism"
+    elif max_cp > max(runs) and largest == max(runs):
+        why = f"the {target} target runs cp {', '.join(map(str, runs))}"
+    elif options.context_parallel_sizes == (1,):
+        why = ("a measured or imported --profile table is searched at cp 1 only (its times are for the whole "
+               "sequence, not s / cp tokens)")
+    else:
+        bigger = next(c for c in runs if c > largest)
+        why = f"cp {bigger}: {context_parallel_error(problem.model, bigger)}"
+    return f"--max-cp {max_cp}: the largest context-parallel size searched is {largest}; {why}"
 
 
 def profile_coverage(problem: Problem, options=None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
     OutOfTime, TargetOpt, HeadroomOpt, problem_from_options, space_from_target, time_limit_covers_setup,
 )
-from optsearch.cli.options import profile_coverage
+from optsearch.cli.options import max_cp_note, profile_coverage
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import check_output_file, dumps, solve_json, solve_summary, stderr, stdout, write_atomic
 from optsearch.spec.base import validate
@@ -26,7 +26,9 @@ MaxTimeOpt = Annotated[
 ]
 MaxCostOpt = Annotated[Optional[str], typer.Option("--max-cost", help="Dollar budget for the whole training, e.g. 250000.")]
 MaxGpusOpt = Annotated[
-    Optional[int], typer.Option("--max-gpus", min=1, max=10_000_000, help="Use at most this many GPUs.")
+    Optional[int], typer.Option("--max-gpus", min=1, max=10_000_000,
+                                help="Use at most this many GPUs (when no plan fits within it, the error names the "
+                                     "fewest GPUs a plan needs).")
 ]
 MaxRateOpt = Annotated[Optional[str], typer.Option("--max-usd-per-hour", help="Rent at most this many USD per hour.")]
 SolverOpt = Annotated[
@@ -142,7 +144,9 @@ def solve_command(
         typer.Option("--max-cp", min=1, max=1024,
                      help="Largest context-parallel size searched (default: the target's, 8 for megatron, 1 for fasop; "
                           "1 turns context parallelism off). A measured or imported --profile table searches cp 1 only: "
-                          "it holds times at the full sequence, which cannot price s / cp tokens."),
+                          "it holds times at the full sequence, which cannot price s / cp tokens; so do encoder-only "
+                          "(BERT), encoder-decoder and mixture-of-experts models. A value above what is searched is "
+                          "no error; a warning says why."),
     ] = None,
     out: Annotated[
         Optional[Path],
@@ -167,7 +171,8 @@ def solve_command(
     Exit code 1 when no plan meets the budgets (the message names the binding budget), 2 on bad input.
     """
     from optsearch.planfile import problem_record
-    from optsearch.solver import explain_infeasible, process_age_s, solve
+    from optsearch.infeasible import no_plan_reason
+    from optsearch.solver import process_age_s, solve
 
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     check_output_file(out, "--out")  # before any work
@@ -178,6 +183,9 @@ def solve_command(
         if expert_parallel is not None:
             options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
         if max_cp is not None:
+            note = max_cp_note(max_cp, target, problem, options)
+            if note is not None:
+                stderr.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
             options = replace(options, context_parallel_sizes=tuple(
                 c for c in options.context_parallel_sizes if c <= max_cp))
         left_out = profile_coverage(problem, options)  # exit 2 before any solving when it covers none
@@ -191,18 +199,17 @@ def solve_command(
             if result.status == "timeout":
                 raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
             try:
-                reason = explain_infeasible(problem, budget, solver=solver, options=options, time_limit_s=left())
+                reason = no_plan_reason(problem, budget, solver=solver, options=options, time_limit_s=left())
             except OutOfTime:
                 reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
                           f"--time-limit {time_limit:g} s")
             raise InfeasibleError(reason)
     scope = ""
     if left_out:  # the proof holds over the node types searched, no further
-        from optsearch.coverage import coverage_note
+        from optsearch.coverage import scoped_message
 
         scope = " over the node types the profile covers" if result.status == "optimal" else ""
-        result.message = "; ".join(m for m in ("optimal" + scope if scope else "", coverage_note(left_out, problem.profile.name),
-                                               result.message) if m)
+        result.message = scoped_message(result.status, result.message, left_out, problem.profile.name)
     payload = solve_json(result, problem)
     payload["left_out_node_types"] = left_out
     payload["problem"] = problem_record(problem, model_ref=model, cluster_ref=cluster, profile_ref=profile,

@@ -40,8 +40,9 @@ PlotOpt = Annotated[
 ]
 JsonListOpt = Annotated[
     bool,
-    typer.Option("--json", help="Print a JSON array, one object per point: solve --json's keys plus budget, how "
-                                "(solved, reused or implied), reason, label and cluster."),
+    typer.Option("--json", help="Print a JSON array, one object per point: solve --json's keys (message with the "
+                                "profile's coverage note, left_out_node_types) plus budget, how (solved, reused or "
+                                "implied), reason, label and cluster."),
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
 
@@ -53,10 +54,16 @@ CSV_COLUMNS = ("label", "cluster", "objective", "max_time_s", "max_cost_usd", "s
 
 # ---- output -------------------------------------------------------------------------------------------------
 
-def point_json(point: Point) -> dict:
-    """`solve --json`'s keys plus budget, how (solved / reused / implied), reason, label and cluster."""
+def point_json(point: Point, left_out: dict[str, str] | None = None) -> dict:
+    """`solve --json`'s keys plus budget, how (solved / reused / implied), reason, label and cluster; as solve, the
+    message carries the profile's coverage note and left_out_node_types names the node types it leaves out."""
+    from optsearch.coverage import scoped_message
+
+    left_out = left_out or {}
     out = {"budget": point.budget.model_dump(), **solve_json(point.result, point.problem), "how": point.how,
            "reason": point.reason, "label": point.label, "cluster": point.problem.cluster.name}
+    out["message"] = scoped_message(point.result.status, out["message"], left_out, point.problem.profile.name)
+    out["left_out_node_types"] = left_out
     out.update(point.extra)
     return out
 
@@ -202,13 +209,16 @@ def check_outputs(csv_path: Path | None, plot_path: Path | None) -> None:
 
 def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path: Path | None, title: str,
          swept: str | None = None, first: str | None = None, frontier: bool = False,
-         budget_column: str | None = "budget") -> None:
+         budget_column: str | None = "budget", left_out: dict[str, dict[str, str]] | None = None) -> None:
+    """Table, JSON, CSV and plot of the points. left_out: per cluster name, the node types the profile leaves out
+    (profile_coverage), for the JSON."""
     if csv_path is not None:
         write_atomic(csv_path, points_csv(points))
     if plot_path is not None:
         plot_points(points, plot_path, title, frontier=frontier)
     if as_json:
-        stdout.out(dumps([point_json(p) for p in points]), end="", highlight=False)
+        stdout.out(dumps([point_json(p, (left_out or {}).get(p.problem.cluster.name)) for p in points]), end="",
+                   highlight=False)
     else:
         table, footnotes = points_table(points, title, swept, first, budget_column)
         stdout.print(table)
@@ -328,25 +338,28 @@ def whatif_command(
         problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
                     for c in names]
         points = []
+        left_out = {}
         with ProgressBar("clusters", quiet or as_json) as bar:
             for i, problem in enumerate(problems):
                 bar.tick(i, len(problems), problem.cluster.name)
                 options = space_from_target(target, problem)
-                profile_coverage(problem, options)
+                left_out[problem.cluster.name] = profile_coverage(problem, options)
                 points += whatif.compare_clusters([problem], budget, spec, options=options, **kw)
             bar.tick(len(problems), len(problems), "")
         title = f"{problems[0].model.name}: {budget.describe()} on {', '.join(names)}"
-        emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster")
+        emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster",
+             left_out=left_out)
         return
     problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     kw["options"] = space_from_target(target, problem)
-    profile_coverage(problem, kw["options"])  # exit 2 when it covers no node type; a warning for those left out
+    # exit 2 when it covers no node type; a warning for those left out, and in the JSON
+    left_out = {problem.cluster.name: profile_coverage(problem, kw["options"])}
     if marginal:
         with ProgressBar("marginal", quiet or as_json) as bar:
             base, changes = whatif.marginal(problem, budget, tick=bar.tick, **kw)
         if base.plan is None:
             raise InfeasibleError(base.reason or f"no plan: {base.result.status}")
-        emit([base, *changes], as_json=as_json, csv_path=csv_path, plot_path=plot, first="change",
+        emit([base, *changes], as_json=as_json, csv_path=csv_path, plot_path=plot, first="change", left_out=left_out,
              title=f"{problem.model.name} on {problem.cluster.name}: one node more or fewer ({budget.describe()})")
         if not as_json:
             for c in changes:
@@ -354,7 +367,7 @@ def whatif_command(
         return
     with ProgressBar("sweep", quiet or as_json) as bar:
         points = whatif.sweep(problem, budget, spec, tick=bar.tick, **kw)
-    emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, swept=swept,
+    emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, swept=swept, left_out=left_out,
          title=f"{problem.model.name} on {problem.cluster.name}: minimize {objective}, sweep {sweep}")
 
 
@@ -392,17 +405,17 @@ def pareto_command(
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
     problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
     options = space_from_target(target, problem)
-    profile_coverage(problem, options)
+    left_out = {problem.cluster.name: profile_coverage(problem, options)}
     with ProgressBar("frontier points", quiet or as_json) as bar:
         points = whatif.pareto(problem, budget, solver=solver, time_limit_s=time_limit, options=options, tick=bar.tick)
     if not points:
-        from optsearch.solver import explain_infeasible
+        from optsearch.infeasible import no_plan_reason
 
-        raise InfeasibleError(explain_infeasible(problem, budget, solver=solver, options=options,
-                                                 time_limit_s=time_limit))
+        raise InfeasibleError(no_plan_reason(problem, budget, solver=solver, options=options,
+                                             time_limit_s=time_limit))
     # no budget column: each point's deadline is the search's own step, not a budget the user set (the title says those)
     emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, frontier=True, swept="max_time_s",
-         budget_column=None,
+         budget_column=None, left_out=left_out,
          title=f"{problem.model.name} on {problem.cluster.name}: Pareto frontier of training time and cost"
                + "".join(f", {limit}" for limit in budget.describe().split(", ")[1:]))
     if not quiet and any(p.result.status != "optimal" for p in points):

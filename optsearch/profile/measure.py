@@ -114,8 +114,10 @@ def layer_kinds(model: ModelSpec) -> list[str]:
 
 
 def is_causal(model: ModelSpec, kind_name: str) -> bool:
-    """Self-attention is causal except in the encoder of an encoder-decoder model (kinds without cross-attention
-    in a model that has a cross-attention kind)."""
+    """Self-attention is causal except in an encoder: an encoder-only model's (BERT) and the encoder of an
+    encoder-decoder model (kinds without cross-attention in a model that has a cross-attention kind)."""
+    if model.encoder_only:
+        return False
     kinds = {k.name: k for k in model.kinds}
     has_decoder = any(k.cross_attention for k in model.kinds)
     return not has_decoder or kinds[kind_name].cross_attention

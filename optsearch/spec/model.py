@@ -95,6 +95,12 @@ class ModelSpec(Spec):
         default=None, gt=0, le=1e16, description="Parameter count published for this model (checked by the tests)."
     )
     source: str = Field(default="", description="Where the shape comes from.")
+    encoder_only: bool = Field(
+        default=False,
+        description="A bidirectional encoder trained by masked-language modelling (BERT), not a causal decoder: "
+                    "upstream Megatron-LM runs it with examples/bert/pretrain_bert.py (no context parallelism), the "
+                    "FASOP fork as MODEL=Bert. One kind of layer, no cross-attention.",
+    )
 
     @model_validator(mode="after")
     def _consistent_shape(self) -> "ModelSpec":
@@ -107,6 +113,9 @@ class ModelSpec(Spec):
             raise ValueError(
                 f"num_attention_heads {self.num_attention_heads} must be a multiple of num_kv_heads {self.kv_heads}"
             )
+        if self.encoder_only and (len(self.kinds) != 1 or self.kinds[0].cross_attention):
+            raise ValueError("encoder_only = true: an encoder-only model (BERT) has one kind of layer without "
+                             "cross-attention; an encoder followed by a cross-attending decoder is encoder-decoder (T5)")
         if self.layer_kinds is not None:
             total = sum(k.num_layers for k in self.layer_kinds)
             if total != self.num_layers:
