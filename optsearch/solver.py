@@ -738,6 +738,18 @@ def solve(
             inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate meets the budget, or beats the incumbent
+            if item.cand.v > 1 and slower_than_s == 0.0 and 1 in options.virtual_stages:
+                # The v = 1 sibling's quick plans (plans of the space; incumbents only, never a bound): the sibling
+                # branch below took them when this candidate came to the front with its refined bound, and the
+                # in-flight bound now sends most interleaved candidates back before it. Without them the seeds' plan
+                # stayed the incumbent, and the positional bounds' cutoff with it (GPT-2 XL on mixed-pool-8k,
+                # time: 71,745 s, 560 ms per positional bound, no model solved in 10 s; with them 37,765 s at once).
+                sibling = memo.skeleton(replace(item.cand, v=1))
+                theirs = _best_meeting(budget, memo.quick_plans(sibling)) if sibling.most is not None else None
+                if theirs is not None and (incumbent is None or theirs[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                    incumbent = (theirs[0], theirs[1], theirs[2], None)
+                    if sharper >= incumbent[0] * (1 - INCUMBENT_REL):
+                        continue
             if queue and sharper > queue[0][0]:
                 heapq.heappush(queue, (sharper, key, i, replace(item, lower_bound=sharper, inflight=True)))
                 continue
