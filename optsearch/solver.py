@@ -346,6 +346,22 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
         best, at = moved
 
 
+def _interleaved(plan: Plan, options: SpaceOptions) -> list[Plan]:
+    """A v = 1 plan interleaved: the same stages with each v > 1 of the space that divides every stage's layers
+    (Megatron splits a rank's layers into v equal chunks). Incumbents only; Memo.runnable drops those that leave the
+    search space or do not fit."""
+    return [replace(plan, virtual_stages=v) for v in options.virtual_stages
+            if v > 1 and plan.virtual_stages == 1 and all(s.num_layers % v == 0 for s in plan.stages)]
+
+
+def _with_interleaved(memo: Memo, plans: list[tuple[Plan, Estimate]]) -> list[tuple[Plan, Estimate]]:
+    """These priced plans and their interleaved variants (_interleaved) that are runnable, priced."""
+    out = list(plans)
+    for plan, _ in plans:
+        out += [priced for variant in _interleaved(plan, memo.options) if (priced := memo.runnable(variant))]
+    return out
+
+
 def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
     """The plan with dp x 2, x 4 or / 2, and each of those (and dp itself) with the micro-batch halved: the same
     stages on more or fewer replicas. Where one leaves the search space or does not fit, Memo.runnable drops it.
@@ -689,6 +705,7 @@ def solve(
     # in; when it reaches the front with its positional bound, its model is solved.
     bounded_here = 0  # candidates whose positional bound was computed
     inflight_here = 0  # candidates whose in-flight bound was computed (inflight.py)
+    harvested: set[tuple[int, ...]] = set()  # v = 1 siblings whose quick plans were offered (below)
 
     def report(item: Bounded) -> None:
         if progress is not None:
@@ -738,6 +755,23 @@ def solve(
             inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate meets the budget, or beats the incumbent
+            if item.cand.v > 1 and slower_than_s == 0.0 and 1 in options.virtual_stages:
+                # The v = 1 sibling's quick plans (plans of the space; incumbents only, never a bound): the sibling
+                # branch below took them when this candidate came to the front with its refined bound, and the
+                # in-flight bound now sends most interleaved candidates back before it. Without them the seeds' plan
+                # stayed the incumbent, and the positional bounds' cutoff with it (GPT-2 XL on mixed-pool-8k,
+                # time: 71,745 s, 560 ms per positional bound, no model solved in 10 s; with them 37,765 s at once).
+                # With them, their interleaved variants (_interleaved): the sibling's 37,951 s plan at v = 3 is
+                # 29,041 s, the plan that be56267 found only by solving an interleaved candidate's model.
+                sibling = memo.skeleton(replace(item.cand, v=1))
+                theirs = None
+                if sibling.most is not None and sibling.cand.key not in harvested:
+                    harvested.add(sibling.cand.key)
+                    theirs = _best_meeting(budget, _with_interleaved(memo, memo.quick_plans(sibling)))
+                if theirs is not None and (incumbent is None or theirs[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                    incumbent = (theirs[0], theirs[1], theirs[2], None)
+                    if sharper >= incumbent[0] * (1 - INCUMBENT_REL):
+                        continue
             if queue and sharper > queue[0][0]:
                 heapq.heappush(queue, (sharper, key, i, replace(item, lower_bound=sharper, inflight=True)))
                 continue
