@@ -800,29 +800,22 @@ def solve(
                     if first_plan_only:
                         heapq.heappush(queue, (lower, key, i, item))
                         continue
-            if sk.most is not None and item.cand.v == 1:  # pattern mode (one layer kind); not for interleaving
+            if item.cand.v == 1 and (sk.most is not None or incumbent is not None):
+                # Pattern mode (one layer kind): the positional bound, whose sequences are plans too. Several layer
+                # kinds (T5): formulation/kinds.py, only once a plan is known: their plans come only from models, and
+                # bounding candidates before any model is solved delayed the first plan (T5 on fasop-a100-a10, time:
+                # 2.0 -> 9.5 s); with a plan known the bound has a cutoff and often ends after one programme.
+                bound_of = positional_bound if sk.most is not None else kinds_bound
                 try:
-                    pos = positional_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
-                                           slower_than_s=slower_than_s, deadline=deadline)
+                    pos = bound_of(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
+                                   slower_than_s=slower_than_s, deadline=deadline)
                 except OutOfTime:  # the candidate keeps its refined bound and stays open
                     heapq.heappush(queue, (lower, key, i, item))
                     stopped_early = True
                     break
                 sharper = max(lower, pos.bound)
-                found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
-            elif sk.most is None and item.cand.v == 1 and incumbent is not None:
-                # Several layer kinds (T5): formulation/kinds.py. Only once a plan is known: their plans come only
-                # from models, and bounding candidates before any model is solved delayed the first plan (T5 on
-                # fasop-a100-a10, time: 2.0 -> 9.5 s); with a plan known the bound has a cutoff and often ends
-                # after one programme.
-                try:
-                    pos = kinds_bound(sk, budget, cutoff=incumbent[0] if incumbent else math.inf,
-                                      slower_than_s=slower_than_s, deadline=deadline)
-                except OutOfTime:  # the candidate keeps its refined bound and stays open
-                    heapq.heappush(queue, (lower, key, i, item))
-                    stopped_early = True
-                    break
-                sharper = max(lower, pos.bound)
+                if sk.most is not None:
+                    found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
             elif item.cand.v > 1 and slower_than_s == 0.0:
                 # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
                 # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v

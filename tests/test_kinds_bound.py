@@ -27,7 +27,7 @@ from optsearch.spec import GpuSpec, LayerKindSpec
 from optsearch.spec.budget import Budget
 
 from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force, usable_degrees
-from test_solver_memory import tight_problem
+from test_solver_memory import draw_node_types, tight_problem
 
 
 @st.composite
@@ -39,18 +39,7 @@ def kind_instances(draw):
     kinds = [LayerKindSpec(name="enc", num_layers=enc),
              LayerKindSpec(name="dec", num_layers=layers - enc, cross_attention=True)]
     n_types = draw(st.integers(1, 2))
-    gpus, node_types = [], []
-    for i in range(n_types):
-        gpus.append(GpuSpec(
-            name=f"G{i}", memory_gib=draw(st.sampled_from([16.0, 24.0, 40.0, 80.0])),
-            peak_fp16_tflop_per_s=draw(st.sampled_from([65.0, 125.0, 312.0])),
-            hbm_gbyte_per_s=draw(st.sampled_from([600.0, 900.0, 2000.0]))))
-        node_types.append(dict(
-            name=f"t{i}", gpu=f"G{i}", gpus_per_node=draw(st.sampled_from([1, 2])),
-            num_nodes_available=draw(st.integers(1, 3)),
-            price_usd_per_node_hour=draw(st.floats(0.5, 30.0).map(lambda x: round(x, 4))),
-            intra_node_link="nvlink", intra_node_gbyte_per_s=draw(st.sampled_from([32.0, 300.0])),
-            inter_node_gbit_per_s=draw(st.sampled_from([40.0, 400.0]))))
+    gpus, node_types = draw_node_types(draw, n_types, memories=[16.0, 24.0, 40.0, 80.0])
     problem = tight_problem(
         layers=layers, hidden=draw(st.sampled_from([1024, 1536, 2048])), heads=draw(st.sampled_from([8, 16])),
         seq=draw(st.sampled_from([512, 4096, 8192])), gbs=draw(st.sampled_from([4, 8, 16])), node_types=node_types,

@@ -54,16 +54,12 @@ def issue_example(nodes: int = 2, layers: int = 8) -> Problem:
         intra_node_link="pcie", intra_node_gbyte_per_s=32, inter_node_gbit_per_s=40)])
 
 
-@st.composite
-def tight_instances(draw):
-    """Memory-tight instances: sequences of 4096-8192, GPUs of 16-40 GiB, hidden 1024-2048, micro-batches up to 4,
-    and one, or two layer kinds (a T5-like encoder then decoder with cross-attention), on one or two node types."""
-    n_types = draw(st.integers(1, 2))
-    layers = draw(st.integers(2, 12))
+def draw_node_types(draw, n_types: int, memories: list[float]) -> tuple[list[GpuSpec], list[dict]]:
+    """n_types small node types (one or two GPUs per node, one to three nodes) with GPUs of the given memories."""
     gpus, node_types = [], []
     for i in range(n_types):
         gpus.append(GpuSpec(
-            name=f"G{i}", memory_gib=draw(st.sampled_from([16.0, 24.0, 32.0, 40.0])),
+            name=f"G{i}", memory_gib=draw(st.sampled_from(memories)),
             peak_fp16_tflop_per_s=draw(st.sampled_from([65.0, 125.0, 312.0])),
             hbm_gbyte_per_s=draw(st.sampled_from([600.0, 900.0, 2000.0]))))
         node_types.append(dict(
@@ -72,6 +68,16 @@ def tight_instances(draw):
             price_usd_per_node_hour=draw(st.floats(0.5, 30.0).map(lambda x: round(x, 4))),
             intra_node_link="nvlink", intra_node_gbyte_per_s=draw(st.sampled_from([32.0, 300.0])),
             inter_node_gbit_per_s=draw(st.sampled_from([40.0, 400.0]))))
+    return gpus, node_types
+
+
+@st.composite
+def tight_instances(draw):
+    """Memory-tight instances: sequences of 4096-8192, GPUs of 16-40 GiB, hidden 1024-2048, micro-batches up to 4,
+    and one, or two layer kinds (a T5-like encoder then decoder with cross-attention), on one or two node types."""
+    n_types = draw(st.integers(1, 2))
+    layers = draw(st.integers(2, 12))
+    gpus, node_types = draw_node_types(draw, n_types, memories=[16.0, 24.0, 32.0, 40.0])
     kinds = None
     if layers >= 2 and draw(st.booleans()):
         enc = draw(st.integers(1, layers - 1))
