@@ -50,7 +50,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from optsearch.costmodel import MEMORY_RESERVE_BYTES
 from optsearch.formulation.model import Skeleton, memory_fixed_bytes, memory_per_layer_bytes
-from optsearch.formulation.positional import OutOfTime, PositionalBound, comm_lower_s
+from optsearch.formulation.positional import OutOfTime, PositionalBound, comm_lower_s, supply_strides
 from optsearch.search import BOUND_SLACK
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
@@ -154,12 +154,7 @@ def _supply(f: Skeleton, limit: int = SUPPLY_STATES) -> tuple[int, np.ndarray]:
     Types are counted from the scarcest while U stays within `limit`; a type left out is relaxed (valid, weaker)."""
     pp = f.cand.pp
     most = [(u.node.num_nodes_available // u.nodes_per_block) * u.stages_per_block for u in f.cand.uses]
-    size, strides = 1, {}
-    for cap, g in sorted((most[g], g) for g in range(len(most)) if most[g] < pp):
-        if size * (cap + 1) > limit:
-            break
-        strides[g] = (size, cap)
-        size *= cap + 1
+    size, strides = supply_strides(sorted((most[g], g) for g in range(len(most)) if most[g] < pp), limit)
     us = np.arange(size)
     nxt = np.tile(us, (len(most), 1))
     for g, (stride, cap) in strides.items():

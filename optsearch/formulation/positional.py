@@ -60,7 +60,7 @@ import numpy as np
 
 from optsearch.costmodel import MEMORY_RESERVE_BYTES
 from optsearch.formulation.model import (
-    Coefficients, Skeleton, block_least_recomputed, pattern_compute_at_none,
+    Coefficients, Skeleton,
 )
 from optsearch.search import BOUND_SLACK
 from optsearch.spec.budget import Budget
@@ -287,18 +287,26 @@ class _Supply:
     src: np.ndarray  # [g, u]
 
 
+def supply_strides(caps: list[tuple[int, int]], limit: int) -> tuple[int, dict[int, tuple[int, int]]]:
+    """A mixed-radix index over the counts 0..cap of the types in `caps` ((cap, g), scarcest first), taken while the
+    number of states U stays within `limit`: (U, {g: (stride, cap)}). A type left out is not counted, which only
+    relaxes its supply."""
+    size, strides = 1, {}
+    for cap, g in caps:
+        if size * (cap + 1) > limit:
+            break
+        strides[g] = (size, cap)
+        size *= cap + 1
+    return size, strides
+
+
 def _supply(f: Skeleton, limit: int = 256) -> _Supply:
     """The supply index. Types are counted from the scarcest while U stays within `limit`; leaving a type out only
     relaxes its supply, so the bound stays valid."""
     pp = f.cand.pp
     most = [u.node.num_nodes_available // u.nodes_per_block for u in f.cand.uses]
-    binding = sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp)
-    size, strides = 1, {}
-    for blocks, g in binding:
-        if size * (blocks + 1) > limit:
-            break
-        strides[g] = (size, blocks)
-        size *= blocks + 1
+    size, strides = supply_strides(
+        sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp), limit)
     us = np.arange(size)
     src = np.tile(us, (len(most), 1))
     for g, (stride, blocks) in strides.items():
