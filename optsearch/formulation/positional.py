@@ -59,9 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsearch.costmodel import MEMORY_RESERVE_BYTES
-from optsearch.formulation.model import (
-    Coefficients, Skeleton,
-)
+from optsearch.formulation.model import Coefficients, Skeleton
 from optsearch.search import BOUND_SLACK
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_HOUR
