@@ -1178,6 +1178,62 @@ def deepspeed_pipeline(problem: Problem, plan: Plan, placement: Placement, stage
         backward.append(stage.compute_s - fwd)
     pipeline = deepspeed_train_schedule_s(forward, backward, act_s, grad_s, num_micro_batches)
     priced = [replace(stage, compute_s=stage.compute_s + (forward[i] - (stage.compute_s - backward[i])),
-                      p2p_s=(act_s[i] if i < pp - 1 else 0.0) + (grad_s[i - 1] if i > 0 else 0.0))
+                      p2p_s=(act_s[i] if i < pp - 1 else 0.0) + (grad_s[i - 1] if i > 0 else 0.0),
+                      dp_allreduce_s=stage.dp_allreduce_s + deepspeed_bucket_s(problem, stage.node_type,
+                                                                               stage.parameters, tp, plan.dp),
+                      optimizer_s=deepspeed_optimizer_step_s(
+                          problem, stage.node_type, stage.parameters,
+                          deepspeed_param_tensors(stage.num_layers, i == 0, i == pp - 1, pp), tp))
               for i, stage in enumerate(stages)]
     return priced, pipeline
+
+
+# DeepSpeed 0.3.13's fp16 step as AMP's fork runs it. Megatron v1.1.5 hands DeepSpeed apex's FusedAdam
+# (megatron/training.py, get_optimizer), which is not deepspeed.ops.adam.FusedAdam, so _configure_fp16_optimizer
+# (deepspeed/runtime/engine.py) wraps it in FP16_UnfusedOptimizer (deepspeed/runtime/fp16/unfused_optimizer.py):
+# per parameter tensor, an overflow check `float(x.float().sum())` (CheckOverflow._has_inf_or_nan) and a norm
+# `p.grad.data.float().norm(); .item()` (get_grad_norm), each ending in a device-to-host copy that waits for the
+# GPU; then `fp16.grad.to(fp32)`, the unscale `grad.mul_`, apex's Adam over fp32 grads, and `fp16.data.copy_(fp32)`.
+DEEPSPEED_SYNCED_OPS_PER_TENSOR = 6  # .float(), .sum(), float() ; .float(), .norm(), .item()
+DEEPSPEED_SYNCED_BYTES_PER_PARAM = 20  # overflow: read 2, write 4, read 4; norm: the same
+DEEPSPEED_ASYNC_OPS_PER_TENSOR = 3  # .to(fp32), mul_, copy_
+DEEPSPEED_ASYNC_BYTES_PER_PARAM = 20  # to fp32: read 2, write 4; mul_: read 4, write 4; copy_: read 4, write 2
+DEEPSPEED_ADAM_BYTES_PER_PARAM = 28  # apex Adam over fp32 grads: read param, grad, m, v (16), write param, m, v (12)
+# engine.allreduce_bucket (dp > 1, ReduceGrads): flatten (read 2, write 2), .float() (read 2, write 4), the average
+# (read 4, write 4), copy back to the fp16 flat (read 4, write 2), unflatten into the grads (read 2, write 2)
+DEEPSPEED_BUCKET_BYTES_PER_PARAM = 28
+# Parameter tensors of Megatron v1.1.5's ParallelTransformerLayer: input and post-attention layer norms (weight, bias
+# each), query_key_value, attention dense, dense_h_to_4h, dense_4h_to_h (weight, bias each)
+DEEPSPEED_LAYER_PARAM_TENSORS = 12
+
+
+def deepspeed_param_tensors(layers: int, first: bool, last: bool, pp: int) -> int:
+    """Parameter tensors a stage of GPT2ModelPipe holds: 12 per layer, word and position embeddings on the first
+    stage, the final layer norm (2) on the last and, with pp > 1, its own copy of the tied word embedding."""
+    return (DEEPSPEED_LAYER_PARAM_TENSORS * layers + (2 if first else 0)
+            + ((2 + (1 if pp > 1 else 0)) if last else 0))
+
+
+def deepspeed_optimizer_step_s(problem: Problem, node_type: str, parameters: float, tensors: int, tp: int) -> float:
+    """FP16_UnfusedOptimizer.step on one GPU (P = parameters / t, T tensors):
+
+        T x 6 x HOST_S_PER_TORCH_OP + 20 P / hbm     the two per-tensor loops that wait for the GPU (no overlap)
+        + max(T x 3 x HOST_S_PER_TORCH_OP, 20 P / hbm)  the three asynchronous per-tensor loops
+        + 28 P / hbm                                   apex Adam"""
+    from optsearch.profile.analytic import HOST_S_PER_TORCH_OP
+
+    per_gpu = parameters / tp
+    bandwidth = gbyte_per_s_to_bytes_per_s(problem.gpu_of(node_type).hbm_gbyte_per_s)
+    synced = tensors * DEEPSPEED_SYNCED_OPS_PER_TENSOR * HOST_S_PER_TORCH_OP + (
+        per_gpu * DEEPSPEED_SYNCED_BYTES_PER_PARAM / bandwidth)
+    asynchronous = max(tensors * DEEPSPEED_ASYNC_OPS_PER_TENSOR * HOST_S_PER_TORCH_OP,
+                       per_gpu * DEEPSPEED_ASYNC_BYTES_PER_PARAM / bandwidth)
+    return synced + asynchronous + per_gpu * DEEPSPEED_ADAM_BYTES_PER_PARAM / bandwidth
+
+
+def deepspeed_bucket_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int) -> float:
+    """The memory passes of engine.allreduce_bucket around the gradient all-reduce (dp > 1): 28 P / hbm."""
+    if dp <= 1:
+        return 0.0
+    bandwidth = gbyte_per_s_to_bytes_per_s(problem.gpu_of(node_type).hbm_gbyte_per_s)
+    return parameters / tp * DEEPSPEED_BUCKET_BYTES_PER_PARAM / bandwidth

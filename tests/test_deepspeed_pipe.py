@@ -162,3 +162,44 @@ def test_without_the_engine_the_estimate_keeps_megatron_1f1b():
                         Stage(node_type=node, num_layers=6), Stage(node_type=node, num_layers=4)))
     est = estimate(problem, plan)
     assert est.pipeline_time_s == pytest.approx(interleaved_pipeline_time_s([s.time_s for s in est.stages], 8, 1))
+
+
+def test_param_tensors_of_gpt2_model_pipe_stages():
+    from optsearch.costmodel import deepspeed_param_tensors
+
+    assert deepspeed_param_tensors(24, True, True, 1) == 12 * 24 + 2 + 2  # pp 1: one embedding, tied in place
+    assert deepspeed_param_tensors(7, True, False, 4) == 12 * 7 + 2  # word + position embeddings
+    assert deepspeed_param_tensors(6, False, False, 4) == 72
+    assert deepspeed_param_tensors(5, False, True, 4) == 60 + 2 + 1  # final layer norm + the tied embedding's copy
+
+
+def test_unfused_fp16_optimizer_step_by_hand():
+    from optsearch.costmodel import deepspeed_bucket_s, deepspeed_optimizer_step_s
+    from optsearch.profile.analytic import HOST_S_PER_TORCH_OP
+
+    problem = amp_problem()
+    node = "g4dn.12xlarge"  # T4: 320 GB/s
+    h = HOST_S_PER_TORCH_OP  # 30.77 us
+    # 100 M parameters in 50 tensors on one GPU: synced loops 50 x 6 x h + 20 x 1e8 / 320e9 = 9.23 + 6.25 ms;
+    # asynchronous loops max(50 x 3 x h = 4.62 ms, 20 x 1e8 / 320e9 = 6.25 ms); Adam 28 x 1e8 / 320e9 = 8.75 ms
+    expected = 50 * 6 * h + 6.25e-3 + 6.25e-3 + 8.75e-3
+    assert deepspeed_optimizer_step_s(problem, node, 1e8, 50, 1) == pytest.approx(expected)
+    # tp 2 halves the bytes, not the tensors: 9.23 + 3.125 + max(4.62, 3.125) + 4.375 ms
+    assert deepspeed_optimizer_step_s(problem, node, 1e8, 50, 2) == pytest.approx(
+        50 * 6 * h + 3.125e-3 + 50 * 3 * h + 4.375e-3)
+    # the gradient bucket's memory passes: 28 B per parameter, only with data parallelism
+    assert deepspeed_bucket_s(problem, node, 1e8, 1, 2) == pytest.approx(8.75e-3)
+    assert deepspeed_bucket_s(problem, node, 1e8, 1, 1) == 0.0
+
+
+def test_estimate_takes_the_engine_step_and_bucket():
+    from optsearch.costmodel import deepspeed_bucket_s, deepspeed_optimizer_step_s
+
+    problem, plain = amp_problem(), amp_problem(engine=None)
+    node = "g4dn.12xlarge"
+    plan = Plan(tp=1, dp=16, micro_batch_size=1, stages=(Stage(node_type=node, num_layers=24),))
+    est, base = estimate(problem, plan), estimate(plain, plan)
+    params = est.stages[0].parameters
+    assert est.optimizer_s == pytest.approx(deepspeed_optimizer_step_s(problem, node, params, 24 * 12 + 4, 1))
+    assert est.dp_allreduce_s == pytest.approx(base.dp_allreduce_s + deepspeed_bucket_s(problem, node, params, 1, 16))
+    assert base.optimizer_s == pytest.approx(params * 28 / 320e9)  # Megatron's fused step, unchanged without it
