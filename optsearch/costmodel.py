@@ -1023,7 +1023,10 @@ def pipe_engine_of(problem: Problem) -> str | None:
     """The pipeline engine the profile's eager engine names (EagerEngine.pipe_engine), or None (Megatron-LM's)."""
     from optsearch.profile.analytic import EAGER_ENGINES  # the profile module owns the engine table
 
-    name = getattr(problem.profile, "eager_engine", None)
+    profile = problem.profile
+    while hasattr(profile, "base"):  # calibrate's ScaledProfile wraps the profile whose engine it scales
+        profile = profile.base
+    name = getattr(profile, "eager_engine", None)
     return None if name is None else EAGER_ENGINES[name].pipe_engine
 
 
