@@ -203,3 +203,11 @@ def test_estimate_takes_the_engine_step_and_bucket():
     assert est.optimizer_s == pytest.approx(deepspeed_optimizer_step_s(problem, node, params, 24 * 12 + 4, 1))
     assert est.dp_allreduce_s == pytest.approx(base.dp_allreduce_s + deepspeed_bucket_s(problem, node, params, 1, 16))
     assert base.optimizer_s == pytest.approx(params * 28 / 320e9)  # Megatron's fused step, unchanged without it
+
+
+def test_calibration_scaled_profile_keeps_the_engine():
+    from optsearch.profile.calibrate import ScaledProfile
+
+    problem = amp_problem()
+    scaled = replace(problem, profile=ScaledProfile(base=problem.profile, compute_factors={"T4": 1.5}))
+    assert pipe_engine_of(scaled) == "deepspeed-0.3.13"
