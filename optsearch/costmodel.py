@@ -1088,7 +1088,7 @@ def deepspeed_train_schedule_s(forward_s: list[float], backward_s: list[float], 
     step: send the previous activation to i + 1, receive the gradient from i + 1), then runs its forward or backward.
     Every exchange is blocking on both sides (p2p.send/recv force async_op = False; the wall_clock_breakdown timers
     around them call torch.cuda.synchronize()), so it starts when both stages reach it and takes the send's time.
-    activation_send_s[i] / gradient_send_s[i]: the exchange between stage i and i + 1. Returns the last stage clock."""
+    activation_send_s[i] / gradient_send_s[i]: the exchange between stage i and i + 1. Returns the latest clock."""
     pp, m = len(forward_s), num_micro_batches
     ops: list[list[tuple[int | None, float]]] = [[] for _ in range(pp)]  # (partner or None for compute, seconds)
     for s in range(pp):

@@ -29,6 +29,10 @@ from optsearch.profile.analytic import EAGER_ENGINES
 MIB = 2**20
 
 
+def stages(node: str, *layers: int) -> tuple[Stage, ...]:
+    return tuple(Stage(node_type=node, num_layers=k) for k in layers)
+
+
 def amp_problem(cluster: str = "amp-g4dn", engine: str | None = "amp-megatron-v1.1.5"):
     problem = build_problem("gpt2-medium", cluster, profile="analytic", global_batch_size=32)
     return replace(problem, profile=replace(problem.profile, eager_engine=engine, unfused_kernels=True))
@@ -107,7 +111,7 @@ def test_estimate_prices_the_engine_schedule_by_hand():
     problem = amp_problem()
     node = "g4dn.12xlarge"
     plan = Plan(tp=2, dp=2, micro_batch_size=2,
-                stages=(Stage(node_type=node, num_layers=8), Stage(node_type=node, num_layers=6), Stage(node_type=node, num_layers=6), Stage(node_type=node, num_layers=4)))
+                stages=stages(node, 8, 6, 6, 4))
     est = estimate(problem, plan)
     m = 32 // (2 * 2)
     placement = place(problem, plan)
@@ -139,7 +143,7 @@ def test_stage_forward_counts_the_repeated_pass_and_its_all_reduces():
     problem = amp_problem()
     node = "g4dn.12xlarge"
     plan = Plan(tp=2, dp=2, micro_batch_size=1,
-                stages=(Stage(node_type=node, num_layers=8), Stage(node_type=node, num_layers=6), Stage(node_type=node, num_layers=6), Stage(node_type=node, num_layers=4)))
+                stages=stages(node, 8, 6, 6, 4))
     kinds = stage_layer_kinds(problem.model, plan)
     layer = problem.profile.get("T4", "layer", 2, 1)
     ar = tp_allreduce_s(problem, node, 2, 1)
