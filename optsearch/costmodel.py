@@ -978,7 +978,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 recomputed_layers=None if plan.recompute_num_layers is None else sum(recomputed.values()),
             )
         )
-    pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
+    if pipe_engine_of(problem) is not None:  # an engine's own schedule (section 6c): validate's eager_engine only
+        stages, pipeline = deepspeed_pipeline(problem, plan, placement, stages, stage_kinds, m)
+    else:
+        pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
     allreduce = max(s.dp_allreduce_s for s in stages)
     embedding = 0.0
     if pp > 1:
@@ -1002,3 +1005,238 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         usd_per_hour=usd_per_hour,
         cost_usd=usd_per_hour * hours(training),
     )
+
+
+# ---- DeepSpeed 0.3.13's pipeline engine (AMP's fork; docs/cost-model.md section 6c) ---------------------------
+# Used only when the profile's eager engine names it (validate's `eager_engine` column): Megatron-LM's own
+# schedule (sections 5 and 6) is the default and what `solve` prices.
+
+PIPE_ENGINES = ("deepspeed-0.3.13",)
+# deepspeed/runtime/pipe/engine.py (DachengLi1/AMP@72eeea4, DeepSpeed 0.3.13): GPT2ModelPipe's stage output is the
+# tuple (hidden, attention mask); the boolean mask is cast to half() before the send; with tensor parallelism the
+# hidden state is sent as a PartitionedTensor (a meta tensor + 1/t of the data, is_pipe_partitioned = model
+# parallel) and all-gathered over the tp group by the receiver; gradients are sent whole (is_grad_partitioned False).
+DEEPSPEED_MASK_BYTES_PER_ELEMENT = 2  # the (1, 1, s, s) mask as half
+
+
+def pipe_engine_of(problem: Problem) -> str | None:
+    """The pipeline engine the profile's eager engine names (EagerEngine.pipe_engine), or None (Megatron-LM's)."""
+    from optsearch.profile.analytic import EAGER_ENGINES  # the profile module owns the engine table
+
+    profile = problem.profile
+    while hasattr(profile, "base"):  # calibrate's ScaledProfile wraps the profile whose engine it scales
+        profile = profile.base
+    name = getattr(profile, "eager_engine", None)
+    return None if name is None else EAGER_ENGINES[name].pipe_engine
+
+
+def deepspeed_activation_message(model: ModelSpec, micro_batch_size: int, tp: int) -> tuple[float, int]:
+    """(bytes, NCCL calls) one rank sends per forward p2p: the hidden state b s h x 2 (1/t of it plus a meta tensor
+    when t > 1) and the half attention mask s x s x 2, one broadcast per tensor."""
+    s = model.seq_length
+    hidden = p2p_message_bytes(model, micro_batch_size)
+    mask = DEEPSPEED_MASK_BYTES_PER_ELEMENT * s * s
+    if tp > 1:
+        return hidden / tp + mask, 3
+    return hidden + mask, 2
+
+
+def deepspeed_gradient_message(model: ModelSpec, micro_batch_size: int) -> tuple[float, int]:
+    """(bytes, NCCL calls) one rank sends per backward p2p: the input gradient b s h x 2, whole, one broadcast."""
+    return p2p_message_bytes(model, micro_batch_size), 1
+
+
+def deepspeed_send_s(problem: Problem, sender: str, receiver: str, same_node: bool, gpus_per_stage: int,
+                     message: tuple[float, int]) -> float:
+    """One blocking p2p of the engine (dist.broadcast in a 2-rank group per call): bytes over the intra-node link or
+    the slower of the two NICs shared by the stage's t x d sending GPUs, plus NCCL's send latency per call."""
+    nbytes, calls = message
+    latency = calls * nccl_p2p_latency_s(problem.node(sender), same_node)
+    if same_node:
+        return nbytes / intra_node_bytes_per_s(problem.node(sender)) + latency
+    bandwidth = min(inter_node_bytes_per_s_per_gpu(problem.node(sender), gpus_per_stage),
+                    inter_node_bytes_per_s_per_gpu(problem.node(receiver), gpus_per_stage))
+    return nbytes / bandwidth + latency
+
+
+def deepspeed_allgather_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int) -> float:
+    """The receiver's all-gather of the partitioned hidden state over its tp group (PartitionedTensor.full):
+    ring all-gather (t - 1) / t x b s h 2 over the all-reduce bus bandwidth, + NCCL base + (t - 1) hops."""
+    if tp <= 1:
+        return 0.0
+    node = problem.node(node_type)
+    message = p2p_message_bytes(problem.model, micro_batch_size)
+    latency = 0.0 if node.collective_latency == "none" else (
+        NCCL_BASE_LATENCY_S + (tp - 1) * NCCL_HOP_LATENCY_S[node.intra_node_link])
+    return (tp - 1) / tp * message / intra_node_allreduce_bytes_per_s(node) + latency
+
+
+def deepspeed_step(step: int, stage: int, stages: int) -> tuple[int, bool]:
+    """TrainSchedule._step_to_micro_batch (deepspeed/runtime/pipe/schedule.py, 0.3.13): (micro-batch, is_forward)
+    of a stage at a step; even stages run forwards on even steps, odd stages on odd steps."""
+    if step % 2 == stage % 2:  # a forward step
+        return (step if step % 2 == 0 else step - 1) // 2 - stage // 2, True
+    if step % 2 == 0:  # an odd stage's backward on an even step
+        return step // 2 - stages + (stage + 1) // 2, False
+    return (step - 1) // 2 - stages + 1 + stage // 2, False  # an even stage's backward on an odd step
+
+
+def deepspeed_train_schedule_s(forward_s: list[float], backward_s: list[float], activation_send_s: list[float],
+                               gradient_send_s: list[float], num_micro_batches: int) -> float:
+    """Time of DeepSpeed 0.3.13's TrainSchedule: 2 (m + pp - 1) steps; at each step a stage first exchanges with
+    one neighbour (forward step: receive the activation from i - 1, send the previous gradient to i - 1; backward
+    step: send the previous activation to i + 1, receive the gradient from i + 1), then runs its forward or backward.
+    Every exchange is blocking on both sides (p2p.send/recv force async_op = False; the wall_clock_breakdown timers
+    around them call torch.cuda.synchronize()), so it starts when both stages reach it and takes the send's time.
+    activation_send_s[i] / gradient_send_s[i]: the exchange between stage i and i + 1. Returns the latest clock."""
+    pp, m = len(forward_s), num_micro_batches
+    ops: list[list[tuple[int | None, float]]] = [[] for _ in range(pp)]  # (partner or None for compute, seconds)
+    for s in range(pp):
+        previous = -1
+        for step in range(2 * (m + pp - 1)):
+            mb, forward = deepspeed_step(step, s, pp)
+            valid, previous_valid = 0 <= mb < m, 0 <= previous < m
+            if forward and s > 0:
+                if valid:
+                    ops[s].append((s - 1, activation_send_s[s - 1]))
+                if previous_valid:
+                    ops[s].append((s - 1, gradient_send_s[s - 1]))
+            elif not forward and s < pp - 1:
+                if previous_valid:
+                    ops[s].append((s + 1, activation_send_s[s]))
+                if valid:
+                    ops[s].append((s + 1, gradient_send_s[s]))
+            if valid:
+                ops[s].append((None, forward_s[s] if forward else backward_s[s]))
+            previous = mb
+    at, clock = [0] * pp, [0.0] * pp
+    while True:
+        progressed = False
+        for s in range(pp):
+            while at[s] < len(ops[s]):
+                partner, seconds = ops[s][at[s]]
+                if partner is None:
+                    clock[s] += seconds
+                    at[s] += 1
+                    progressed = True
+                    continue
+                if at[partner] < len(ops[partner]) and ops[partner][at[partner]][0] == s:
+                    clock[s] = clock[partner] = max(clock[s], clock[partner]) + seconds
+                    at[s] += 1
+                    at[partner] += 1
+                    progressed = True
+                    continue
+                break
+        if all(at[s] == len(ops[s]) for s in range(pp)):
+            return max(clock)
+        if not progressed:
+            raise AssertionError("deepspeed_train_schedule_s: the schedule's exchanges do not pair up")
+
+
+def deepspeed_stage_forward_s(problem: Problem, plan: Plan, stage: int, kinds: dict[str, int]) -> float:
+    """The forward part of a stage's per-micro-batch compute: its layers' forward passes (forward_repeats of them)
+    with their forward tp all-reduces, the embedding (+ its all-reduce) on the first stage, the head's forward on the
+    last. The backward step runs the rest of compute_s (backward, recomputation, backward all-reduces)."""
+    tp, mbs, node_type = plan.tp, plan.micro_batch_size, plan.stages[stage].node_type
+    gpu = problem.node(node_type).gpu
+    kinds_by_name = {k.name: k for k in problem.model.kinds}
+    forward = 0.0
+    for name, count in kinds.items():
+        entry = problem.profile.get(gpu, name, tp, mbs)
+        forward += count * entry.forward_s
+        if not entry.tp_comm_included and tp > 1:
+            blocks = 3 if kinds_by_name[name].cross_attention else 2
+            forward += (count * blocks * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * entry.forward_repeats
+                        * tp_allreduce_s(problem, node_type, tp, mbs))
+    if stage == 0:
+        entry = problem.profile.get(gpu, EMBEDDING_KIND, tp, mbs)
+        forward += entry.forward_s + (tp_allreduce_s(problem, node_type, tp, mbs)
+                                      if not entry.tp_comm_included and tp > 1 else 0.0)
+    if stage == plan.pp - 1:
+        forward += problem.profile.get(gpu, HEAD_KIND, tp, mbs).forward_s
+    return forward
+
+
+def deepspeed_pipeline(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],
+                       stage_kinds: list[dict[str, int]], num_micro_batches: int
+                       ) -> tuple[list[StageEstimate], float]:
+    """(stages with the engine's sends as p2p_s, the TrainSchedule's time) for a plan run by DeepSpeed 0.3.13."""
+    from dataclasses import replace
+
+    if plan.cp > 1 or plan.virtual_stages > 1:
+        raise SpecError("plan: DeepSpeed 0.3.13's pipeline engine has no context parallelism or interleaved stages")
+    pp, tp, mbs, w = plan.pp, plan.tp, plan.micro_batch_size, plan.gpus_per_stage
+    activation = deepspeed_activation_message(problem.model, mbs, tp)
+    gradient = deepspeed_gradient_message(problem.model, mbs)
+    act_s, grad_s = [], []
+    for i in range(pp - 1):
+        sender, receiver = plan.stages[i].node_type, plan.stages[i + 1].node_type
+        act_s.append(deepspeed_send_s(problem, sender, receiver, placement.send_same_node[i], w, activation))
+        grad_s.append(deepspeed_send_s(problem, receiver, sender, placement.send_same_node[i], w, gradient))
+    forward, backward = [], []
+    for i, stage in enumerate(stages):
+        fwd = deepspeed_stage_forward_s(problem, plan, i, stage_kinds[i])
+        gather = deepspeed_allgather_s(problem, stage.node_type, tp, mbs) if i > 0 else 0.0
+        forward.append(fwd + gather)
+        backward.append(stage.compute_s - fwd)
+    pipeline = deepspeed_train_schedule_s(forward, backward, act_s, grad_s, num_micro_batches)
+    priced = [replace(stage, compute_s=stage.compute_s + (forward[i] - (stage.compute_s - backward[i])),
+                      p2p_s=(act_s[i] if i < pp - 1 else 0.0) + (grad_s[i - 1] if i > 0 else 0.0),
+                      dp_allreduce_s=stage.dp_allreduce_s + deepspeed_bucket_s(problem, stage.node_type,
+                                                                               stage.parameters, tp, plan.dp),
+                      optimizer_s=deepspeed_optimizer_step_s(
+                          problem, stage.node_type, stage.parameters,
+                          deepspeed_param_tensors(stage.num_layers, i == 0, i == pp - 1, pp), tp))
+              for i, stage in enumerate(stages)]
+    return priced, pipeline
+
+
+# DeepSpeed 0.3.13's fp16 step as AMP's fork runs it. Megatron v1.1.5 hands DeepSpeed apex's FusedAdam
+# (megatron/training.py, get_optimizer), which is not deepspeed.ops.adam.FusedAdam, so _configure_fp16_optimizer
+# (deepspeed/runtime/engine.py) wraps it in FP16_UnfusedOptimizer (deepspeed/runtime/fp16/unfused_optimizer.py):
+# per parameter tensor, an overflow check `float(x.float().sum())` (CheckOverflow._has_inf_or_nan) and a norm
+# `p.grad.data.float().norm(); .item()` (get_grad_norm), each ending in a device-to-host copy that waits for the
+# GPU; then `fp16.grad.to(fp32)`, the unscale `grad.mul_`, apex's Adam over fp32 grads, and `fp16.data.copy_(fp32)`.
+DEEPSPEED_SYNCED_OPS_PER_TENSOR = 6  # .float(), .sum(), float() ; .float(), .norm(), .item()
+DEEPSPEED_SYNCED_BYTES_PER_PARAM = 20  # overflow: read 2, write 4, read 4; norm: the same
+DEEPSPEED_ASYNC_OPS_PER_TENSOR = 3  # .to(fp32), mul_, copy_
+DEEPSPEED_ASYNC_BYTES_PER_PARAM = 20  # to fp32: read 2, write 4; mul_: read 4, write 4; copy_: read 4, write 2
+DEEPSPEED_ADAM_BYTES_PER_PARAM = 28  # apex Adam over fp32 grads: read param, grad, m, v (16), write param, m, v (12)
+# engine.allreduce_bucket (dp > 1, ReduceGrads): flatten (read 2, write 2), .float() (read 2, write 4), the average
+# (read 4, write 4), copy back to the fp16 flat (read 4, write 2), unflatten into the grads (read 2, write 2)
+DEEPSPEED_BUCKET_BYTES_PER_PARAM = 28
+# Parameter tensors of Megatron v1.1.5's ParallelTransformerLayer: input and post-attention layer norms (weight, bias
+# each), query_key_value, attention dense, dense_h_to_4h, dense_4h_to_h (weight, bias each)
+DEEPSPEED_LAYER_PARAM_TENSORS = 12
+
+
+def deepspeed_param_tensors(layers: int, first: bool, last: bool, pp: int) -> int:
+    """Parameter tensors a stage of GPT2ModelPipe holds: 12 per layer, word and position embeddings on the first
+    stage, the final layer norm (2) on the last and, with pp > 1, its own copy of the tied word embedding."""
+    return (DEEPSPEED_LAYER_PARAM_TENSORS * layers + (2 if first else 0)
+            + ((2 + (1 if pp > 1 else 0)) if last else 0))
+
+
+def deepspeed_optimizer_step_s(problem: Problem, node_type: str, parameters: float, tensors: int, tp: int) -> float:
+    """FP16_UnfusedOptimizer.step on one GPU (P = parameters / t, T tensors):
+
+        T x 6 x HOST_S_PER_TORCH_OP + 20 P / hbm     the two per-tensor loops that wait for the GPU (no overlap)
+        + max(T x 3 x HOST_S_PER_TORCH_OP, 20 P / hbm)  the three asynchronous per-tensor loops
+        + 28 P / hbm                                   apex Adam"""
+    from optsearch.profile.analytic import HOST_S_PER_TORCH_OP
+
+    per_gpu = parameters / tp
+    bandwidth = gbyte_per_s_to_bytes_per_s(problem.gpu_of(node_type).hbm_gbyte_per_s)
+    synced = tensors * DEEPSPEED_SYNCED_OPS_PER_TENSOR * HOST_S_PER_TORCH_OP + (
+        per_gpu * DEEPSPEED_SYNCED_BYTES_PER_PARAM / bandwidth)
+    asynchronous = max(tensors * DEEPSPEED_ASYNC_OPS_PER_TENSOR * HOST_S_PER_TORCH_OP,
+                       per_gpu * DEEPSPEED_ASYNC_BYTES_PER_PARAM / bandwidth)
+    return synced + asynchronous + per_gpu * DEEPSPEED_ADAM_BYTES_PER_PARAM / bandwidth
+
+
+def deepspeed_bucket_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int) -> float:
+    """The memory passes of engine.allreduce_bucket around the gradient all-reduce (dp > 1): 28 P / hbm."""
+    if dp <= 1:
+        return 0.0
+    bandwidth = gbyte_per_s_to_bytes_per_s(problem.gpu_of(node_type).hbm_gbyte_per_s)
+    return parameters / tp * DEEPSPEED_BUCKET_BYTES_PER_PARAM / bandwidth

@@ -94,6 +94,9 @@ class EagerEngine:
     tp_call_ops: int  # extra torch calls per tensor-parallel all-reduce call in the forward (2 calls per pass)
     forward_passes: int  # times the pipeline's layer wrapper runs the layer's forward per micro-batch
     source: str
+    # The pipeline engine that runs the stages (a key of optsearch.costmodel.PIPE_ENGINES), None: Megatron-LM's own
+    # 1F1B schedule. AMP's fork runs DeepSpeed 0.3.13's PipelineEngine (docs/cost-model.md section 6c).
+    pipe_engine: str | None = None
 
 
 # Megatron-LM v1.1.5 as AMP's DeepSpeed fork ships it (DachengLi1/AMP@72eeea4, DeepSpeed/DeepSpeedExamples/
@@ -110,7 +113,8 @@ class EagerEngine:
 EAGER_ENGINES: dict[str, EagerEngine] = {
     "amp-megatron-v1.1.5": EagerEngine(
         name="amp-megatron-v1.1.5", layer_ops=45, tp_call_ops=3, forward_passes=2,
-        source="DachengLi1/AMP@72eeea4 DeepSpeed/DeepSpeedExamples/Megatron-LM-v1.1.5-3D_parallelism"),
+        source="DachengLi1/AMP@72eeea4 DeepSpeed/DeepSpeedExamples/Megatron-LM-v1.1.5-3D_parallelism",
+        pipe_engine="deepspeed-0.3.13"),
 }
 TP_CALLS_PER_FORWARD_PASS = 2  # attention's dense and the MLP's 4h->h all-reduce (no sequence parallelism)
 
