@@ -76,6 +76,14 @@ def _int(row: dict, key: str, where: str) -> int:
     return value
 
 
+def _distributed_optimizer(row: dict, where: str) -> bool:
+    """Optional column `distributed_optimizer`: 1 / 0 (Megatron's --use-distributed-optimizer); empty or absent: 0."""
+    text = (row.get("distributed_optimizer") or "").strip()
+    if text not in ("", "0", "1"):
+        raise SpecError(f"{where}: distributed_optimizer = {text!r}: must be 1, 0 or empty")
+    return text == "1"
+
+
 def load_runs(path: Path) -> list[Run]:
     """Read and check a validation CSV; errors name the file, row and field."""
     try:
@@ -116,7 +124,8 @@ def _load_runs(path: Path) -> list[Run]:
             raise SpecError(f"{where}: stages: {err}") from None
         plan = Plan(tp=_int(row, "tp", where), dp=_int(row, "dp", where),
                     micro_batch_size=_int(row, "micro_batch_size", where), stages=stages,
-                    ep=_int(row, "ep", where) if (row.get("ep") or "").strip() else 1)  # optional column (MoE)
+                    ep=_int(row, "ep", where) if (row.get("ep") or "").strip() else 1,  # optional column (MoE)
+                    distributed_optimizer=_distributed_optimizer(row, where))
         precision = (row.get("precision") or "").strip() or None
         if precision not in (None, "fp16", "bf16"):
             raise SpecError(f"{where}: precision = {precision!r}: must be fp16 or bf16")
