@@ -25,8 +25,8 @@ TABLE = {
 
 
 def test_h100_set_rows_match_the_readme_table_and_the_flop_formula():
-    """Nine rows; each plan is the table's row and each time is Megatron's model-FLOP count (training.py,
-    num_floating_point_operations at tag core_v0.8.0: 72 B s l h^2 (1 + s/6h + V/12lh) for this GPT) over GPUs x rate."""
+    """Nine rows; each plan is the table's row, each time Megatron's model-FLOP count (training.py,
+    num_floating_point_operations at tag core_v0.8.0: 72 B s l h^2 (1 + s/6h + V/12lh) for this GPT) / GPUs x rate."""
     runs = load_runs(SET)
     assert [r.group.removeprefix("megatron-h100-") for r in runs] == list(TABLE)
     for run in runs:
