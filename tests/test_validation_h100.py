@@ -88,3 +88,27 @@ def test_bad_flag_columns_name_the_field(tmp_path, column):
     bad.write_text("\n".join([text[0], ",".join(row)]) + "\n")
     with pytest.raises(SpecError, match=f"row 2 .*{column} = 'yes'"):
         load_runs(bad)
+
+
+def test_calibrate_runs_refuse_mixed_flash_attention(tmp_path):
+    """calibrate --runs prices every row with one profile: rows that disagree on flash_attention are refused."""
+    from optsearch.problem import build_problem
+    from optsearch.profile.calibrate import observations_from_runs
+
+    header, first = SET.read_text().splitlines()[:2]
+    cells = first.split(",")
+    column = header.split(",").index("flash_attention")
+    cells[0], other = "r2", list(cells)
+    other[0], other[column] = "r3", "0"
+    mixed = tmp_path / "mixed.csv"
+    mixed.write_text("\n".join([header, first, ",".join(cells), ",".join(other)]) + "\n")
+    for name in ("megatron-h100-1.7b.yaml", "dgx-h100.yaml"):
+        (tmp_path / name).write_text((SET.parent / name).read_text())
+    problem = build_problem(str(tmp_path / "megatron-h100-1.7b.yaml"), str(tmp_path / "dgx-h100.yaml"),
+                            global_batch_size=192)
+    same = tmp_path / "same.csv"
+    same.write_text("\n".join([header, first, ",".join(cells)]) + "\n")
+    observations, fitted = observations_from_runs(same, problem)
+    assert len(observations) == 2 and fitted.profile.flash_attention is True
+    with pytest.raises(SpecError, match=r"run r3: flash_attention = False, but run megatron-h100-1.7b-readme has True"):
+        observations_from_runs(mixed, problem)
