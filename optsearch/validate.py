@@ -4,7 +4,7 @@ A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
     measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
-    eager_engine, notes]
+    eager_engine, distributed_optimizer, flash_attention, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
