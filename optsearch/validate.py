@@ -4,7 +4,7 @@ A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
     measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
-    eager_engine, notes]
+    eager_engine, distributed_optimizer, flash_attention, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -56,6 +56,7 @@ class Run:
     where: str = ""  # "FILE row N (RUN_ID)", for errors found when pricing
     unfused_kernels: bool | None = None  # optional column: 1: the engine had no fused softmax (analytic profile only)
     eager_engine: str | None = None  # optional column: the eager engine's host time (analytic profile only)
+    flash_attention: bool | None = None  # optional column: 1: no s x s score traffic (analytic profile only)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +75,14 @@ def _int(row: dict, key: str, where: str) -> int:
     if value <= 0:
         raise SpecError(f"{where}: {key} = {value}: must be positive")
     return value
+
+
+def _distributed_optimizer(row: dict, where: str) -> bool:
+    """Optional column `distributed_optimizer`: 1 / 0 (Megatron's --use-distributed-optimizer); empty or absent: 0."""
+    text = (row.get("distributed_optimizer") or "").strip()
+    if text not in ("", "0", "1"):
+        raise SpecError(f"{where}: distributed_optimizer = {text!r}: must be 1, 0 or empty")
+    return text == "1"
 
 
 def load_runs(path: Path) -> list[Run]:
@@ -116,7 +125,8 @@ def _load_runs(path: Path) -> list[Run]:
             raise SpecError(f"{where}: stages: {err}") from None
         plan = Plan(tp=_int(row, "tp", where), dp=_int(row, "dp", where),
                     micro_batch_size=_int(row, "micro_batch_size", where), stages=stages,
-                    ep=_int(row, "ep", where) if (row.get("ep") or "").strip() else 1)  # optional column (MoE)
+                    ep=_int(row, "ep", where) if (row.get("ep") or "").strip() else 1,  # optional column (MoE)
+                    distributed_optimizer=_distributed_optimizer(row, where))
         precision = (row.get("precision") or "").strip() or None
         if precision not in (None, "fp16", "bf16"):
             raise SpecError(f"{where}: precision = {precision!r}: must be fp16 or bf16")
@@ -129,6 +139,9 @@ def _load_runs(path: Path) -> list[Run]:
         unfused_text = (row.get("unfused_kernels") or "").strip()
         if unfused_text not in ("", "0", "1"):
             raise SpecError(f"{where}: unfused_kernels = {unfused_text!r}: must be 1, 0 or empty")
+        flash_text = (row.get("flash_attention") or "").strip()
+        if flash_text not in ("", "0", "1"):
+            raise SpecError(f"{where}: flash_attention = {flash_text!r}: must be 1, 0 or empty")
         engine_text = (row.get("eager_engine") or "").strip()
         if engine_text and engine_text not in EAGER_ENGINES:
             raise SpecError(f"{where}: eager_engine = {engine_text!r}: must be empty or one of "
@@ -140,7 +153,8 @@ def _load_runs(path: Path) -> list[Run]:
                         sequence_parallel=None if sp_text == "" else sp_text == "1",
                         grad_reduce_in_fp32=None if grad_text == "" else grad_text == "1",
                         unfused_kernels=None if unfused_text == "" else unfused_text == "1",
-                        eager_engine=engine_text or None))
+                        eager_engine=engine_text or None,
+                        flash_attention=None if flash_text == "" else flash_text == "1"))
     if not runs:
         raise SpecError(f"{path}: no runs")
     return runs
@@ -169,6 +183,9 @@ def as_run(problem: Problem, run: Run) -> Problem:
     if run.eager_engine is not None and isinstance(problem.profile, AnalyticProfile):
         # the engine's host time per layer (AMP's Megatron v1.1.5 fork); a measured table already has it
         problem = replace(problem, profile=replace(problem.profile, eager_engine=run.eager_engine))
+    if run.flash_attention is not None and isinstance(problem.profile, AnalyticProfile):
+        # the engine's flash attention (Megatron-Core with Transformer Engine); a measured table already has it
+        problem = replace(problem, profile=replace(problem.profile, flash_attention=run.flash_attention))
     return problem
 
 

@@ -222,6 +222,13 @@ def unfused_attention_extra_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpe
             (UNFUSED_SCORE_BYTES_BACKWARD - SCORE_BYTES_CHARGED_BACKWARD) * n / bandwidth)
 
 
+def flash_attention_saving_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec, tp: int, b: int) -> float:
+    """Forward seconds a flash-attention engine does not spend: the stored-bytes traffic term charges
+    SCORE_BYTES_CHARGED_FORWARD bytes per attention-score element, and flash attention never writes the s x s
+    matrices to HBM (Dao et al. 2022, "FlashAttention", Section 3.1); the backward (2 x forward) loses twice this."""
+    return SCORE_BYTES_CHARGED_FORWARD * attention_score_elements(model, kind, b, tp) / (gpu.hbm_gbyte_per_s * 1e9)
+
+
 def host_forward_s(engine: EagerEngine, tp: int) -> float:
     """Host time of one forward pass of one layer: (layer_ops + 2 x tp_call_ops if tp > 1) x HOST_S_PER_TORCH_OP."""
     ops = engine.layer_ops + (TP_CALLS_PER_FORWARD_PASS * engine.tp_call_ops if tp > 1 else 0)
@@ -269,6 +276,10 @@ class AnalyticProfile:
     # The engine's host time per layer (a key of EAGER_ENGINES, e.g. AMP's Megatron v1.1.5 fork): transformer layers
     # take eager_layer_times_s. Default None: the kernel-launch term of layer_forward_s only.
     eager_engine: str | None = None
+    # The engine's attention is flash attention (Megatron-Core with Transformer Engine's DotProductAttention, its
+    # default since --transformer-impl transformer_engine): no s x s score traffic, flash_attention_saving_s off
+    # every transformer layer's forward (and twice off its backward). Default off: the stored-bytes term as before.
+    flash_attention: bool = False
 
     def has(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> bool:
         known_kind = layer_kind in (EMBEDDING_KIND, HEAD_KIND) or any(k.name == layer_kind for k in self.model.kinds)
@@ -289,6 +300,9 @@ class AnalyticProfile:
                     f"profile analytic: model {self.model.name} has no layer kind {layer_kind!r}; "
                     f"it has {', '.join(kinds)}"
                 )
+            if self.flash_attention and (self.unfused_kernels or self.eager_engine is not None):
+                raise ProfileError("profile analytic: flash_attention excludes unfused_kernels and eager_engine "
+                                   "(a flash-attention engine fuses the attention core)")
             if self.eager_engine is not None:
                 if self.eager_engine not in EAGER_ENGINES:
                     raise ProfileError(f"profile analytic: unknown eager engine {self.eager_engine!r}; known: "
@@ -298,6 +312,8 @@ class AnalyticProfile:
                 return ProfileEntry(forward_s=fwd, backward_s=bwd, tp_comm_included=False,
                                     forward_repeats=EAGER_ENGINES[self.eager_engine].forward_passes)
             fwd = layer_forward_s(self.model, kinds[layer_kind], spec, tp, b)
+            if self.flash_attention:
+                fwd -= flash_attention_saving_s(self.model, kinds[layer_kind], spec, tp, b)
             if self.unfused_kernels:
                 extra_fwd, extra_bwd = unfused_attention_extra_s(self.model, kinds[layer_kind], spec, tp, b)
                 return ProfileEntry(forward_s=fwd + extra_fwd, backward_s=BACKWARD_OVER_FORWARD * fwd + extra_bwd,

@@ -182,6 +182,7 @@ def observations_from_runs(path: Path, problem: Problem) -> tuple[list[Observati
 
     observations = []
     fitted = first = None
+    flash: dict = {}  # the first timed row's flash_attention (run id, value): every row must say the same
     for run in load_runs(path):
         if run.measured_s is None or run.oom:
             continue
@@ -207,6 +208,9 @@ def observations_from_runs(path: Path, problem: Problem) -> tuple[list[Observati
                             f"eager_engine = "
                             f"{settings}, but run {first[0]} has {first[1]}: the fit prices every run with one job; "
                             "split the CSV")
+        if run.flash_attention != flash.setdefault("first", (run.run_id, run.flash_attention))[1]:
+            raise SpecError(f"{where}: flash_attention = {run.flash_attention}, but run {flash['first'][0]} has "
+                            f"{flash['first'][1]}: the fit prices every run with one profile; split the CSV")
         observations.append(Observation(source=f"{path.name}:{run.run_id}", plan=run.plan, measured_s=run.measured_s,
                                         steady_lines=1, warmup_times_s=()))
     if not observations:
