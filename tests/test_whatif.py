@@ -371,3 +371,16 @@ def test_cli_whatif_table_prints_a_shared_reason_once(spec_files):
                              "--sweep", "max-time=1m,8h")
     assert code == 0, err
     assert "no plan finishes within 1m 0s" in out and "[1]" not in out
+
+
+def test_cli_whatif_all_infeasible_with_plot_prints_the_table(spec_files):
+    # new-user review: every point infeasible with --plot printed only "error: ... no point has a plan to draw" (exit
+    # 1, no table); now the table and reasons print, exit 0 as without --plot, and a warning says nothing was drawn
+    m, c, folder = spec_files
+    png = folder / "none.png"
+    code, out, err = run_cli("whatif", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--quiet",
+                             "--sweep", "max-time=1m,2m", "--plot", str(png))
+    assert code == 0, err
+    assert out.count("infeasible") >= 2 and "no plan finishes within" in out
+    assert f"--plot {png}: no point has a plan to draw; nothing written" in " ".join(err.split())
+    assert "wrote plot" not in err and not png.exists()

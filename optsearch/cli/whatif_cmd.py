@@ -44,7 +44,8 @@ JsonListOpt = Annotated[
                                 "profile's coverage note, left_out_node_types) plus budget, how (solved, reused or "
                                 "implied), reason, label and cluster."),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q",
+                                        help="No progress bar on stderr (drawn only when stderr is a terminal).")]
 
 CSV_COLUMNS = ("label", "cluster", "objective", "max_time_s", "max_cost_usd", "status", "how", "training_time_s",
                "cost_usd", "usd_per_hour", "nodes", "num_gpus", "tp", "dp", "pp", "micro_batch_size", "balance",
@@ -214,7 +215,9 @@ def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path
     (profile_coverage), for the JSON."""
     if csv_path is not None:
         write_atomic(csv_path, points_csv(points))
-    if plot_path is not None:
+    # every point infeasible: the table and its reasons still print (exit 0, as without --plot), then a warning
+    drawable = any(p.estimate is not None for p in points)
+    if plot_path is not None and drawable:
         plot_points(points, plot_path, title, frontier=frontier)
     if as_json:
         stdout.out(dumps([point_json(p, (left_out or {}).get(p.problem.cluster.name)) for p in points]), end="",
@@ -224,9 +227,12 @@ def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path
         stdout.print(table)
         for line in footnotes:
             stdout.print(line, highlight=False, markup=False)
-    for what, path in (("CSV", csv_path), ("plot", plot_path)):
+    for what, path in (("CSV", csv_path), ("plot", plot_path if drawable else None)):
         if path is not None:
             stderr.print(f"wrote {what} {path}", highlight=False, markup=False)
+    if plot_path is not None and not drawable:
+        stderr.print(f"[yellow]warning:[/yellow] --plot {plot_path}: no point has a plan to draw; nothing written",
+                     highlight=False)
 
 
 class ProgressBar:
