@@ -30,7 +30,7 @@ from pathlib import Path
 from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import Plan, parse_stages
-from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem, check_profile_dtype
 from optsearch.profile.analytic import EAGER_ENGINES, AnalyticProfile
 from optsearch.spec.base import read_text
 from optsearch.targets import check_context_parallel_profile
@@ -223,6 +223,7 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
         try:
             problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
             problem = replace(as_run(problem, run), memory_headroom=memory_headroom)
+            check_profile_dtype(problem.profile, problem.job.precision)  # the row's precision column
             check_context_parallel_profile(problem, run.plan, f"--profile {profile}")
             est = estimate(problem, run.plan)
         except OptsearchError as err:
