@@ -76,8 +76,9 @@ _warned: set[tuple[str, str, str]] = set()
 
 
 def check_profile_dtype(profile: Profile, precision: str) -> None:
-    """ProfileError (exit 2) when a table's `# dtype:` is not 16-bit; a warning on stderr (once per table and
-    precision) when it is the other 16-bit type than the job's precision; nothing when the table records no dtype."""
+    """ProfileError (exit 2) when a table's `# dtype:` is not 16-bit (but for a table of the CPU pseudo-GPU, which
+    `optsearch profile` measures without CUDA); a warning on stderr (once per table and precision) when it differs
+    otherwise; nothing when the table records no dtype."""
     from optsearch.errors import ProfileError
     from optsearch.profile.table import ProfileTable
 
@@ -86,7 +87,8 @@ def check_profile_dtype(profile: Profile, precision: str) -> None:
     dtype = profile.metadata.get("dtype", "").strip().lower()
     if not dtype or dtype == precision:
         return
-    if dtype not in SIXTEEN_BIT:
+    on_cpu = bool(profile.entries) and all(key[0] == "cpu" for key in profile.entries)  # `profile` on a CPU: a demo
+    if dtype not in SIXTEEN_BIT and not on_cpu:
         raise ProfileError(f"{profile.name}: dtype = {dtype!r} (the table's '# dtype:' line) but the job's precision is "
                            f"{precision}: a table measured in {dtype} does not price a {precision} job; measure one "
                            f"with `optsearch profile --dtype {precision}`")
@@ -95,5 +97,6 @@ def check_profile_dtype(profile: Profile, precision: str) -> None:
         from optsearch.report import stderr
 
         stderr.print(f"[yellow]warning:[/yellow] {profile.name}: measured in {dtype} (its '# dtype:' line), the job "
-                     f"runs {precision}: the same tensor-core rate on Ampere and later GPUs, not on older ones",
+                     f"runs {precision}" + ("" if on_cpu else ": the same tensor-core rate on Ampere and later GPUs, not on "
+                                               "older ones"),
                      highlight=False)
