@@ -55,3 +55,14 @@ def test_plan_file_at_another_global_batch_warns(tmp_path, capsys, monkeypatch):
     assert "warning: --global-batch-size 128 differs from the 64" in line and "not the plan solve proved optimal" in line
     code, out, err = run_cli(["estimate", "--plan", str(plan), "--global-batch-size", "64"], capsys, monkeypatch)
     assert code == 0 and "warning" not in err, err  # the same batch: nothing to say
+
+
+def test_whatif_sweep_names_the_fewest_gpus_as_solve_does(capsys, monkeypatch):
+    args = ["-m", "gpt2-xl", "-c", "fasop-a10", "--max-gpus", "2", "--quiet"]
+    code, out, err = run_cli(["whatif", *args, "--sweep", "max-time=20d,60d", "--json"], capsys, monkeypatch)
+    assert code == 0, err
+    reasons = {p["reason"] for p in json.loads(out)}
+    code, _, err = run_cli(["solve", *args, "--max-time", "60d"], capsys, monkeypatch)
+    assert code == 1
+    assert reasons == {"no plan meets --max-gpus 2 and fits in GPU memory; the fewest GPUs a plan needs is 4"}
+    assert err.strip().endswith(reasons.pop())
