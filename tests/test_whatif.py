@@ -396,7 +396,7 @@ def test_marginal_plot_rings_coincident_points_and_keeps_the_legend_off_them(pro
     points = [base, *changes]
     kept = []
     monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
-    plot_points(points, tmp_path / "m.png", "marginal")
+    plot_points([*points, base], tmp_path / "m.png", "marginal")  # base twice: the same label's point is drawn once
     (ax,) = kept[0].axes
     positions = [(round(p.estimate.training_time_s, 3), round(p.estimate.cost_usd, 2)) for p in points if p.estimate]
     coincident = len(positions) - len(set(positions))

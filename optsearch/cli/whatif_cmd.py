@@ -176,7 +176,7 @@ def plot_points(points: list[Point], path: Path, title: str, *, frontier: bool =
         groups.setdefault(p.label, []).append(p)
     xs_all = [p.estimate.training_time_s / scale for p in with_plan]
     ys_all = [p.estimate.cost_usd for p in with_plan]
-    drawn: dict[tuple[float, float], int] = {}  # position -> markers already there (across labels)
+    drawn: dict[tuple[float, float], list[str]] = {}  # position -> the labels with a marker there
     labelled: list[tuple[float, float]] = []  # annotated positions, in axes-independent units (days/hours, USD)
     for label, group in groups.items():
         group = sorted(group, key=lambda p: p.estimate.training_time_s)
@@ -187,8 +187,11 @@ def plot_points(points: list[Point], path: Path, title: str, *, frontier: bool =
         color = None
         for p, x, y in zip(group, xs, ys):
             key = (round(x, 6), round(y, 2))
-            under = drawn.get(key, 0)
-            drawn[key] = under + 1
+            here = drawn.setdefault(key, [])
+            if label in here:
+                continue  # the same label's point again (sweep budgets with one optimum): drawn once
+            under = len(here)
+            here.append(label)
             # a point where another label's already is: a ring around it, so that every label stays visible
             (line,) = ax.plot([x], [y], "o", markersize=6 + 5 * under, color=color,
                               markerfacecolor="none" if under else None, markeredgewidth=1.5 if under else None,
