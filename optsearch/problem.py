@@ -41,8 +41,11 @@ def build_problem(
     global_batch_size: int | None = None,
     iterations: int | None = None,
     tokens: int | None = None,
+    check_dtype: bool = True,
 ) -> Problem:
-    """Resolve names/paths from the catalogs and apply job overrides (the CLI's --global-batch-size etc.)."""
+    """Resolve names/paths from the catalogs and apply job overrides (the CLI's --global-batch-size etc.).
+    check_dtype=False: the caller compares the profile's dtype with the job it prices (check_profile_dtype), e.g.
+    validate, after a row's precision column."""
     from optsearch.catalog import gpus_for, load_cluster, load_model
     from optsearch.errors import SpecError
     from optsearch.spec.base import validate
@@ -63,7 +66,8 @@ def build_problem(
     if overrides:
         job_spec = validate(JobSpec, {**job_spec.model_dump(), **overrides}, "job (command-line overrides)")
     prof = profile if profile is not None and not isinstance(profile, str) else resolve_profile(profile, model_spec, gpus)
-    check_profile_dtype(prof, job_spec.precision)
+    if check_dtype:
+        check_profile_dtype(prof, job_spec.precision)
     return Problem(model=model_spec, cluster=cluster_spec, job=job_spec, gpus=gpus, profile=prof)
 
 

@@ -221,7 +221,8 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
     out = []
     for run in runs:
         try:
-            problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
+            problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size,
+                                    check_dtype=False)
             problem = replace(as_run(problem, run), memory_headroom=memory_headroom)
             check_profile_dtype(problem.profile, problem.job.precision)  # the row's precision column
             check_context_parallel_profile(problem, run.plan, f"--profile {profile}")

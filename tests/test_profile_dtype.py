@@ -45,3 +45,16 @@ def test_matching_or_absent_dtype_is_silent(tmp_path, capsys, monkeypatch):
     for dtype in ("fp16", None):
         code, out, err = run_cli([*ESTIMATE, "--profile", str(table(tmp_path, dtype))], capsys, monkeypatch)
         assert code == 0 and "warning" not in err, err
+
+
+def test_validate_compares_the_row_precision(tmp_path, capsys, monkeypatch):
+    # gpt2-xl's job is fp16; a row that ran bf16 priced with a bf16 table says nothing, an fp16 row warns
+    path = table(tmp_path, "bf16")
+    runs = tmp_path / "runs.csv"
+    header = ("run_id,group,source,model,cluster,global_batch_size,tp,dp,micro_batch_size,stages,measured_iteration_s,"
+              "oom,precision")
+    for precision, warned in (("bf16", False), ("fp16", True)):
+        runs.write_text(f'{header}\nr,g,t,gpt2-xl,fasop-a10,64,1,1,1,"a10:24,a10:24",1.0,0,{precision}\n')
+        code, out, err = run_cli(["validate", str(runs), "--profile", str(path)], capsys, monkeypatch)
+        assert code == 0, err
+        assert ("measured in bf16" in " ".join(err.split())) == warned, err
