@@ -1,5 +1,6 @@
 """What-if on FASOP's cluster (1 x 4 A100 + 7 x 4 A10G, fasop-a100-a10) for GPT-2 XL: the cheapest plan for each
-training-time budget from 15 to 60 days, drawn as cost against training time into docs/whatif_fasop.png.
+training-time budget from 15 to 60 days, drawn as cost against training time into whatif_fasop.png (the README's
+figure, docs/whatif_fasop.png, is the README's own `optsearch whatif` command's plot, not this script's).
 
     python examples/whatif_fasop.py [--time-limit SECONDS_PER_SOLVE] [--points N] [--out PNG]
 
@@ -21,7 +22,6 @@ from optsearch.report import stdout
 from optsearch.spec.budget import Budget
 from optsearch.units import SECONDS_PER_DAY
 
-ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = SpaceOptions(max_stages=8, micro_batch_sizes=(1, 2, 4))
 
 
@@ -49,16 +49,26 @@ def check(points: list[whatif.Point]) -> None:
     assert all(b <= a * (1 + 1e-9) for a, b in zip(costs, costs[1:])), f"cost rose as the budget loosened: {costs}"
 
 
-def main() -> None:
+def print_points(points: list[whatif.Point]) -> None:
+    """The table and its footnotes, as `optsearch whatif` prints them."""
+    table, footnotes = points_table(points, "GPT-2 XL on fasop-a100-a10: cheapest plan per time budget", "max_time_s",
+                                    None)
+    stdout.print(table)
+    for line in footnotes:
+        stdout.print(line, highlight=False, markup=False)
+
+
+def main(argv: list[str] | None = None) -> list[whatif.Point]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=None, help="Seconds per solve (default: none, exact).")
     parser.add_argument("--points", type=int, default=10, help="Time budgets from 15 to 60 days.")
-    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "whatif_fasop.png", help="PNG to write.")
+    parser.add_argument("--out", type=Path, default=Path("whatif_fasop.png"), help="PNG to write.")
     parser.add_argument("--solver", default="cpsat", help="cbc or cpsat.")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     points = run(args.time_limit, args.points, args.out, args.solver)
-    stdout.print(points_table(points, "GPT-2 XL on fasop-a100-a10: cheapest plan per time budget", "max_time_s", None))
+    print_points(points)
     print(f"wrote {args.out}")
+    return points
 
 
 if __name__ == "__main__":

@@ -48,24 +48,41 @@ def _resolve(ref: str, directory: Path, what: str) -> tuple[dict, str]:
         return read_mapping(path), str(path)
     files = _catalog_files(directory)
     if ref not in files:
+        other, other_dir = ("cluster", CLUSTERS_DIR) if what == "model" else ("model", MODELS_DIR)
+        if ref in _catalog_files(other_dir):
+            raise SpecError(f"unknown {what} {ref!r}: {ref} is a {other} in the catalog, not a {what} (swapped "
+                            "--model and --cluster?)")
         known = ", ".join(files) or "(none)"
         raise SpecError(f"unknown {what} {ref!r}; known: {known} (or give a path to a .yaml/.json file)")
     return read_mapping(files[ref]), str(files[ref].relative_to(ROOT))
 
 
+def _check_kind(data: dict, source: str, what: str) -> None:
+    """A cluster file given as the model (or the reverse) says so, instead of listing every key as unknown."""
+    if what == "model" and "node_types" in data and "num_layers" not in data:
+        raise SpecError(f"{source}: looks like a cluster spec (it has node_types), not a model (swapped --model and "
+                        "--cluster?)")
+    if what == "cluster" and "node_types" not in data and ("num_layers" in data or "hidden_size" in data):
+        raise SpecError(f"{source}: looks like a model spec (it has num_layers/hidden_size), not a cluster (swapped "
+                        "--model and --cluster?)")
+
+
 def load_model(ref: str) -> ModelSpec:
     data, source = _resolve(ref, MODELS_DIR, "model")
+    _check_kind(data, source, "model")
     return validate(ModelSpec, data, source)
 
 
 def load_cluster(ref: str) -> ClusterSpec:
     data, source = _resolve(ref, CLUSTERS_DIR, "cluster")
+    _check_kind(data, source, "cluster")
     cluster = validate(ClusterSpec, data, source)
     gpus = gpus_for(cluster)
     for i, node in enumerate(cluster.node_types):
         if node.gpu not in gpus:
             known = ", ".join(sorted(gpus))
-            raise SpecError(f"{source}: node_types[{i}].gpu = {node.gpu!r}: unknown GPU; known: {known}")
+            raise SpecError(f"{source}: node_types[{i}].gpu = {node.gpu!r}: unknown GPU; known: {known}; or define "
+                            f"it in the cluster's gpus: list (docs/specs.md)")
     return cluster
 
 

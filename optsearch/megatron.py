@@ -802,6 +802,11 @@ def hostfile_text(problem: Problem, plan: Plan, nodes: Sequence[LaunchNode]) -> 
     return "\n".join(lines) + "\n"
 
 
+def _stage_ranks(width: int) -> str:
+    """Stage i's global ranks for `width` GPUs per stage: 'global rank i' for one, else '[w i, w (i + 1))'."""
+    return "global rank i" if width == 1 else f"global ranks [{width} i, {width} (i + 1))"
+
+
 def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Sequence[LaunchNode],
                     master_port: int = DEFAULT_MASTER_PORT) -> str:
     nnodes = len(nodes)
@@ -810,8 +815,7 @@ def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Se
         f"# torchrun launch for {_plan_summary(problem, plan)}",
         "# Run `bash torchrun.sh NODE_RANK [extra Megatron-LM args...]` on every node of the hostfile (its k-th host",
         "# is node rank k). Megatron-LM orders ranks tensor, then data, then pipeline, so pipeline stage i runs on",
-        f"# global ranks [{plan.gpus_per_stage} i, {plan.gpus_per_stage} (i + 1)), and these node ranks put every "
-        "stage on the node type the plan chose.",
+        f"# {_stage_ranks(plan.gpus_per_stage)}, and these node ranks put every stage on the node type the plan chose.",
         "# Set MEGATRON_DIR to your Megatron-LM checkout and MASTER_ADDR to the host of node rank 0.",
         "set -euo pipefail",
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',

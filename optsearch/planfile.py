@@ -180,9 +180,14 @@ def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str
         problem = build_problem(model_spec, cluster_spec, profile=profile or _recorded_profile(problem, record),
                                 job=problem.job)
     if (global_batch_size, iterations, tokens) != (None, None, None):
+        before = problem.job
         problem = build_problem(problem.model, problem.cluster, profile=problem.profile, job=problem.job,
                                 global_batch_size=global_batch_size, iterations=iterations, tokens=tokens)
         replaced.add("job")
+        if problem.job.global_batch_size != before.global_batch_size:  # the micro-batch count, so the plan's times
+            warn(f"--global-batch-size {problem.job.global_batch_size} differs from the {before.global_batch_size} "
+                 f"{source} was solved for: the plan runs {problem.job.global_batch_size} sequences per step, priced "
+                 "anew; it is not the plan solve proved optimal for this batch (re-solve with --global-batch-size)")
     headroom = recorded_headroom(record, source)
     if headroom is not None and problem.memory_headroom != headroom:
         problem = replace(problem, memory_headroom=headroom)

@@ -41,8 +41,11 @@ def build_problem(
     global_batch_size: int | None = None,
     iterations: int | None = None,
     tokens: int | None = None,
+    check_dtype: bool = True,
 ) -> Problem:
-    """Resolve names/paths from the catalogs and apply job overrides (the CLI's --global-batch-size etc.)."""
+    """Resolve names/paths from the catalogs and apply job overrides (the CLI's --global-batch-size etc.).
+    check_dtype=False: the caller compares the profile's dtype with the job it prices (check_profile_dtype), e.g.
+    validate, after a row's precision column."""
     from optsearch.catalog import gpus_for, load_cluster, load_model
     from optsearch.errors import SpecError
     from optsearch.spec.base import validate
@@ -63,4 +66,41 @@ def build_problem(
     if overrides:
         job_spec = validate(JobSpec, {**job_spec.model_dump(), **overrides}, "job (command-line overrides)")
     prof = profile if profile is not None and not isinstance(profile, str) else resolve_profile(profile, model_spec, gpus)
+    if check_dtype:
+        check_profile_dtype(prof, job_spec.precision)
     return Problem(model=model_spec, cluster=cluster_spec, job=job_spec, gpus=gpus, profile=prof)
+
+
+# Profile dtypes (a table's `# dtype:` metadata, as `optsearch profile --dtype` writes it) that run a 16-bit job's
+# matrix products: a table measured in another dtype (fp32: no 16-bit tensor-core rate, 4-byte activations) prices
+# a different workload and is refused; fp16 against bf16 runs on the same tensor cores of Ampere and later GPUs and is
+# only warned about (GPUs before Ampere have no bf16 rate).
+SIXTEEN_BIT = ("fp16", "bf16")
+_warned: set[tuple[str, str, str]] = set()
+
+
+def check_profile_dtype(profile: Profile, precision: str) -> None:
+    """ProfileError (exit 2) when a table's `# dtype:` is not 16-bit (but for a table of the CPU pseudo-GPU, which
+    `optsearch profile` measures without CUDA); a warning on stderr (once per table and precision) when it differs
+    otherwise; nothing when the table records no dtype."""
+    from optsearch.errors import ProfileError
+    from optsearch.profile.table import ProfileTable
+
+    if not isinstance(profile, ProfileTable):
+        return
+    dtype = profile.metadata.get("dtype", "").strip().lower()
+    if not dtype or dtype == precision:
+        return
+    on_cpu = bool(profile.entries) and all(key[0] == "cpu" for key in profile.entries)  # `profile` on a CPU: a demo
+    if dtype not in SIXTEEN_BIT and not on_cpu:
+        raise ProfileError(f"{profile.name}: dtype = {dtype!r} (the table's '# dtype:' line) but the job's precision is "
+                           f"{precision}: a table measured in {dtype} does not price a {precision} job; measure one "
+                           f"with `optsearch profile --dtype {precision}`")
+    if (profile.name, dtype, precision) not in _warned:
+        _warned.add((profile.name, dtype, precision))
+        from optsearch.report import stderr
+
+        stderr.print(f"[yellow]warning:[/yellow] {profile.name}: measured in {dtype} (its '# dtype:' line), the job "
+                     f"runs {precision}" + ("" if on_cpu else ": the same tensor-core rate on Ampere and later GPUs, not on "
+                                               "older ones"),
+                     highlight=False)

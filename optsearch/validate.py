@@ -4,7 +4,7 @@ A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
     measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
-    eager_engine, distributed_optimizer, flash_attention, notes]
+    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention, notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -30,13 +30,36 @@ from pathlib import Path
 from optsearch.costmodel import estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import Plan, parse_stages
-from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem
+from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem, build_problem, check_profile_dtype
 from optsearch.profile.analytic import EAGER_ENGINES, AnalyticProfile
 from optsearch.spec.base import read_text
 from optsearch.targets import check_context_parallel_profile
 
 REQUIRED = ("run_id", "group", "source", "model", "cluster", "global_batch_size", "tp", "dp", "micro_batch_size",
             "stages", "measured_iteration_s", "oom")
+
+# Columns that name a setting of the run which validate does not price (Megatron-LM's argument names and other
+# spellings of the plan's and job's fields): a CSV with one is refused (exit 2) rather than priced as if it were
+# absent. The plan's own names (cp, distributed_optimizer, virtual_stages, recompute_num_layers, ep, pp) are honoured.
+_COLUMN = "use the column "
+_SPEC = "the model's spec sets it (validate prices the model's own); drop the column"
+UNHONOURED = {
+    "context_parallel_size": _COLUMN + "cp", "cp_size": _COLUMN + "cp",
+    "use_distributed_optimizer": _COLUMN + "distributed_optimizer", "dist_opt": _COLUMN + "distributed_optimizer",
+    "distributed_optimiser": _COLUMN + "distributed_optimizer",
+    "virtual_pipeline_model_parallel_size": _COLUMN + "virtual_stages", "vpp": _COLUMN + "virtual_stages",
+    "num_layers_per_virtual_pipeline_stage": _COLUMN + "virtual_stages (model chunks per pipeline stage)",
+    "recompute_granularity": "give it in stages (NODE_TYPE:LAYERS:RECOMPUTE)",
+    "recompute": "give it in stages (NODE_TYPE:LAYERS:RECOMPUTE)",
+    "recompute_method": "give it in stages (NODE_TYPE:LAYERS:RECOMPUTE) and, for block, the column "
+                        "recompute_num_layers",
+    "tensor_model_parallel_size": _COLUMN + "tp", "data_parallel_size": _COLUMN + "dp",
+    "pipeline_model_parallel_size": _COLUMN + "pp", "expert_model_parallel_size": _COLUMN + "ep",
+    "micro_batch": _COLUMN + "micro_batch_size", "mbs": _COLUMN + "micro_batch_size",
+    "global_batch": _COLUMN + "global_batch_size", "gbs": _COLUMN + "global_batch_size",
+    "seq_length": _SPEC, "seq_len": _SPEC, "sequence_length": _SPEC, "num_micro_batches": "it follows from "
+    "global_batch_size, dp and micro_batch_size; drop the column",
+}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,12 +100,12 @@ def _int(row: dict, key: str, where: str) -> int:
     return value
 
 
-def _distributed_optimizer(row: dict, where: str) -> bool:
-    """Optional column `distributed_optimizer`: 1 / 0 (Megatron's --use-distributed-optimizer); empty or absent: 0."""
-    text = (row.get("distributed_optimizer") or "").strip()
+def _flag(row: dict, key: str, where: str) -> bool | None:
+    """An optional 1 / 0 column: None when empty or absent."""
+    text = (row.get(key) or "").strip()
     if text not in ("", "0", "1"):
-        raise SpecError(f"{where}: distributed_optimizer = {text!r}: must be 1, 0 or empty")
-    return text == "1"
+        raise SpecError(f"{where}: {key} = {text!r}: must be 1, 0 or empty")
+    return None if text == "" else text == "1"
 
 
 def load_runs(path: Path) -> list[Run]:
@@ -99,6 +122,11 @@ def _load_runs(path: Path) -> list[Run]:
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or [])]
     if missing:
         raise SpecError(f"{path}: missing columns {', '.join(missing)}")
+    for column in reader.fieldnames or []:
+        key = column.strip().lower().replace("-", "_").lstrip("_")
+        if key in UNHONOURED:
+            raise SpecError(f"{path}: column {column!r}: validate does not read it (it would be ignored); "
+                            f"{UNHONOURED[key]}")
     runs: list[Run] = []
     for number, row in enumerate(reader, start=2):
         where = f"{path} row {number} ({row.get('run_id')})"
@@ -126,7 +154,15 @@ def _load_runs(path: Path) -> list[Run]:
         plan = Plan(tp=_int(row, "tp", where), dp=_int(row, "dp", where),
                     micro_batch_size=_int(row, "micro_batch_size", where), stages=stages,
                     ep=_int(row, "ep", where) if (row.get("ep") or "").strip() else 1,  # optional column (MoE)
-                    distributed_optimizer=_distributed_optimizer(row, where))
+                    # optional columns, the plan file's names; empty or absent: 1, off, 1, none
+                    cp=_int(row, "cp", where) if (row.get("cp") or "").strip() else 1,
+                    distributed_optimizer=_flag(row, "distributed_optimizer", where) is True,
+                    virtual_stages=_int(row, "virtual_stages", where) if (row.get("virtual_stages") or "").strip()
+                    else 1,
+                    recompute_num_layers=_int(row, "recompute_num_layers", where)
+                    if (row.get("recompute_num_layers") or "").strip() else None)
+        if (row.get("pp") or "").strip() and _int(row, "pp", where) != plan.pp:
+            raise SpecError(f"{where}: pp = {row['pp'].strip()}: must equal the number of stages ({plan.pp})")
         precision = (row.get("precision") or "").strip() or None
         if precision not in (None, "fp16", "bf16"):
             raise SpecError(f"{where}: precision = {precision!r}: must be fp16 or bf16")
@@ -193,8 +229,10 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
     out = []
     for run in runs:
         try:
-            problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size)
+            problem = build_problem(run.model, run.cluster, profile=profile, global_batch_size=run.global_batch_size,
+                                    check_dtype=False)
             problem = replace(as_run(problem, run), memory_headroom=memory_headroom)
+            check_profile_dtype(problem.profile, problem.job.precision)  # the row's precision column
             check_context_parallel_profile(problem, run.plan, f"--profile {profile}")
             est = estimate(problem, run.plan)
         except OptsearchError as err:

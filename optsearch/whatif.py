@@ -230,7 +230,12 @@ def sweep(
     if tick is not None:
         tick(0, n, f"least {_limit_objective(spec.limit)}: {least.status}")
     if least.status == "infeasible":
-        reason = run.explain(base.model_copy(update={spec.limit: None}))
+        # the other limits (--max-gpus, --max-usd-per-hour) or memory rule out every point: solve's line, with the
+        # fewest GPUs or the lowest hourly rate a plan needs (optsearch.infeasible.no_plan_reason)
+        from optsearch.infeasible import no_plan_reason
+
+        reason = no_plan_reason(problem, base.model_copy(update={spec.limit: None}), solver=solver, options=options,
+                                time_limit_s=time_limit_s)
         for i, b in enumerate(budgets):
             settle(i, Point(budget=b, result=_no_plan(b, solver), problem=problem, how="implied", reason=reason),
                    "infeasible")

@@ -15,10 +15,14 @@ def load(name: str):
     return module
 
 
-def test_whatif_fasop(tmp_path):
+def test_whatif_fasop(tmp_path, capsys):
     example = load("whatif_fasop")
     out = tmp_path / "whatif.png"
-    points = example.run(time_limit_s=2.0, points=3, out=out, solver="cbc")  # run() checks budgets and monotonicity itself
+    # main() as the command line runs it: run() checks budgets and monotonicity itself, then the table is printed
+    points = example.main(["--time-limit", "2", "--points", "3", "--out", str(out), "--solver", "cbc"])
+    printed = capsys.readouterr().out
+    assert "cheapest plan per time budget" in printed and "infeasible" in printed and f"wrote {out}" in printed
+    assert "rich.table.Table" not in printed and not printed.startswith("(")  # the table, not a (table, notes) tuple
     assert out.read_bytes()[:4] == b"\x89PNG"
     assert points[0].result.status == "infeasible"  # 15 days: faster than any plan on this cluster
     assert "the fastest feasible plan takes" in points[0].reason

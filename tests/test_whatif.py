@@ -371,3 +371,40 @@ def test_cli_whatif_table_prints_a_shared_reason_once(spec_files):
                              "--sweep", "max-time=1m,8h")
     assert code == 0, err
     assert "no plan finishes within 1m 0s" in out and "[1]" not in out
+
+
+def test_cli_whatif_all_infeasible_with_plot_prints_the_table(spec_files):
+    # new-user review: every point infeasible with --plot printed only "error: ... no point has a plan to draw" (exit
+    # 1, no table); now the table and reasons print, exit 0 as without --plot, and a warning says nothing was drawn
+    m, c, folder = spec_files
+    png = folder / "none.png"
+    code, out, err = run_cli("whatif", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--quiet",
+                             "--sweep", "max-time=1m,2m", "--plot", str(png))
+    assert code == 0, err
+    assert out.count("infeasible") >= 2 and "no plan finishes within" in out
+    assert f"--plot {png}: no point has a plan to draw; nothing written" in " ".join(err.split())
+    assert "wrote plot" not in err and not png.exists()
+
+
+def test_marginal_plot_rings_coincident_points_and_keeps_the_legend_off_them(problem, tmp_path, monkeypatch):
+    # new-user review: the legend covered a point and identical points (a change that changes nothing) hid each other
+    import matplotlib.pyplot as plt
+
+    from optsearch.cli.whatif_cmd import plot_points
+
+    base, changes = whatif.marginal(problem, Budget(objective="time"), solver=SOLVER, options=OPTIONS)
+    points = [base, *changes]
+    kept = []
+    monkeypatch.setattr(plt, "close", lambda fig: kept.append(fig))
+    plot_points([*points, base], tmp_path / "m.png", "marginal")  # base twice: the same label's point is drawn once
+    (ax,) = kept[0].axes
+    positions = [(round(p.estimate.training_time_s, 3), round(p.estimate.cost_usd, 2)) for p in points if p.estimate]
+    coincident = len(positions) - len(set(positions))
+    assert coincident >= 1  # one fewer t4 node: no change (test_marginal_matches_brute_force_and_reuses)
+    rings = [line for line in ax.get_lines() if line.get_markerfacecolor() == "none"]
+    assert len(rings) == coincident
+    assert len(ax.texts) == len(set(positions))  # one plan label per position
+    kept[0].canvas.draw()
+    legend = ax.get_legend().get_window_extent()
+    assert legend.x0 >= ax.get_window_extent().x1  # beside the axes, over no point
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [p.label for p in points]

@@ -332,6 +332,10 @@ def _calibration_report(observations, result) -> Table:
                                result.errors_before, result.errors_after):
         warm = f"{len(o.warmup_times_s)} x {statistics.median(o.warmup_times_s):.3g} s" if o.warmup_times_s else "0"
         shape = f"{o.plan.tp}/{o.plan.dp}/{o.plan.pp}/{o.plan.micro_batch_size}"
+        for name, value in (("cp", o.plan.cp), ("ep", o.plan.ep), ("v", o.plan.virtual_stages)):
+            shape += f" {name} {value}" if value != 1 else ""  # as report.degrees_text: the knobs that are not 1
+        if o.plan.distributed_optimizer:
+            shape += " dist-opt"
         t.add_row(Path(o.source).name, shape, warm, str(o.steady_lines), f"{o.measured_s:.4f}", f"{b:.4f}",
                   f"{100 * eb:+.1f}%", f"{a:.4f}", f"{100 * ea:+.1f}%")
     return t

@@ -44,7 +44,8 @@ JsonListOpt = Annotated[
                                 "profile's coverage note, left_out_node_types) plus budget, how (solved, reused or "
                                 "implied), reason, label and cluster."),
 ]
-QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar on stderr.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q",
+                                        help="No progress bar on stderr (drawn only when stderr is a terminal).")]
 
 CSV_COLUMNS = ("label", "cluster", "objective", "max_time_s", "max_cost_usd", "status", "how", "training_time_s",
                "cost_usd", "usd_per_hour", "nodes", "num_gpus", "tp", "dp", "pp", "micro_batch_size", "balance",
@@ -173,32 +174,62 @@ def plot_points(points: list[Point], path: Path, title: str, *, frontier: bool =
     groups: dict[str, list[Point]] = {}
     for p in with_plan:
         groups.setdefault(p.label, []).append(p)
+    xs_all = [p.estimate.training_time_s / scale for p in with_plan]
+    ys_all = [p.estimate.cost_usd for p in with_plan]
+    drawn: dict[tuple[float, float], list[str]] = {}  # position -> the labels with a marker there
+    labelled: list[tuple[float, float]] = []  # annotated positions, in axes-independent units (days/hours, USD)
     for label, group in groups.items():
         group = sorted(group, key=lambda p: p.estimate.training_time_s)
         xs = [p.estimate.training_time_s / scale for p in group]
         ys = [p.estimate.cost_usd for p in group]
         if frontier:
             ax.step(xs, ys, where="post", color="tab:blue", alpha=0.4, label="Pareto frontier")
-        ax.plot(xs, ys, "o", label=label or None, markersize=6)
-        seen = set()
+        color = None
         for p, x, y in zip(group, xs, ys):
             key = (round(x, 6), round(y, 2))
-            if key in seen:
-                continue
-            seen.add(key)
-            ax.annotate(plan_label(p), (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
+            here = drawn.setdefault(key, [])
+            if label in here:
+                continue  # the same label's point again (sweep budgets with one optimum): drawn once
+            under = len(here)
+            here.append(label)
+            # a point where another label's already is: a ring around it, so that every label stays visible
+            (line,) = ax.plot([x], [y], "o", markersize=6 + 5 * under, color=color,
+                              markerfacecolor="none" if under else None, markeredgewidth=1.5 if under else None,
+                              label=(label or None) if color is None else None, zorder=3 - 0.01 * under)
+            color = line.get_color()
+            if under:
+                continue  # its label is there already
+            labelled.append((x, y))
+            ax.annotate(plan_label(p), (x, y), textcoords="offset points", fontsize=7,
+                        xytext=_label_offset(x, y, labelled[:-1], ax_ranges=(xs_all, ys_all)))
     ax.set_xlabel(f"training time ({unit})")
     ax.set_ylabel("cost (USD)")
     ax.set_title(title)
     ax.grid(True, alpha=0.3)
     ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:,.0f}"))
+    ax.margins(x=0.12, y=0.15)  # room for the labels of the outermost points
     if frontier or any(groups):
-        ax.legend(loc="upper right", fontsize=8)
+        # outside the axes, so that it covers no point; one entry per label (the frontier's step line once)
+        handles, names = ax.get_legend_handles_labels()
+        unique = dict(zip(names, handles))
+        ax.legend(unique.values(), unique.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8,
+                  borderaxespad=0.0)
     fig.tight_layout()
     if not (path.parent if str(path.parent) else Path(".")).is_dir():
         raise SpecError(f"--plot {path}: folder {path.parent} does not exist")
     fig.savefig(path)
     plt.close(fig)
+
+
+def _label_offset(x: float, y: float, placed: list[tuple[float, float]], *, ax_ranges) -> tuple[int, int]:
+    """Offset in points of a point's label: up and right, or down and right when a label already placed lies within
+    a few percent of the axes above it (the frontier's neighbouring points; labels are two lines, about 20 points
+    tall), alternating so that a run of close points does not stack its labels on one another."""
+    xs, ys = ax_ranges
+    dx = (max(xs) - min(xs)) or 1.0
+    dy = (max(ys) - min(ys)) or 1.0
+    near = [(px, py) for px, py in placed if abs(px - x) / dx < 0.18 and abs(py - y) / dy < 0.08]
+    return (6, -22) if len(near) % 2 else (6, 4)
 
 
 def check_outputs(csv_path: Path | None, plot_path: Path | None) -> None:
@@ -214,7 +245,9 @@ def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path
     (profile_coverage), for the JSON."""
     if csv_path is not None:
         write_atomic(csv_path, points_csv(points))
-    if plot_path is not None:
+    # every point infeasible: the table and its reasons still print (exit 0, as without --plot), then a warning
+    drawable = any(p.estimate is not None for p in points)
+    if plot_path is not None and drawable:
         plot_points(points, plot_path, title, frontier=frontier)
     if as_json:
         stdout.out(dumps([point_json(p, (left_out or {}).get(p.problem.cluster.name)) for p in points]), end="",
@@ -224,9 +257,12 @@ def emit(points: list[Point], *, as_json: bool, csv_path: Path | None, plot_path
         stdout.print(table)
         for line in footnotes:
             stdout.print(line, highlight=False, markup=False)
-    for what, path in (("CSV", csv_path), ("plot", plot_path)):
+    for what, path in (("CSV", csv_path), ("plot", plot_path if drawable else None)):
         if path is not None:
             stderr.print(f"wrote {what} {path}", highlight=False, markup=False)
+    if plot_path is not None and not drawable:
+        stderr.print(f"[yellow]warning:[/yellow] --plot {plot_path}: no point has a plan to draw; nothing written",
+                     highlight=False)
 
 
 class ProgressBar:

@@ -34,7 +34,9 @@ COLUMNS = (
     "activation_bytes",
     "tp_comm_included",
 )
-OPTIONAL_COLUMNS = ("activation_bytes", "tp_comm_included", "status")
+OPTIONAL_COLUMNS = ("activation_bytes", "tp_comm_included", "status", "forward_repeats")
+# forward_repeats (ProfileEntry.forward_repeats): written only by a table with a row that repeats its forward (an
+# analytic profile of an eager engine materialized by AnalyticProfile.to_table); empty or absent: 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,15 +101,17 @@ class ProfileTable:
         for key, value in self.metadata.items():
             buf.write(f"# {key}: {value}\n")
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow((*COLUMNS, "status"))
+        repeats = any(e.forward_repeats != 1 for e in self.entries.values())  # else the column is left out
+        writer.writerow((*COLUMNS, "status", *(("forward_repeats",) if repeats else ())))
         rows = [(k, self.entries.get(k)) for k in sorted(set(self.entries) | self.out_of_memory)]
         for (gpu, kind, tp, mbs), e in rows:
             if e is None:
-                writer.writerow((gpu, kind, tp, mbs, "", "", "", "", "oom"))
+                writer.writerow((gpu, kind, tp, mbs, "", "", "", "", "oom", *(("",) if repeats else ())))
                 continue
             act = "" if e.activation_bytes is None else f"{e.activation_bytes:.0f}"
             writer.writerow(
-                (gpu, kind, tp, mbs, repr(e.forward_s), repr(e.backward_s), act, str(e.tp_comm_included).lower(), "ok")
+                (gpu, kind, tp, mbs, repr(e.forward_s), repr(e.backward_s), act, str(e.tp_comm_included).lower(), "ok",
+                 *((str(e.forward_repeats),) if repeats else ()))
             )
         return buf.getvalue()
 
@@ -182,7 +186,10 @@ def _add_row(table: ProfileTable, row: dict[str, object], where: str) -> None:
     tp_comm = row.get("tp_comm_included")
     included = tp_comm if isinstance(tp_comm, bool) else _parse_bool(str(tp_comm or ""), where)
     assert fwd is not None and bwd is not None
-    table.entries[key] = ProfileEntry(forward_s=fwd, backward_s=bwd, activation_bytes=act, tp_comm_included=included)
+    repeats_text = str(row.get("forward_repeats") or "").strip()
+    repeats = _parse_int(repeats_text, "forward_repeats", where) if repeats_text else 1
+    table.entries[key] = ProfileEntry(forward_s=fwd, backward_s=bwd, activation_bytes=act, tp_comm_included=included,
+                                      forward_repeats=repeats)
 
 
 def parse_csv(text: str, name: str) -> ProfileTable:

@@ -78,13 +78,29 @@ def _model_at(cls: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
     return t if isinstance(t, type) and issubclass(t, BaseModel) else None
 
 
+# Other programs' names for spec keys (Megatron-LM's arguments, Hugging Face configs): an unknown key with one of
+# these names says `did you mean` the spec's key, where its mapping takes that key.
+KEY_ALIASES = {
+    "num_query_groups": "num_kv_heads", "num_key_value_heads": "num_kv_heads", "kv_channels": "head_dim",
+    "max_position_embeddings": "seq_length", "seq_len": "seq_length", "num_hidden_layers": "num_layers",
+    "intermediate_size": "ffn_hidden_size", "normalization": "norm", "position_embedding_type": "position_embedding",
+    "swiglu": "gated_mlp", "num_moe_experts": "num_experts", "num_local_experts": "num_experts",
+    "tie_word_embeddings": "tied_embeddings", "untie_embeddings_and_output_weights": "tied_embeddings",
+    "n_layer": "num_layers", "n_embd": "hidden_size", "n_head": "num_attention_heads", "n_positions": "seq_length",
+}
+
+
 def _unknown_key_hint(cls: Any, errors: list[dict[str, Any]], extra: dict[str, Any]) -> str:
-    """' (did you mean X?)' for an unknown key close to a key its mapping takes (a missing one first), or ''."""
+    """' (did you mean X?)' for an unknown key close to a key its mapping takes (a missing one first), or another
+    program's name for one (KEY_ALIASES), or ''."""
     loc = tuple(extra["loc"])
     key = str(loc[-1])
     missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and tuple(e["loc"][:-1]) == loc[:-1]]
     model = _model_at(cls, loc[:-1]) if cls is not None else None
     valid = list(model.model_fields) if model is not None else []
+    alias = KEY_ALIASES.get(key.lower().replace("-", "_"))
+    if alias is not None and alias in valid:
+        return f" (did you mean {alias}?)"
     close = difflib.get_close_matches(key, missing, n=1, cutoff=0.6) or difflib.get_close_matches(key, valid, n=1,
                                                                                                   cutoff=0.6)
     return f" (did you mean {close[0]}?)" if close else ""
@@ -117,9 +133,25 @@ def format_validation_error(source: str, err: ValidationError, data: Any, cls: A
         line = f"{source}: {_field_path(loc)} = (a {'mapping' if isinstance(value, dict) else 'list'}): {rule}"
     else:
         line = f"{source}: {_field_path(loc)} = {value!r}: {rule}"
-    if len(errors) > 1:
-        line += f" (and {len(errors) - 1} more)"
+    others = [e for e in errors if e is not first]
+    if 0 < len(others) <= 3:  # few: each named (one line), so that fixing one does not reveal the next
+        line += "; also " + "; ".join(_short(e, data) for e in others)
+    elif others:
+        line += f" (and {len(others)} more)"
     return line
+
+
+def _short(error: dict[str, Any], data: Any) -> str:
+    """`field.path = value: rule` of one more error (format_validation_error's second and later errors)."""
+    loc = tuple(error["loc"])
+    rule = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        return f"{_field_path(loc)}: unknown key"
+    if error["type"] == "missing":
+        return f"{_field_path(loc)}: missing (required)"
+    value = error.get("input", _value_at(data, loc))
+    shown = f"(a {'mapping' if isinstance(value, dict) else 'list'})" if isinstance(value, (dict, list)) else repr(value)
+    return f"{_field_path(loc)} = {shown}: {rule}"
 
 
 def validate(cls: type[S], data: Any, source: str) -> S:
@@ -214,7 +246,12 @@ def load_yaml(text: str, source: str, *, error: type[Exception] = SpecError) -> 
         raise error(f"{source}: {err}") from None
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
-        raise error(f"{source}: not valid YAML: {first}") from None
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None)
+        if problem and mark is not None and problem not in first:
+            first = f"{first.rstrip(':')}: {problem}"
+        raise error(f"{source}: not valid YAML: {where}{first}") from None
     except RecursionError:
         raise error(f"{source}: not valid YAML: nested too deeply") from None
 
