@@ -495,6 +495,31 @@ MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates a
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
+FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
+
+
+def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
+    """The seeds of a first-plan-only search (a budget search's seed search): the usual seeds first (the QUICK_SEEDS
+    least bounded v = 1 candidates of each (cp, tp), in bound order), then every other v = 1 candidate, the next of
+    each (cp, tp) group in bound order, then the one after, and so on (round robin over the groups, each round in
+    bound order). Quick plans cost 1-6 ms a candidate; the loop's refined and in-flight bounds, which come before a
+    candidate's quick plans there, cost about as much and give no plan (Llama-2 70B, mixed-pool-8k, megatron target,
+    cost under B = $7.34M, the cp = 1, v = 1 part: its 8 seeds of each (cp, tp), deep tp 1 pipelines that do not fit,
+    gave no plan, and its loop found none in 2.3 s of CPU; in this order the 115th quick plan, at 0.4 s, meets B).
+    The usual seeds come first because their plans, the least bounded ones, are the better starts for the climbs
+    (a round robin from the first rank gave GPT-2 XL, time under B, a seed at $25k instead of $13.5k, and its climb
+    ended at 456,185 s instead of 86,429 s). Plans only, never a proof: the search goes on to its loop where these
+    give none."""
+    groups: dict[tuple[int, int], int] = {}
+    ranked = []
+    for item in bounded:  # bounded is in bound order
+        if item.cand.v == 1:
+            group = (item.cand.cp, item.cand.tp)
+            rank = groups.get(group, 0)
+            groups[group] = rank + 1
+            ranked.append((max(rank, QUICK_SEEDS - 1), len(ranked), item))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [item for _, _, item in ranked]
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
@@ -638,12 +663,15 @@ def solve(
     # start for the neighbour search (Llama-2 70B, mixed-pool-8k, megatron target, time under a cost budget: 1.05e6 s
     # with them, 6.2e6 s without).
     own_seeds = incumbent is None or seed_first_s is not None
-    for item in bounded if own_seeds else ():
+    for item in bounded if own_seeds and not first_plan_only else ():
         group = (item.cand.cp, item.cand.tp)
         if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
+    if first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
+        seeds = _first_plan_seeds(bounded)
+        seeds_until = None if time_limit_s is None else time.perf_counter() + FIRST_PLAN_SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
     for item in seeds if own_seeds else ():
         if deadline is not None and time.perf_counter() > deadline:
