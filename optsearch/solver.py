@@ -285,12 +285,13 @@ def _interleaved_budget(budget: Budget, factor: float) -> Budget:
 
 
 CLIMB_SHARE = 0.1  # of the time left, for _neighbour_search from the seeds' plan without a budget (solve)
-NEIGHBOUR_SHARE = 0.5  # of the time left after the seed search, for the first _neighbour_search of a budget search
+NEIGHBOUR_SHARE = 0.35  # of the time left after the seed search, for the first _neighbour_search's plain climb
+WIDE_SHARE = 0.15  # of the time left after the plain climb, for its wide climb (_climb, wide=True)
 NEIGHBOUR_EVALS = 1000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
 
 
 def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
-                      time_limit_s: float | None) -> Priced:
+                      time_limit_s: float | None, wide_s: float | None = None) -> Priced:
     """A better incumbent for a budget search, by hill-climbing over candidates from the seed's plan: the quick plans
     of the neighbouring candidates (tp, b, cp and ep halved or doubled, dp halved or multiplied by 2 or 4, pp moved by
     up to 2; v = 1, where quick plans exist) are priced in order of their bounds (those bounded at the current plan's
@@ -304,11 +305,15 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     time under a cost budget: the seed's 8.0e6 s stayed the incumbent for 60 s; from it, this search finds 52,131 s
     in about 3 s of CPU). Every plan it returns is priced by the cost model and meets the budget: an incumbent only,
     never a proof; the answer of an exhaustive search is the same. Before the neighbours, the current plan itself is
-    tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too."""
+    tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too.
+    Under a time or cost budget a wide climb (_climb) follows from where the plain one stopped, for wide_s more
+    (None: what is left of time_limit_s)."""
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     best = _climb(memo, budget, bounded, start, deadline, wide=False)
     if budget.max_cost_usd is None and budget.max_time_s is None:
         return best
+    if wide_s is not None:
+        deadline = time.perf_counter() + wide_s
     return _climb(memo, budget, bounded, best, deadline, wide=True)  # from where the plain climb stopped
 
 
@@ -760,9 +765,10 @@ def solve(
 
     def climbed(incumbent, part: float = 1.0):
         """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
-        share = None if time_limit_s is None else part * NEIGHBOUR_SHARE * max(0.0, time_limit_s
-                                                                                - (time.perf_counter() - start))
-        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
+        left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+        share = None if left is None else part * NEIGHBOUR_SHARE * left
+        wide = None if left is None else part * WIDE_SHARE * left  # the wide climb's, after the plain climb
+        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share, wide)
         return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
 
     if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
