@@ -569,6 +569,7 @@ MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this man
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
+FIRST_PLAN_SEEDS = 400  # and at most this many candidates (without a limit too; Llama-2 70B's plan: the 115th)
 
 
 def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
@@ -743,7 +744,7 @@ def solve(
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
     if first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
-        seeds = _first_plan_seeds(bounded)
+        seeds = _first_plan_seeds(bounded)[:FIRST_PLAN_SEEDS]  # the usual seeds: at most 8 x 4 cp x 4 tp
         seeds_until = None if time_limit_s is None else time.perf_counter() + FIRST_PLAN_SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
     for item in seeds if own_seeds else ():
