@@ -285,8 +285,8 @@ def _interleaved_budget(budget: Budget, factor: float) -> Budget:
 
 
 CLIMB_SHARE = 0.1  # of the time left, for _neighbour_search from the seeds' plan without a budget (solve)
-NEIGHBOUR_SHARE = 0.35  # of the time left after the seed search, for the first _neighbour_search's plain climb
-WIDE_SHARE = 0.15  # of the time left after the plain climb, for its wide climb (_climb, wide=True)
+NEIGHBOUR_SHARE = 0.5  # of the time left after the seed search, for the first _neighbour_search (plain, then wide)
+WIDE_SHARE = 0.15  # of that time left, at most, for its wide climb (_climb, wide=True), within NEIGHBOUR_SHARE
 NEIGHBOUR_EVALS = 1000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
 
 
@@ -313,7 +313,7 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     if budget.max_cost_usd is None and budget.max_time_s is None:
         return best
     if wide_s is not None:
-        deadline = time.perf_counter() + wide_s
+        deadline = time.perf_counter() + wide_s if deadline is None else min(deadline, time.perf_counter() + wide_s)
     return _climb(memo, budget, bounded, best, deadline, wide=True)  # from where the plain climb stopped
 
 
