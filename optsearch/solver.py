@@ -285,12 +285,13 @@ def _interleaved_budget(budget: Budget, factor: float) -> Budget:
 
 
 CLIMB_SHARE = 0.1  # of the time left, for _neighbour_search from the seeds' plan without a budget (solve)
-NEIGHBOUR_SHARE = 0.25  # of the time left after the seed search, for _neighbour_search
+NEIGHBOUR_SHARE = 0.5  # of the time left after the seed search, for the first _neighbour_search (plain, then wide)
+WIDE_SHARE = 0.15  # of that time left, at most, for its wide climb (_climb, wide=True), within NEIGHBOUR_SHARE
 NEIGHBOUR_EVALS = 1000  # candidates whose quick plans _neighbour_search prices at most (without a time limit)
 
 
 def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
-                      time_limit_s: float | None) -> Priced:
+                      time_limit_s: float | None, wide_s: float | None = None) -> Priced:
     """A better incumbent for a budget search, by hill-climbing over candidates from the seed's plan: the quick plans
     of the neighbouring candidates (tp, b, cp and ep halved or doubled, dp halved or multiplied by 2 or 4, pp moved by
     up to 2; v = 1, where quick plans exist) are priced in order of their bounds (those bounded at the current plan's
@@ -304,8 +305,25 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     time under a cost budget: the seed's 8.0e6 s stayed the incumbent for 60 s; from it, this search finds 52,131 s
     in about 3 s of CPU). Every plan it returns is priced by the cost model and meets the budget: an incumbent only,
     never a proof; the answer of an exhaustive search is the same. Before the neighbours, the current plan itself is
-    tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too."""
+    tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too.
+    Under a time or cost budget a wide climb (_climb) follows from where the plain one stopped, for wide_s more
+    (None: what is left of time_limit_s)."""
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    best = _climb(memo, budget, bounded, start, deadline, wide=False)
+    if budget.max_cost_usd is None and budget.max_time_s is None:
+        return best
+    if wide_s is not None:
+        deadline = time.perf_counter() + wide_s if deadline is None else min(deadline, time.perf_counter() + wide_s)
+    return _climb(memo, budget, bounded, best, deadline, wide=True)  # from where the plain climb stopped
+
+
+def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
+           wide: bool) -> Priced:
+    """One hill-climb of _neighbour_search, until deadline (time.perf_counter()). wide: the pipeline depth also
+    halved, doubled and x 4 (_climb_depths) and each neighbour's quick plans with their interleaved variants
+    (_climb_plans); a budget search runs it from where the plain climb stops (budgetrows: the wide steps cost about
+    3x as much, and run from the start they left Llama-2 70B, time under B, at 1.19e6 s when its share ran out
+    where the plain climb reaches 1.05e6 s)."""
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     best = start
     plan = start[1]
@@ -327,8 +345,9 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
             best, at = moved
             seen.add(at)
             continue
+        depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
         near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
-                       for bb in (b // 2, b, 2 * b) for q in range(pp - 2, pp + 3) for e in (ep // 2, ep, 2 * ep)
+                       for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
                        for c in (cp // 2, cp, 2 * cp)} - seen)
         for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
             if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
@@ -337,13 +356,67 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
                 break  # this and every later neighbour are bounded at the current plan's value or above
             seen.add(key)
             evals += 1
-            own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
+            own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand) if wide
+                                else memo.quick_plans(memo.skeleton(by_key[key].cand)))
             if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
                 moved = (own, key)
                 break  # the first improvement, in order of the neighbours' bounds
         if moved is None:
             return best
         best, at = moved
+
+
+def _climb_depths(pp: int) -> list[int]:
+    """The pipeline depths _neighbour_search tries from pp: pp - 2 to pp + 2, and pp halved, doubled and x 4 (with
+    dp x 2, / 2 or / 4, the same GPUs in a deeper or shallower pipeline). Without the jumps the climb under a cost
+    budget stopped at one stage (GPT-2 XL, mixed-pool-8k, time under B = $51,908: tp 1, dp 32, cp 4, one stage,
+    86,429 s; the optimum has 4 stages at dp 8, cp 8: 57,205 s)."""
+    return sorted(set(range(pp - 2, pp + 3)) | {pp // 2, 2 * pp, 4 * pp})
+
+
+def _climb_plans(memo: Memo, budget: Budget, cand: Candidate) -> list[tuple[Plan, Estimate]]:
+    """The plans _neighbour_search prices for a neighbouring (v = 1) candidate: its quick plans and, in a budget
+    search, their interleaved variants (_interleaved, where the space has v > 1). Interleaving shortens the pipeline
+    bubble, so the same stages at v > 1 are faster and, renting the same GPUs, cheaper: under a cost budget or a
+    deadline they often beat every v = 1 plan (GPT-2 XL, mixed-pool-8k, megatron target, time under B = $51,908: the
+    optimum, 57,205 s, is tp 1, dp 8, cp 8, b 2, 4 stages of 12 layers on p5 at v = 4, which a model found after
+    11 s of CPU; the climb over v = 1 plans stopped at 86,429 s). Incumbents only: Memo.runnable drops variants
+    outside the space or that do not fit."""
+    plans = memo.quick_plans(memo.skeleton(cand))
+    if budget.max_cost_usd is None and budget.max_time_s is None:
+        return plans
+    out = _with_interleaved(memo, plans)
+    for plan, _ in plans:
+        out += [priced for variant in _interleaved_rebalanced(plan, memo.options) if (priced := memo.runnable(variant))]
+    return out
+
+
+def _interleaved_rebalanced(plan: Plan, options: SpaceOptions) -> list[Plan]:
+    """A v = 1 plan's stages (types and modes kept) with the layers moved so that every stage's count is a multiple
+    of v, for each v > 1 of the space that _interleaved cannot take as it is: each stage's count rounded to a
+    multiple of v by largest remainder (the shape kept), and the even split. The quick plans minimize the slowest
+    stage, so 48 layers on 4 stages come as 13-12-12-11 and no v divides them; 12-12-12-12 at v = 4 is GPT-2 XL's
+    optimum under B = $51,908 (budgetrows). Incumbents only; Memo.runnable drops those outside the space or that do
+    not fit."""
+    out = []
+    counts = [s.num_layers for s in plan.stages]
+    total, pp = sum(counts), len(counts)
+    for v in options.virtual_stages:
+        if v <= 1 or plan.virtual_stages != 1 or total % v or all(n % v == 0 for n in counts):
+            continue
+        chunks = total // v
+        floors = [n // v for n in counts]
+        order = sorted(range(pp), key=lambda i: (-(counts[i] / v - floors[i]), i))
+        rounded = list(floors)
+        for i in order[:chunks - sum(floors)]:
+            rounded[i] += 1
+        q, r = divmod(chunks, pp)
+        even = [q + (1 if i < r else 0) for i in range(pp)]
+        for split in {tuple(rounded), tuple(even)}:
+            if min(split) >= 1:
+                out.append(replace(plan, virtual_stages=v, stages=tuple(
+                    replace(stage, num_layers=v * n) for stage, n in zip(plan.stages, split))))
+    return out
 
 
 def _interleaved(plan: Plan, options: SpaceOptions) -> list[Plan]:
@@ -495,6 +568,32 @@ MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates a
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
+FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
+FIRST_PLAN_SEEDS = 400  # and at most this many candidates (without a limit too; Llama-2 70B's plan: the 115th)
+
+
+def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
+    """The seeds of a first-plan-only search (a budget search's seed search): the usual seeds first (the QUICK_SEEDS
+    least bounded v = 1 candidates of each (cp, tp), in bound order), then every other v = 1 candidate, the next of
+    each (cp, tp) group in bound order, then the one after, and so on (round robin over the groups, each round in
+    bound order). Quick plans cost 1-6 ms a candidate; the loop's refined and in-flight bounds, which come before a
+    candidate's quick plans there, cost about as much and give no plan (Llama-2 70B, mixed-pool-8k, megatron target,
+    cost under B = $7.34M, the cp = 1, v = 1 part: its 8 seeds of each (cp, tp), deep tp 1 pipelines that do not fit,
+    gave no plan, and its loop found none in 2.3 s of CPU; in this order the 115th quick plan, at 0.4 s, meets B).
+    The usual seeds come first because their plans, the least bounded ones, are the better starts for the climbs
+    (a round robin from the first rank gave GPT-2 XL, time under B, a seed at $25k instead of $13.5k, and its climb
+    ended at 456,185 s instead of 86,429 s). Plans only, never a proof: the search goes on to its loop where these
+    give none."""
+    groups: dict[tuple[int, int], int] = {}
+    ranked = []
+    for item in bounded:  # bounded is in bound order
+        if item.cand.v == 1:
+            group = (item.cand.cp, item.cand.tp)
+            rank = groups.get(group, 0)
+            groups[group] = rank + 1
+            ranked.append((max(rank, QUICK_SEEDS - 1), len(ranked), item))
+    ranked.sort(key=lambda r: (r[0], r[1]))
+    return [item for _, _, item in ranked]
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
@@ -638,12 +737,15 @@ def solve(
     # start for the neighbour search (Llama-2 70B, mixed-pool-8k, megatron target, time under a cost budget: 1.05e6 s
     # with them, 6.2e6 s without).
     own_seeds = incumbent is None or seed_first_s is not None
-    for item in bounded if own_seeds else ():
+    for item in bounded if own_seeds and not first_plan_only else ():
         group = (item.cand.cp, item.cand.tp)
         if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
+    if first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
+        seeds = _first_plan_seeds(bounded)[:FIRST_PLAN_SEEDS]  # the usual seeds: at most 8 x 4 cp x 4 tp
+        seeds_until = None if time_limit_s is None else time.perf_counter() + FIRST_PLAN_SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
     for item in seeds if own_seeds else ():
         if deadline is not None and time.perf_counter() > deadline:
@@ -664,9 +766,10 @@ def solve(
 
     def climbed(incumbent, part: float = 1.0):
         """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
-        share = None if time_limit_s is None else part * NEIGHBOUR_SHARE * max(0.0, time_limit_s
-                                                                                - (time.perf_counter() - start))
-        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
+        left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+        share = None if left is None else part * NEIGHBOUR_SHARE * left
+        wide = None if left is None else part * WIDE_SHARE * left  # the wide climb's, after the plain climb
+        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share, wide)
         return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
 
     if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
@@ -682,7 +785,10 @@ def solve(
             # The own seeds beat every seed plan: no climb, as before the seed search came first (be56267). Climbing
             # from the seed plans cost GPT-2 XL, mixed-pool-8k, cost under 7 days 3.3 s of CPU for plans dearer than
             # the own seeds' (the optimum), and Llama-2 70B, time under B = $7.34M, 1.19e6 s against 1.05e6 s.
-            starts = []
+            # The incumbent itself is still climbed from (one neighbourhood where it is a local optimum, 0.07 s on
+            # that GPT-2 XL row): with no climb at all GPT-2 XL, time under B = $51,908, kept the own seeds' 456,185 s
+            # where a climb from it reaches 86,429 s (budgetrows).
+            starts = [incumbent]
         for n, begin in enumerate(starts):
             got = climbed(begin, 1.0 if n == 0 else 0.25)
             if got[0] < incumbent[0]:
