@@ -31,3 +31,14 @@ def test_to_table_round_trip_prices_as_analytic(engine):
         assert any(e.forward_repeats != 1 for e in back.entries.values())
     want = estimate(problem, plan).iteration_time_s
     assert estimate(replace(problem, profile=back), plan).iteration_time_s == pytest.approx(want, rel=1e-12)
+
+
+def test_a_table_names_only_a_known_eager_engine():
+    from optsearch.errors import ProfileError
+    from optsearch.profile.table import ProfileTable
+
+    assert ProfileTable(name="t").eager_engine is None
+    known = sorted(EAGER_ENGINES)[0]
+    assert ProfileTable(name="t", metadata={"eager_engine": known}).eager_engine == known
+    with pytest.raises(ProfileError, match="eager_engine = 'pytorch-0.1'"):
+        ProfileTable(name="t", metadata={"eager_engine": "pytorch-0.1"}).eager_engine  # noqa: B018

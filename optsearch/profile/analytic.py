@@ -50,7 +50,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from optsearch.errors import ProfileError
-from optsearch.profile.table import DERIVED_FROM_KEY, ProfileEntry, ProfileTable
+from optsearch.profile.table import DERIVED_FROM_KEY, EAGER_ENGINE_KEY, ProfileEntry, ProfileTable
 from optsearch.spec import GpuSpec, ModelSpec
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND, LayerKindSpec
 from optsearch.units import tflop_per_s_to_flop_per_s
@@ -324,6 +324,8 @@ class AnalyticProfile:
         """Materialize the formula as a table (for inspection or as a starting point for calibration)."""
         table = ProfileTable(name=self.name, metadata={"source": f"analytic roofline for {self.model.name}",
                                                        DERIVED_FROM_KEY: "analytic"})  # analytic x 1: cp priced alike
+        if self.eager_engine is not None:  # the engine's schedule and optimizer step apply on top of its rows
+            table.metadata[EAGER_ENGINE_KEY] = self.eager_engine
         kinds = [EMBEDDING_KIND, *(k.name for k in self.model.kinds), HEAD_KIND]
         for gpu in gpus:
             for kind in kinds:

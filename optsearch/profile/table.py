@@ -95,6 +95,21 @@ class ProfileTable:
     def gpus(self) -> set[str]:
         return {k[0] for k in self.entries}
 
+    @property
+    def eager_engine(self) -> str | None:
+        """The eager engine whose per-layer times the table holds (`# eager_engine: NAME`, written by
+        AnalyticProfile.to_table): the cost model then prices that engine's own pipeline schedule and optimizer step
+        on top of the rows (docs/cost-model.md section 6c), as it does for the analytic profile. None when absent."""
+        from optsearch.profile.analytic import EAGER_ENGINES  # the analytic module owns the engine table
+
+        name = self.metadata.get(EAGER_ENGINE_KEY, "").strip()
+        if not name:
+            return None
+        if name not in EAGER_ENGINES:
+            raise ProfileError(f"profile {self.name}: {EAGER_ENGINE_KEY} = {name!r}: must be one of "
+                               f"{', '.join(sorted(EAGER_ENGINES))} (or absent)")
+        return name
+
     # ---- writing -----------------------------------------------------------------------------------------
     def to_csv(self) -> str:
         buf = io.StringIO()
@@ -122,6 +137,7 @@ class ProfileTable:
         write_atomic(path, self.to_csv())
 
 
+EAGER_ENGINE_KEY = "eager_engine"  # metadata `# eager_engine: NAME`: the rows are that eager engine's
 DERIVED_FROM_KEY = "derived_from"  # metadata `# derived_from: analytic`: every row is the analytic profile x a factor
 
 
