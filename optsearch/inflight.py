@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsearch.bounds import CandidateBound, DegreeTerms, _calls
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls, least_slowest_stage_s
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, memory_capacity_bytes, state_bytes,
@@ -124,10 +124,13 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 
 
 def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
-                    stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1) -> InFlightTables | None:
+                    stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1,
+                    slowest_s: float = 0.0) -> InFlightTables | None:
     """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp) at v = 1, or None where the bound does
     not apply (several layer kinds, mixture of experts). stages_s: the least sum of stage times; comm_s: the
-    all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch)."""
+    all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch); slowest_s: a lower bound on
+    every plan's slowest stage (bounds.least_slowest_stage_s at this v, from node supply), taken in it(M_j) beside
+    M_j: a plan's slowest stage is at least both."""
     model = problem.model
     kinds = model.kinds
     if len(kinds) != 1 or model.is_moe:
@@ -160,7 +163,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
     marks = np.unique(np.concatenate([[0.0], times[np.isfinite(times)]]))
     # 1F1B, interleaved: ((m v - 1) max t + sum t) / v + comm (v = 1: (m - 1) max t + sum t + comm)
-    iteration = (m - 1 / v) * np.maximum(marks, stages_s / pp) + np.maximum(stages_s, marks) / v + comm_s
+    slowest = np.maximum(marks, slowest_s)  # the slowest stage of a plan in interval j: >= M_j and >= slowest_s
+    iteration = (m - 1 / v) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) / v + comm_s
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
@@ -292,8 +296,11 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         pp = cand.pp
         stages_s = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
+        slowest_s = float(least_slowest_stage_s(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
+        if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
+            return CandidateBound(False)  # the same answer)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
-                                         cache, cand.v)
+                                         cache, cand.v, slowest_s)
     tab = kept[cand.key]
     if tab is None:
         return bound
