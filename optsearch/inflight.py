@@ -89,6 +89,7 @@ class InFlightTables:
     L: int
     rent: np.ndarray = field(default=None)  # [j] R(M_j); NaN: not computed yet
     floor_rent: float = 0.0  # R(inf): no interval's rent is below it
+    slots: np.ndarray | None = None  # [g] stage slots of each type (node supply); None: supply not counted
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -174,7 +175,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         return (held // v * v).astype(float)  # interleaved: every stage's layers a multiple of v
 
     tab = InFlightTables(marks=marks, iteration=iteration, caps=None, price=np.array(d.price_per_gpu_hour, float),
-                         middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan))
+                         middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan),
+                         slots=np.array(d.slots, dtype=np.int64))
     tab.caps = _LazyCaps(caps_at, marks)
     tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
@@ -182,7 +184,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     lo, hi = 0, len(marks)
     while lo < hi:
         mid = (lo + hi) // 2
-        if _holds(tab, caps_at(marks[mid:mid + 1]))[0]:
+        at = caps_at(marks[mid:mid + 1])
+        if _holds(tab, at)[0] and _holds_within_supply(tab, at)[0]:
             hi = mid
         else:
             lo = mid + 1
@@ -205,6 +208,37 @@ def _holds(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     usable = (caps >= 1) | ~tab.middle[None, None, :]
     holds = np.where(usable, caps, -np.inf).max(axis=1)  # [M, i]
     return np.isfinite(holds).all(axis=1) & (np.where(np.isfinite(holds), holds, 0).sum(axis=1) >= tab.L)
+
+
+def _holds_within_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[M] False where no assignment of types to positions within node supply (at most slots[g] positions of g)
+    holds L layers with every middle position holding one. For each type g alone with its supply (the others'
+    relaxed), the most such an assignment holds is at most U_g = sum_i b_i + the slots[g] largest (k[g, i] - b_i)^+,
+    b_i = max_{h != g usable at i} k[h, i]: a position takes g or its best other type, and at most slots[g] take g
+    (exact for that relaxation: the Lagrangian of g's supply row at its best multiplier). A position where only g is
+    usable must take g; more such positions than slots[g]: none holds. U_g < L for some g: no plan is in the
+    interval. (Issue 14, item 3, round 6: the front candidates of the time rows need more GPUs than the fastest
+    type has.)"""
+    if tab.slots is None:
+        return np.ones(len(caps), dtype=bool)
+    usable = (caps >= 1) | ~tab.middle[None, None, :]  # [M, g, i]
+    k = np.where(usable, np.maximum(caps, 0.0), -np.inf)
+    G = k.shape[1]
+    ok = np.ones(len(caps), dtype=bool)
+    for g in range(G):
+        if tab.slots[g] >= k.shape[2]:
+            continue  # g alone can take every position: its supply does not bind
+        others = np.delete(k, g, axis=1).max(axis=1) if G > 1 else np.full((len(caps), k.shape[2]), -np.inf)
+        own = k[:, g, :]
+        forced = ~np.isfinite(others)  # only g is usable there
+        ok &= forced.sum(axis=1) <= tab.slots[g]
+        gain = np.where(forced, np.where(np.isfinite(own), own, -np.inf), np.maximum(own - others, 0.0))
+        gain = np.where(np.isfinite(gain), gain, -np.inf)
+        top = -np.sort(-gain, axis=1)[:, :int(tab.slots[g])]  # the slots[g] largest gains (forced first: gain = k)
+        base = np.where(forced, 0.0, others).sum(axis=1)
+        bound = base + np.where(np.isfinite(top), top, 0.0).sum(axis=1)
+        ok &= bound >= tab.L
+    return ok
 
 
 def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
@@ -284,6 +318,21 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
 
 
+def least_layer_work_s(d: DegreeTerms, L: int) -> float:
+    """A lower bound on the layers' share of the sum of stage times over every plan of a one-kind candidate, from node
+    supply: at most slots[g] stages run on g, each with at most NMAX[g] layers, so at most slots[g] NMAX[g] layers
+    run on g, each for at least step_min[g]; the least work puts the layers on the fastest types first up to those
+    capacities (the fractional knapsack's greedy, exact for that relaxation). inf when the capacities cannot hold L.
+    (Issue 14, item 3, round 6: Llama-2 70B's candidates at the front of the time order use every node of the pool,
+    two stages per type, and the sum that put every layer on H100 sat far below their plans.)"""
+    left, work = L, 0.0
+    for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
+        take = min(left, d.slots[g] * d.max_layers_per_stage[g])
+        work += take * d.step_min_s[g]
+        left -= take
+    return work if left <= 0 else math.inf
+
+
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
               cache: dict | None = None) -> CandidateBound:
     """bound (a refined bound of the v = 1 candidate `cand` under `budget`) with this module's bound taken beside it:
@@ -294,7 +343,8 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         return bound
     if cand.key not in kept:
         pp = cand.pp
-        stages_s = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
+        stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
+            + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
         slowest_s = float(least_slowest_stage_s(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
         if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,

@@ -134,8 +134,10 @@ def test_the_floor_is_tight_somewhere():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(scarce_instances(), st.sampled_from(["time", "cost"]))
 def test_the_bounds_with_the_floor_lie_below_every_plan(case, objective):
-    """Cheap, refined (per composition, and aggregate with the composition limit at 0) and in-flight bounds: below
-    every plan of their candidate (cp = 1, v = 1: test_solver's check; every cp and v > 1: the in-flight bound)."""
+    """Cheap, refined (per composition, and aggregate with the composition limit at 0) and in-flight bounds (with the
+    floor, the supply check of its intervals and the least layer work from supply): below every plan of their
+    candidate (cp = 1, v = 1: test_solver's check; every cp and v > 1: the in-flight bound). Checked by hand: the
+    supply check with one slot fewer per type fails it."""
     problem, options = case
     if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
         return
