@@ -35,14 +35,18 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
        rent >= w (lambda L + sum_i min_g (p_g - lambda k[g, i](M*)))  =: w phi(lambda),
    the min over the types a position may take. The multiplier is searched by bisection on the sign of the
    supergradient L - sum_i k at a minimizer (any lambda evaluated gives a valid bound; the best seen is kept).
-   R(M) = w max phi; infinite where the positions cannot hold L on their best types.
+   R(M) = w max phi; infinite where the positions cannot hold L on their best types, or where node supply forbids
+   it (round 6, _holds_within_supply: for each type g alone with its slots, the others relaxed, the most the
+   positions can hold is sum_i b_i + the slots[g] largest (k[g, i] - b_i)^+, b_i the best other type's cap at i;
+   below L, no plan lies in the interval).
 4. Intervals. The caps change only at the marks M_j (0 and every finite tt): on [M_j, M_{j+1}) they equal
    k(M_j). A plan whose slowest stage takes M* in that interval has rent >= R(M_j), and (1F1B, interleaved
    ((m v - 1) max t + sum t) / v, costmodel.interleaved_pipeline_time_s) iteration
        >= it(M_j) = (m - 1/v) max(M_j, S / pp) + max(S, M_j) / v + A,
-   with S the least sum of stage times at v = 1 and A the all-reduce and optimizer floor of
+   with S the least sum of stage times at v = 1 (its layers' part at least least_layer_work_s: the fastest types
+   first, up to slots[g] x NMAX[g] layers each) and A the all-reduce and optimizer floor of
    bounds.candidate_bound (the sum of stage times is at least S and at least the slowest stage; sends at v only
-   add). it grows with j. So
+   add); M_j is also raised to bounds.least_slowest_stage_s (round 6). it grows with j. So
        time >= iterations x min_j it(M_j),     cost >= iterations / 3600 x min_j R(M_j) it(M_j),
    over the intervals a budget allows: an interval is dropped when it(M_j) breaks the deadline, R(M_j) the rent
    limit, or R(M_j) it(M_j) the cost budget (each a lower bound on that interval's plans); none left: no plan meets
