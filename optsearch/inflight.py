@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsearch.bounds import CandidateBound, DegreeTerms, _calls, least_slowest_stage_s
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls, slowest_floor
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, memory_capacity_bytes, state_bytes,
@@ -188,11 +188,20 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     lo, hi = 0, len(marks)
     while lo < hi:
         mid = (lo + hi) // 2
-        at = caps_at(marks[mid:mid + 1])
-        if _holds(tab, at)[0] and _holds_within_supply(tab, at)[0]:
+        if _holds(tab, caps_at(marks[mid:mid + 1]))[0]:
             hi = mid
         else:
             lo = mid + 1
+    # then node supply (round 6), which also only passes from some mark on; where it does not bind (most candidates
+    # minimizing cost) one check at lo settles it, the bisection costs about 1 ms a candidate
+    if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
+        lo, hi = lo + 1, len(marks)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _holds_within_supply(tab, caps_at(marks[mid:mid + 1]))[0]:
+                hi = mid
+            else:
+                lo = mid + 1
     tab.rent[:lo] = np.inf
     return tab
 
@@ -223,7 +232,7 @@ def _holds_within_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     usable must take g; more such positions than slots[g]: none holds. U_g < L for some g: no plan is in the
     interval. (Issue 14, item 3, round 6: the front candidates of the time rows need more GPUs than the fastest
     type has.)"""
-    if tab.slots is None:
+    if tab.slots is None or (tab.slots >= caps.shape[2]).all():  # no type's supply binds
         return np.ones(len(caps), dtype=bool)
     usable = (caps >= 1) | ~tab.middle[None, None, :]  # [M, g, i]
     k = np.where(usable, np.maximum(caps, 0.0), -np.inf)
@@ -350,7 +359,7 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
             + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
-        slowest_s = float(least_slowest_stage_s(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
+        slowest_s = float(slowest_floor(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
         if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
             return CandidateBound(False)  # the same answer)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
