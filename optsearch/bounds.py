@@ -235,6 +235,127 @@ def _best_slots(values: tuple[float, ...], slots: tuple[int, ...], pp: int, *, l
     return None
 
 
+FAST_FLOOR = True  # least_slowest_stage_s with one supply: per mark, not per pp (the bisection below gives the same)
+SLOWEST_SLACK = 1 - 2e-9  # the slowest-stage floor is lowered by this: a cap rounded up by 1e-9 may hold near a mark
+
+
+def least_slowest_stage_s(d: DegreeTerms, L: int, pps: np.ndarray, slots: np.ndarray | None = None,
+                          v: int = 1) -> np.ndarray:
+    """[P] a lower bound on the slowest stage time (s) of every plan with pps[i] stages, from node supply: inf where
+    no plan exists (issue 14, item 3: the time rows).
+
+    Why. The other aggregate bounds take the slowest stage at >= (the least sum of stage times) / pp, which puts every
+    layer on the fastest type. Minimizing time on a large pool, the candidates at the front use more GPUs than the
+    fastest type has (GPT-3 175B on mixed-pool-8k: 2,048 H100, candidates of 3,072-7,008 GPUs), so some middle stages
+    run on a slower type, and a middle stage holds at least one layer: the slowest stage is at least one layer on
+    that type, several times the average. The cheap bound missed it, 9,645 candidates had cheap bounds below 0.99 x
+    the optimum against 497 refined ones, and their refined bounds took the first 11 s of a 10 s limit.
+
+    Proof. Take a plan with pp >= 2 stages whose slowest stage takes M'. Stage s on type g_s with n_s layers takes
+    t_s >= n_s step_min[g_s] + its sends (costmodel.estimate: compute in any mode >= the no-recomputation step of
+    the fastest kind; every send >= e = send_min_s; a middle stage sends 2 v times, an end stage 2 v - 1 times,
+    costmodel.interleaved_send_counts), and n_s <= NMAX[g_s] (max_layers_per_stage: every mode and kind, one
+    micro-batch in flight), n_s a multiple of v. So n_s <= k_mid[g_s](M') for a middle stage and
+    n_s <= k_end[g_s](M') for an end stage, with
+        k_mid[g](M) = v floor(min(NMAX[g], floor((M - 2 v e) / step_min[g])) / v),  k_end likewise with (2 v - 1) e.
+    A middle stage holds >= 1 layer, so its type has k_mid >= 1; at most slots[g] stages run on g. Hence
+      (a) the types with k_mid[g](M') >= 1 have >= pp - 2 slots, and
+      (b) L = sum_s n_s <= (the pp - 2 largest k_mid over the slots, at most slots[g] of g) + 2 max_g k_end[g](M')
+    (the ends' supply is relaxed, which only raises the right side). Both sides only grow with M, and the caps are
+    constant between the marks sends + n step_min[g]; so M' >= the least mark where (a) and (b) hold (found for
+    every pp at once: with one supply, from the fewest middle stages that hold L at each mark, which never grows with
+    M; with a supply per row, by bisection; both give the same marks). One stage (pp = 1) holds all L layers: M' >= min over g with NMAX[g] >= L of
+    L step_min[g]. The result is lowered by SLOWEST_SLACK (caps are rounded up by 1e-9 near a mark).
+    slots: [G] or [P, G] stage slots per type (default d.slots; a composition's own counts give its own floor).
+    The iteration is then at least (m - 1) x this + the least sum of stage times (1F1B; interleaved: see
+    inflight.py)."""
+    pps = np.asarray(pps, dtype=np.int64)
+    P = len(pps)
+    S = np.broadcast_to(np.asarray(d.slots if slots is None else slots, dtype=np.int64), (P, len(d.slots)))
+    step = np.asarray(d.step_min_s, dtype=float)
+    nmax = np.asarray(d.max_layers_per_stage, dtype=np.int64)
+    out = np.full(P, math.inf)
+    one = pps == 1
+    if one.any():
+        single = np.where((nmax[None, :] >= L) & (S[one] >= 1), L * step[None, :], math.inf).min(axis=1)
+        out[one] = single * SLOWEST_SLACK
+    rows = np.flatnonzero(~one)
+    if len(rows) == 0:
+        return out
+    e = d.send_min_s
+    e_mid, e_end = 2 * v * e, (2 * v - 1) * e
+    marks = np.unique(np.concatenate([s + np.arange(1, n + 1) * st for s in (e_mid, e_end)
+                                      for st, n in zip(step, nmax) if n > 0] or [np.array([math.inf])]))
+    need = pps[rows] - 2
+    Sr = S[rows]
+    # (a) alone: the least mark where the types whose middle stage can hold v layers have pp - 2 slots
+    usable_at = np.where(nmax >= v, e_mid + v * step, math.inf)  # the mark where g's k_mid reaches v
+    by = np.argsort(usable_at, kind="stable")
+    enough = np.cumsum(Sr[:, by], axis=1) >= need[:, None]
+    first = np.where(need <= 0, 0.0,
+                     np.where(enough.any(axis=1), usable_at[by][np.argmax(enough, axis=1)], math.inf))
+
+    def caps(M: np.ndarray, sends: float) -> np.ndarray:
+        k = np.floor((M[:, None] - sends) / step[None, :] + 1e-9)
+        return np.clip(k, 0, nmax[None, :]) // v * v
+
+    def holds(M: np.ndarray, ix: np.ndarray) -> np.ndarray:
+        """(b) at M [r] for the rows ix [r] ((a) is given: M is at least their `first`)."""
+        k_mid = caps(M, e_mid)
+        order = np.argsort(-k_mid, axis=1, kind="stable")
+        ks, ss = np.take_along_axis(k_mid, order, axis=1), np.take_along_axis(Sr[ix], order, axis=1)
+        take = np.clip(need[ix, None] - (np.cumsum(ss, axis=1) - ss), 0, ss)  # the greedy: largest caps first
+        cover = (take * ks).sum(axis=1) + 2 * caps(M, e_end).max(axis=1)
+        return cover >= L
+
+    lo = np.searchsorted(marks, first).astype(np.int64)  # (a) and (b) both grow with M: the answer is >= first
+    n = len(marks)
+    if slots is None and FAST_FLOOR:  # one supply for every pp: per mark, the fewest middle stages that hold L
+        k_mid = caps(marks, e_mid)  # [n, G]
+        rem = L - 2 * caps(marks, e_end).max(axis=1)  # what the middle stages must hold
+        order = np.argsort(-k_mid, axis=1, kind="stable")
+        ks, ss = np.take_along_axis(k_mid, order, axis=1), S[0][order]
+        cover, used = np.cumsum(ks * ss, axis=1), np.cumsum(ss, axis=1)
+        reach = cover >= rem[:, None]  # the greedy reaches rem within the first groups
+        gi = np.argmax(reach, axis=1)
+        at_n = np.arange(n)
+        before_cover, before_used = cover[at_n, gi] - (ks * ss)[at_n, gi], used[at_n, gi] - ss[at_n, gi]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            fewest = before_used + np.ceil((rem - before_cover) / ks[at_n, gi])
+        fewest = np.where(rem <= 0, 0.0, np.where(reach.any(axis=1), fewest, math.inf))
+        fewest = np.minimum.accumulate(fewest)  # it never grows with M (the caps only grow)
+        j = np.searchsorted(-fewest, -need, side="left")  # the first mark whose fewest is <= pp - 2
+        lo = np.maximum(lo, j)
+    else:  # bisection, every row at once (a composition's own counts as its supply)
+        hi = np.full(len(rows), n, dtype=np.int64)
+        at = np.arange(len(rows))
+        while (lo < hi).any():
+            mid = (lo + hi) // 2
+            ok = holds(marks[np.minimum(mid, n - 1)], at)
+            active = lo < hi
+            hi = np.where(active & ok, mid, hi)
+            lo = np.where(active & ~ok, mid + 1, lo)
+    out[rows] = np.where(lo < len(marks), marks[np.minimum(lo, len(marks) - 1)] * SLOWEST_SLACK, math.inf)
+    return out
+
+
+_FLOORS: dict[tuple, np.ndarray] = {}  # least_slowest_stage_s at pp = 1.. by what it depends on (many calls share it)
+
+
+def slowest_floor(d: DegreeTerms, L: int, pps: np.ndarray, v: int = 1) -> np.ndarray:
+    """least_slowest_stage_s(d, L, pps, v=v) at the candidate's own supply, computed once for pp = 1..P per (step_min,
+    NMAX, slots, send_min, L, v) and kept: the cheap bounds of every pp, then the refined and in-flight bounds of the
+    candidates that reach the front, ask for the same values (the same array, so the same bits)."""
+    pps = np.asarray(pps, dtype=np.int64)
+    key = (d.step_min_s, d.max_layers_per_stage, d.slots, d.send_min_s, L, v)
+    have = _FLOORS.get(key)
+    most = int(pps.max(initial=1))
+    if have is None or len(have) < most:
+        have = least_slowest_stage_s(d, L, np.arange(1, max(most, 64) + 1), v=v)
+        _FLOORS[key] = have
+    return have[pps - 1]
+
+
 @dataclass(frozen=True, slots=True)
 class CandidateBound:
     feasible: bool
@@ -354,12 +475,13 @@ def _pipeline_s(d: DegreeTerms, pp: int, counts: tuple[int, ...], send_min: floa
     return best * (1 - 1e-9)  # float sums: stay below the true minimum
 
 
-def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[int, ...], all_params: float
-                       ) -> tuple[float, float, float] | None:
-    """(iteration lower bound, rent, cost-per-iteration lower bound) when exactly counts[g] stages run on g."""
+def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[int, ...], all_params: float,
+                       slowest_s: float = 0.0) -> tuple[float, float, float] | None:
+    """(iteration lower bound, rent, cost-per-iteration lower bound) when exactly counts[g] stages run on g.
+    slowest_s: a lower bound on the slowest stage of these plans (least_slowest_stage_s with the counts as slots)."""
     L = problem.model.num_layers
     present = [g for g, n in enumerate(counts) if n]
-    if sum(counts[g] * d.max_layers_per_stage[g] for g in present) < L:
+    if sum(counts[g] * d.max_layers_per_stage[g] for g in present) < L or slowest_s == math.inf:
         return None
     sends = [d.send_inter_s[g][h] for g in present for h in present]
     sends += [d.send_intra_s[g] for g in present if d.send_intra_s[g] is not None]
@@ -370,7 +492,8 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     least = d.least_stage_params[min(pp, 3) - 1]
     comm = (max(min(d.alpha[g] for g in present) * all_params / pp, max(d.alpha[g] for g in present) * least)
             + max(min(d.beta[g] for g in present) * all_params / pp, max(d.beta[g] for g in present) * least))
-    pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends)
+    pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends,
+                   (d.m - 1) * slowest_s + total)
     iteration = pipeline + comm
     rate = d.w * sum(counts[g] * d.price_per_gpu_hour[g] for g in present)
     p_min = min(d.price_per_gpu_hour[g] for g in present)
@@ -501,7 +624,12 @@ def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Compo
     if not _holds_parameters(problem, d, pp):
         return ()
     all_params = d.all_params(pp)
-    return tuple(got for counts in comps if (got := _composition_bound(problem, d, pp, counts, all_params)))
+    # the candidate's slowest-stage floor from node supply (issue 14, item 3) holds for every composition's plans.
+    # Each composition's own counts as its slots give a sharper floor (least_slowest_stage_s takes them), but by
+    # bisection per composition: 0.76 -> 1.20 ms per refined bound on Llama-2 70B (cost), for 315 -> 304 refined
+    # bounds below 0.99 x the optimum on GPT-3 175B (time); not kept.
+    low = float(slowest_floor(d, problem.model.num_layers, np.array([pp]))[0])
+    return tuple(got for counts in comps if (got := _composition_bound(problem, d, pp, counts, all_params, low)))
 
 
 def bound_over_compositions(problem: Problem, comps: tuple[Composition, ...], budget=None,
@@ -552,6 +680,10 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     total = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
     comm = (d.alpha_min + d.beta_min) * all_params / pp
     pipeline = (d.m - 1) * total / pp + total
+    slowest = slowest_floor(d, L, np.array([pp]))  # node supply (issue 14, item 3); cheap_bounds' operations
+    if not np.isfinite(slowest[0]):
+        return CandidateBound(False)
+    pipeline = max(pipeline, ((d.m - 1) * slowest + total)[0])
     if refined:
         largest = (max(d.max_layers_per_stage),) * len(d.slots)
         pipeline = max(pipeline, _pipeline_s(d, pp, tuple(fastest), d.send_min_s, L, largest) + d.end_work_min_s)
@@ -643,6 +775,9 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     total = d.layer_work_min_s + d.end_work_min_s + 2 * (pps - 1) * d.send_min_s
     comm = (d.alpha_min + d.beta_min) * all_params / pps
     pipeline = (d.m - 1) * total / pps + total
+    slowest = slowest_floor(d, L, pps)  # node supply (issue 14, item 3)
+    ok &= np.isfinite(slowest)
+    pipeline = np.maximum(pipeline, (d.m - 1) * np.where(ok, slowest, 0.0) + total)
     iteration = pipeline + comm
     cheapest, _ = _best_slots_by_pp(d.price_per_gpu_hour, d.slots, pps, largest=False)
     rate = d.w * cheapest

@@ -35,14 +35,18 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
        rent >= w (lambda L + sum_i min_g (p_g - lambda k[g, i](M*)))  =: w phi(lambda),
    the min over the types a position may take. The multiplier is searched by bisection on the sign of the
    supergradient L - sum_i k at a minimizer (any lambda evaluated gives a valid bound; the best seen is kept).
-   R(M) = w max phi; infinite where the positions cannot hold L on their best types.
+   R(M) = w max phi; infinite where the positions cannot hold L on their best types, or where node supply forbids
+   it (round 6, _holds_within_supply: for each type g alone with its slots, the others relaxed, the most the
+   positions can hold is sum_i b_i + the slots[g] largest (k[g, i] - b_i)^+, b_i the best other type's cap at i;
+   below L, no plan lies in the interval).
 4. Intervals. The caps change only at the marks M_j (0 and every finite tt): on [M_j, M_{j+1}) they equal
    k(M_j). A plan whose slowest stage takes M* in that interval has rent >= R(M_j), and (1F1B, interleaved
    ((m v - 1) max t + sum t) / v, costmodel.interleaved_pipeline_time_s) iteration
        >= it(M_j) = (m - 1/v) max(M_j, S / pp) + max(S, M_j) / v + A,
-   with S the least sum of stage times at v = 1 and A the all-reduce and optimizer floor of
+   with S the least sum of stage times at v = 1 (its layers' part at least least_layer_work_s: the fastest types
+   first, up to slots[g] x NMAX[g] layers each) and A the all-reduce and optimizer floor of
    bounds.candidate_bound (the sum of stage times is at least S and at least the slowest stage; sends at v only
-   add). it grows with j. So
+   add); M_j is also raised to bounds.least_slowest_stage_s (round 6). it grows with j. So
        time >= iterations x min_j it(M_j),     cost >= iterations / 3600 x min_j R(M_j) it(M_j),
    over the intervals a budget allows: an interval is dropped when it(M_j) breaks the deadline, R(M_j) the rent
    limit, or R(M_j) it(M_j) the cost budget (each a lower bound on that interval's plans); none left: no plan meets
@@ -62,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsearch.bounds import CandidateBound, DegreeTerms, _calls
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls, slowest_floor
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, memory_capacity_bytes, state_bytes,
@@ -89,6 +93,7 @@ class InFlightTables:
     L: int
     rent: np.ndarray = field(default=None)  # [j] R(M_j); NaN: not computed yet
     floor_rent: float = 0.0  # R(inf): no interval's rent is below it
+    slots: np.ndarray | None = None  # [g] stage slots of each type (node supply); None: supply not counted
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -124,10 +129,13 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 
 
 def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
-                    stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1) -> InFlightTables | None:
+                    stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1,
+                    slowest_s: float = 0.0) -> InFlightTables | None:
     """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp) at v = 1, or None where the bound does
     not apply (several layer kinds, mixture of experts). stages_s: the least sum of stage times; comm_s: the
-    all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch)."""
+    all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch); slowest_s: a lower bound on
+    every plan's slowest stage (bounds.least_slowest_stage_s at this v, from node supply), taken in it(M_j) beside
+    M_j: a plan's slowest stage is at least both."""
     model = problem.model
     kinds = model.kinds
     if len(kinds) != 1 or model.is_moe:
@@ -160,7 +168,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
     marks = np.unique(np.concatenate([[0.0], times[np.isfinite(times)]]))
     # 1F1B, interleaved: ((m v - 1) max t + sum t) / v + comm (v = 1: (m - 1) max t + sum t + comm)
-    iteration = (m - 1 / v) * np.maximum(marks, stages_s / pp) + np.maximum(stages_s, marks) / v + comm_s
+    slowest = np.maximum(marks, slowest_s)  # the slowest stage of a plan in interval j: >= M_j and >= slowest_s
+    iteration = (m - 1 / v) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) / v + comm_s
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
@@ -170,7 +179,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         return (held // v * v).astype(float)  # interleaved: every stage's layers a multiple of v
 
     tab = InFlightTables(marks=marks, iteration=iteration, caps=None, price=np.array(d.price_per_gpu_hour, float),
-                         middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan))
+                         middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan),
+                         slots=np.array(d.slots, dtype=np.int64))
     tab.caps = _LazyCaps(caps_at, marks)
     tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
@@ -182,6 +192,16 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
             hi = mid
         else:
             lo = mid + 1
+    # then node supply (round 6), which also only passes from some mark on; where it does not bind (most candidates
+    # minimizing cost) one check at lo settles it, the bisection costs about 1 ms a candidate
+    if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
+        lo, hi = lo + 1, len(marks)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _holds_within_supply(tab, caps_at(marks[mid:mid + 1]))[0]:
+                hi = mid
+            else:
+                lo = mid + 1
     tab.rent[:lo] = np.inf
     return tab
 
@@ -201,6 +221,37 @@ def _holds(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     usable = (caps >= 1) | ~tab.middle[None, None, :]
     holds = np.where(usable, caps, -np.inf).max(axis=1)  # [M, i]
     return np.isfinite(holds).all(axis=1) & (np.where(np.isfinite(holds), holds, 0).sum(axis=1) >= tab.L)
+
+
+def _holds_within_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[M] False where no assignment of types to positions within node supply (at most slots[g] positions of g)
+    holds L layers with every middle position holding one. For each type g alone with its supply (the others'
+    relaxed), the most such an assignment holds is at most U_g = sum_i b_i + the slots[g] largest (k[g, i] - b_i)^+,
+    b_i = max_{h != g usable at i} k[h, i]: a position takes g or its best other type, and at most slots[g] take g
+    (exact for that relaxation: the Lagrangian of g's supply row at its best multiplier). A position where only g is
+    usable must take g; more such positions than slots[g]: none holds. U_g < L for some g: no plan is in the
+    interval. (Issue 14, item 3, round 6: the front candidates of the time rows need more GPUs than the fastest
+    type has.)"""
+    if tab.slots is None or (tab.slots >= caps.shape[2]).all():  # no type's supply binds
+        return np.ones(len(caps), dtype=bool)
+    usable = (caps >= 1) | ~tab.middle[None, None, :]  # [M, g, i]
+    k = np.where(usable, np.maximum(caps, 0.0), -np.inf)
+    G = k.shape[1]
+    ok = np.ones(len(caps), dtype=bool)
+    for g in range(G):
+        if tab.slots[g] >= k.shape[2]:
+            continue  # g alone can take every position: its supply does not bind
+        others = np.delete(k, g, axis=1).max(axis=1) if G > 1 else np.full((len(caps), k.shape[2]), -np.inf)
+        own = k[:, g, :]
+        forced = ~np.isfinite(others)  # only g is usable there
+        ok &= forced.sum(axis=1) <= tab.slots[g]
+        gain = np.where(forced, np.where(np.isfinite(own), own, -np.inf), np.maximum(own - others, 0.0))
+        gain = np.where(np.isfinite(gain), gain, -np.inf)
+        top = -np.sort(-gain, axis=1)[:, :int(tab.slots[g])]  # the slots[g] largest gains (forced first: gain = k)
+        base = np.where(forced, 0.0, others).sum(axis=1)
+        bound = base + np.where(np.isfinite(top), top, 0.0).sum(axis=1)
+        ok &= bound >= tab.L
+    return ok
 
 
 def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
@@ -280,6 +331,21 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
 
 
+def least_layer_work_s(d: DegreeTerms, L: int) -> float:
+    """A lower bound on the layers' share of the sum of stage times over every plan of a one-kind candidate, from node
+    supply: at most slots[g] stages run on g, each with at most NMAX[g] layers, so at most slots[g] NMAX[g] layers
+    run on g, each for at least step_min[g]; the least work puts the layers on the fastest types first up to those
+    capacities (the fractional knapsack's greedy, exact for that relaxation). inf when the capacities cannot hold L.
+    (Issue 14, item 3, round 6: Llama-2 70B's candidates at the front of the time order use every node of the pool,
+    two stages per type, and the sum that put every layer on H100 sat far below their plans.)"""
+    left, work = L, 0.0
+    for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
+        take = min(left, d.slots[g] * d.max_layers_per_stage[g])
+        work += take * d.step_min_s[g]
+        left -= take
+    return work if left <= 0 else math.inf
+
+
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
               cache: dict | None = None) -> CandidateBound:
     """bound (a refined bound of the v = 1 candidate `cand` under `budget`) with this module's bound taken beside it:
@@ -290,10 +356,14 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         return bound
     if cand.key not in kept:
         pp = cand.pp
-        stages_s = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
+        stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
+            + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
+        slowest_s = float(slowest_floor(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
+        if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
+            return CandidateBound(False)  # the same answer)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
-                                         cache, cand.v)
+                                         cache, cand.v, slowest_s)
     tab = kept[cand.key]
     if tab is None:
         return bound
