@@ -174,13 +174,15 @@ def _fasop_like() -> Problem:
 
 @pytest.mark.parametrize("solver", ["cbc", "cpsat"])
 def test_time_limit_reports_feasible_with_a_gap_never_optimal(solver):
-    """GPT-3 175B on 4 x 256 nodes takes about 10 s to close on two cores (docs/solver.md); 2 s stop it with a plan."""
+    """GPT-3 175B on 4 x 256 nodes needs about 35 s of CPU to prove within 1 % (docs/benchmarks.md, round 5); 4 s of
+    wall clock stop it with a plan (its first plan comes at about 0.35 s of CPU; 4 s, not 2, leave room for a loaded
+    two-core machine, where 2 s sometimes ended with no plan)."""
     from optsearch.edits import edited_problem
 
     problem = edited_problem("gpt3-175b", "mixed-pool-8k", [])
-    result = solve(problem, Budget(objective="cost"), solver=solver, time_limit_s=2.0)
+    result = solve(problem, Budget(objective="cost"), solver=solver, time_limit_s=4.0)
     assert result.status == "feasible", result.status
-    assert result.solve_time_s <= 2.0 * 1.1 + 0.5  # the limit is honoured (plus one model build)
+    assert result.solve_time_s <= 4.0 * 1.1 + 0.5  # the limit is honoured (plus one model build)
     assert result.gap is not None and result.gap > 0
     assert result.bound is not None and result.bound <= result.objective_value
 
