@@ -1,0 +1,62 @@
+"""CP-SAT without presolve probing (cp_model_probing_level 0, the default here until 2026-11-23) returned OPTIMAL at
+a worse point than a feasible one. Found by an extended property run (tests/test_kinds_bound.py, hypothesis seed 47):
+a two-kind model (1 encoder + 2 decoder layers, sequence 4096) on one 40 GiB GPU, minimize cost. The candidate at
+micro-batch 4 has the plan with no recomputation (21.3 of 36 GiB, 0.5536 s per iteration); the model came back
+"optimal" with selective recomputation (0.6185 s), and with the mode fixed to none CP-SAT found 0.5536 s under the
+same parameters. With CP-SAT's default probing, or presolve off, it gives 0.5536 s."""
+
+from __future__ import annotations
+
+from optsearch.baselines.exhaustive import solve_exhaustive
+from optsearch.candidates import SpaceOptions, node_uses
+from optsearch.formulation.cpsat import CpSat
+from optsearch.formulation.milp import PulpCbc
+from optsearch.formulation.model import Candidate, build, decode, skeleton
+from optsearch.problem import Problem
+from optsearch.profile import AnalyticProfile
+from optsearch.solver import solve
+from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, LayerKindSpec, ModelSpec, NodeTypeSpec
+from optsearch.spec.budget import Budget
+
+
+def _problem() -> tuple[Problem, SpaceOptions]:
+    job = JobSpec(global_batch_size=4, train_iterations=1000, precision="bf16", optimizer="adam",
+                  distributed_optimizer=False)
+    model = ModelSpec(name="tight", num_layers=3, hidden_size=1536, num_attention_heads=8, ffn_hidden_size=6144,
+                      seq_length=4096, vocab_size=8000, tied_embeddings=True, position_embedding="learned", bias=True,
+                      norm="layernorm", default_job=job,
+                      layer_kinds=[LayerKindSpec(name="enc", num_layers=1, cross_attention=False),
+                                   LayerKindSpec(name="dec", num_layers=2, cross_attention=True)])
+    gpu = GpuSpec(name="G0", memory_gib=40.0, peak_fp16_tflop_per_s=65.0, hbm_gbyte_per_s=600.0)
+    cluster = ClusterSpec(name="tight", gpus=[gpu], node_types=[NodeTypeSpec(
+        name="t0", gpu="G0", gpus_per_node=1, num_nodes_available=1, price_usd_per_node_hour=1.0,
+        intra_node_link="nvlink", intra_node_gbyte_per_s=32.0, inter_node_gbit_per_s=40.0, collective_latency="nccl")])
+    problem = Problem(model=model, cluster=cluster, job=job, gpus={"G0": gpu},
+                      profile=AnalyticProfile(model=model, gpus={"G0": gpu}, name="analytic"), memory_headroom=0.1)
+    options = SpaceOptions(micro_batch_sizes=(1, 2, 4), recompute_modes=("none", "selective", "full"), max_stages=1,
+                           uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1,),
+                           virtual_stages=(1,))
+    return problem, options
+
+
+def test_the_candidates_model_gives_its_best_plan_on_cpsat():
+    problem, options = _problem()
+    cand = Candidate(tp=1, dp=1, micro_batch_size=4, pp=1, uses=tuple(node_uses(problem, 1, 1, 4)))
+    f = build(problem, Budget(objective="cost"), cand, options, skel=skeleton(problem, cand, options))
+    sol = CpSat().solve(f.lm, 30)
+    assert sol.status == "optimal"
+    assert [s.recompute for s in decode(f, sol).stages] == ["none"]
+    cbc = PulpCbc().solve(f.lm, 30)  # the same model on the other backend
+    assert cbc.status == "optimal" and abs(sol.objective - cbc.objective) <= 1e-6 * cbc.objective
+
+
+def test_the_solve_equals_brute_force_on_both_backends():
+    problem, options = _problem()
+    budget = Budget(objective="cost")
+    truth = solve_exhaustive(problem, budget, options=options)
+    assert truth.plan.micro_batch_size == 4 and truth.plan.stages[0].recompute == "none"
+    for backend in ("cpsat", "cbc"):
+        got = solve(problem, budget, options=options, solver=backend)
+        assert got.status == "optimal", (backend, got.status)
+        assert abs(got.objective_value - truth.objective_value) <= 1e-6 * truth.objective_value, (
+            backend, got.objective_value, truth.objective_value, got.plan)
