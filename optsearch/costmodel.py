@@ -889,6 +889,81 @@ def check_plan(problem: Problem, plan: Plan) -> None:
             raise SpecError(f"plan: needs {count} nodes of {name} but the cluster has {available}")
 
 
+# ---- Megatron's --overlap-grad-reduce (issue 15; docs/cost-model.md section 7c) --------------------------------
+# megatron/core/distributed/distributed_data_parallel.py: bucket_size defaults to max(40e6, 1e6 x dp) elements with
+# overlap_grad_reduce, and is None (one bucket) on pipeline ranks > 0 ("data-parallel communication on these stages is
+# not on the critical path"). param_and_grad_buffer.py: params are laid into buckets in reverse order (backward
+# order); register_grad_ready launches a bucket's async reduce-scatter / all-reduce once all its grads are ready in the
+# last micro-batch (is_last_microbatch; schedules.py enables grad sync only before the last backward).
+OVERLAP_BUCKET_MIN_ELEMENTS = 40_000_000
+OVERLAP_BUCKET_ELEMENTS_PER_DP_RANK = 1_000_000
+
+
+def overlap_bucket_elements(dp_group: int) -> int:
+    """Megatron's default bucket size with --overlap-grad-reduce: max(40e6, 1e6 x dp group size) elements."""
+    return max(OVERLAP_BUCKET_MIN_ELEMENTS, OVERLAP_BUCKET_ELEMENTS_PER_DP_RANK * dp_group)
+
+
+def overlap_bucket_count(elements_per_rank: float, dp_group: int, first_stage: bool) -> int:
+    """Buckets of one stage's gradient buffer: ceil(elements / bucket size) on pipeline rank 0, 1 elsewhere."""
+    if not first_stage or elements_per_rank <= 0:
+        return 1
+    return max(1, math.ceil(elements_per_rank / overlap_bucket_elements(dp_group)))
+
+
+def overlapped_grad_reduce_s(sync_s: float, window_s: float, buckets: int) -> float:
+    """Exposed part of a stage's bucketed gradient collective (sync_s in all) launched during a backward window_s
+    long whose gradients become ready uniformly: bucket k is ready at k window / n and the collectives run one after
+    another, so the last one ends at max(window + sync / n, window / n + sync):
+    exposed = max(sync / n, sync - window (n - 1) / n)."""
+    if sync_s <= 0:
+        return 0.0
+    n = max(1, buckets)
+    return max(sync_s / n, sync_s - max(0.0, window_s) * (n - 1) / n)
+
+
+def layer_forward_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int) -> float:
+    """The forward of one layer for one micro-batch (profile forward + its forward TP all-reduces): layer_step_s's
+    forward part; the rest of layer_step_s is the backward pass (with any recomputation, which runs in it)."""
+    entry = problem.profile.get(problem.node(node_type).gpu, kind.name, tp, micro_batch_size)
+    step = entry.forward_s * entry.forward_repeats
+    if not entry.tp_comm_included and tp > 1:
+        blocks = 3 if kind.cross_attention else 2
+        step += entry.forward_repeats * blocks * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * tp_allreduce_s(
+            problem, node_type, tp, micro_batch_size)
+    return step
+
+
+def stage_forward_s(problem: Problem, node_type: str, kinds: dict[str, int], tp: int, micro_batch_size: int,
+                    first: bool, last: bool, cp: int = 1) -> float:
+    """One micro-batch's forward on a stage: its layers, the embedding (with its TP all-reduce) on the first stage,
+    the head's forward on the last, over s / cp tokens."""
+    by_name = {k.name: k for k in problem.model.kinds}
+    gpu = problem.node(node_type).gpu
+    fwd = sum(count * layer_forward_s(problem, node_type, by_name[name], tp, micro_batch_size)
+              for name, count in kinds.items())
+    if first:
+        fwd += problem.profile.get(gpu, EMBEDDING_KIND, tp, micro_batch_size).forward_s
+        if tp > 1 and not problem.profile.get(gpu, EMBEDDING_KIND, tp, micro_batch_size).tp_comm_included:
+            fwd += tp_allreduce_s(problem, node_type, tp, micro_batch_size)
+    if last:
+        fwd += problem.profile.get(gpu, HEAD_KIND, tp, micro_batch_size).forward_s
+    return fwd / cp
+
+
+def exposed_grad_reduce_s(sync_s: list[float], backward_s: list[float], buckets0: int) -> list[float]:
+    """Per stage, the exposed part of its gradient collective under --overlap-grad-reduce, measured from the end of
+    stage 0's last backward (the iteration's end under 1F1B). Stage 0: overlapped_grad_reduce_s over its own last
+    backward in buckets0 buckets. Stage i > 0: one bucket launched at the end of its last backward, while stages
+    i-1..0 still run theirs: exposed = max(0, sync_i - sum_{j<i} backward_j)."""
+    out = [overlapped_grad_reduce_s(sync_s[0], backward_s[0], buckets0)]
+    hidden = 0.0
+    for i in range(1, len(sync_s)):
+        hidden += backward_s[i - 1]
+        out.append(max(0.0, sync_s[i] - hidden))
+    return out
+
+
 def estimate(problem: Problem, plan: Plan) -> Estimate:
     """Price a plan: per-stage times and memory, iteration and training time, nodes, USD."""
     check_plan(problem, plan)
@@ -982,6 +1057,8 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         stages, pipeline = deepspeed_pipeline(problem, plan, placement, stages, stage_kinds, m)
     else:
         pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
+    if plan.overlap_grad_reduce and v == 1 and pipe_engine_of(problem) is None:
+        stages = _overlap_grad_reduce(problem, plan, placement, stages, stage_kinds)
     allreduce = max(s.dp_allreduce_s for s in stages)
     embedding = 0.0
     if pp > 1:
@@ -1005,6 +1082,31 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         usd_per_hour=usd_per_hour,
         cost_usd=usd_per_hour * hours(training),
     )
+
+
+def _overlap_grad_reduce(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],
+                         stage_kinds: list[dict[str, int]]) -> list[StageEstimate]:
+    """The stages with dp_allreduce_s = the exposed part of the gradient reduce (section 7c). With the distributed
+    optimizer only the reduce-scatter (g of the g + 2 bytes per element of gradient_sync_s) is overlapped; the
+    parameter all-gather and the experts' exchange stay exposed."""
+    from dataclasses import replace as _replace
+    tp, dp, cp, mbs, pp = plan.tp, plan.dp, plan.cp, plan.micro_batch_size, plan.pp
+    g = gradient_bytes(problem.job)
+    share = g / (g + WEIGHT_BYTES_PER_PARAM) if plan.distributed_optimizer else 1.0
+    syncs, rest, backward = [], [], []
+    for i, stage in enumerate(plan.stages):
+        experts = stage_expert_parameters(problem.model, stage_kinds[i])
+        dense = stages[i].parameters - experts
+        sync = gradient_sync_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i], cp,
+                               plan.distributed_optimizer)
+        syncs.append(sync * share)
+        rest.append(stages[i].dp_allreduce_s - sync * share)
+        forward = stage_forward_s(problem, stage.node_type, stage_kinds[i], tp, mbs, i == 0, i == pp - 1, cp)
+        backward.append(max(0.0, stages[i].compute_s - forward))
+    dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
+    buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
+    exposed = exposed_grad_reduce_s(syncs, backward, buckets0)
+    return [_replace(s, dp_allreduce_s=e + r) for s, e, r in zip(stages, exposed, rest)]
 
 
 # ---- DeepSpeed 0.3.13's pipeline engine (AMP's fork; docs/cost-model.md section 6c) ---------------------------

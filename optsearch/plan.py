@@ -47,6 +47,10 @@ class Plan:
     # Interleaved (virtual) pipeline: model chunks per pipeline rank (Megatron's virtual pipeline size). Each stage
     # (pipeline rank) splits its num_layers into this many equal chunks; chunk k of rank r is virtual stage k pp + r.
     virtual_stages: int = 1
+    # Megatron's --overlap-grad-reduce (issue 15): the stage's gradient reduce-scatter / all-reduce runs in buckets
+    # during the last micro-batch's backward (costmodel.overlapped_grad_reduce_s). Off unless a validation row says
+    # the run used it; the search never sets it and `launch` does not emit it.
+    overlap_grad_reduce: bool = False
 
     @property
     def pp(self) -> int:

@@ -4,7 +4,8 @@ A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
     measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
-    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention, notes]
+    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention, overlap_grad_reduce,
+    notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
 are catalog names or paths relative to the CSV's folder; `oom` is 1 for a run that ran out of memory (its
@@ -57,6 +58,9 @@ UNHONOURED = {
     "pipeline_model_parallel_size": _COLUMN + "pp", "expert_model_parallel_size": _COLUMN + "ep",
     "micro_batch": _COLUMN + "micro_batch_size", "mbs": _COLUMN + "micro_batch_size",
     "global_batch": _COLUMN + "global_batch_size", "gbs": _COLUMN + "global_batch_size",
+    "grad_reduce_overlap": _COLUMN + "overlap_grad_reduce", "overlap_grad_reduction": _COLUMN + "overlap_grad_reduce",
+    "overlap_param_gather": "not priced (the parameter all-gather stays exposed); drop the column",
+    "tp_comm_overlap": "not priced (tensor-parallel collectives stay exposed); drop the column",
     "seq_length": _SPEC, "seq_len": _SPEC, "sequence_length": _SPEC, "num_micro_batches": "it follows from "
     "global_batch_size, dp and micro_batch_size; drop the column",
 }
@@ -160,7 +164,9 @@ def _load_runs(path: Path) -> list[Run]:
                     virtual_stages=_int(row, "virtual_stages", where) if (row.get("virtual_stages") or "").strip()
                     else 1,
                     recompute_num_layers=_int(row, "recompute_num_layers", where)
-                    if (row.get("recompute_num_layers") or "").strip() else None)
+                    if (row.get("recompute_num_layers") or "").strip() else None,
+                    # Megatron's --overlap-grad-reduce (costmodel section 7c); empty or absent: off
+                    overlap_grad_reduce=_flag(row, "overlap_grad_reduce", where) is True)
         if (row.get("pp") or "").strip() and _int(row, "pp", where) != plan.pp:
             raise SpecError(f"{where}: pp = {row['pp'].strip()}: must equal the number of stages ({plan.pp})")
         precision = (row.get("precision") or "").strip() or None
