@@ -20,6 +20,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 
 import numpy as np
 
@@ -479,11 +480,20 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks)."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
+    rows: list[tuple] = []  # (bound, key, uses, terms)
     total = 0
     most = max_stages(problem, options)
     pps = np.arange(1, most + 1)
     iterations = problem.iterations
     slack = BOUND_SLACK
+    interleaving: dict[tuple[int, ...], bool] = {}
+
+    def allowed_at(p: int, dp: int, mbs: int, v: int) -> bool:  # interleaving_allowed, once per (pp, dp, b, v)
+        key = (p, dp, mbs, v)
+        if key not in interleaving:
+            interleaving[key] = interleaving_allowed(problem, p, dp, mbs, v)
+        return interleaving[key]
+
     for tp in tp_candidates(problem):
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
@@ -499,7 +509,7 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                             allowed = [p for p in range(1, most + 1)]
                         else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
                             allowed = [p for p in range(2, most + 1)
-                                       if terms.m % p == 0 and interleaving_allowed(problem, p, dp, mbs, v)]
+                                       if terms.m % p == 0 and allowed_at(p, dp, mbs, v)]
                         total += len(allowed)
                         ix = np.array(allowed, dtype=np.int64) - 1
                         if budget.max_gpus is not None:
@@ -522,10 +532,13 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                             keep &= ~(rt > budget.max_usd_per_hour * slack)
                         value = cost_lb if budget.objective == "cost" else time_lb
                         for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
-                            cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=p + 1, uses=uses, ep=ep, cp=cp,
-                                             v=v)
-                            kept.append(Bounded(cand, lb, terms, CHEAP))
-    kept.sort(key=lambda b: (b.lower_bound, b.cand.key))
+                            rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v), uses, terms))
+    # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
+    # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
+    rows.sort(key=itemgetter(0, 1))
+    for lb, (tp, dp, mbs, pp, ep, cp, v), uses, terms in rows:
+        kept.append(Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v),
+                            lb, terms, CHEAP))
     return kept, total
 
 
