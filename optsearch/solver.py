@@ -487,6 +487,7 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     iterations = problem.iterations
     slack = BOUND_SLACK
     interleaving: dict[tuple[int, ...], bool] = {}
+    shapes: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def allowed_at(p: int, dp: int, mbs: int, v: int) -> bool:  # interleaving_allowed, once per (pp, dp, b, v)
         key = (p, dp, mbs, v)
@@ -505,13 +506,19 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp)
                     ok, iteration, rate, cost = memo.cheap_bounds(terms, (tp, dp, mbs, ep, cp), pps)
                     for v in options.virtual_stages:
-                        if v == 1:
-                            allowed = [p for p in range(1, most + 1)]
-                        else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
-                            allowed = [p for p in range(2, most + 1)
-                                       if terms.m % p == 0 and allowed_at(p, dp, mbs, v)]
-                        total += len(allowed)
-                        ix = np.array(allowed, dtype=np.int64) - 1
+                        shape = shapes.get((terms.m, dp, mbs, v))
+                        if shape is None:  # the pp allowed and their f_v: once per (m, dp, b, v)
+                            if v == 1:
+                                allowed = [p for p in range(1, most + 1)]
+                            else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
+                                allowed = [p for p in range(2, most + 1)
+                                           if terms.m % p == 0 and allowed_at(p, dp, mbs, v)]
+                            factors = np.ones(most)
+                            for p in allowed if v > 1 else ():
+                                factors[p - 1] = interleaving_factor(terms.m, p, v)
+                            shape = shapes[(terms.m, dp, mbs, v)] = (np.array(allowed, dtype=np.int64) - 1, factors)
+                        ix, factors = shape
+                        total += len(ix)
                         if budget.max_gpus is not None:
                             ix = ix[(ix + 1) * tp * cp * dp <= budget.max_gpus]
                         ix = ix[ok[ix]]
@@ -519,7 +526,7 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
                             continue
                         it, rt, co = iteration[ix], rate[ix], cost[ix]
                         if v > 1:  # bounds.interleaved_bound, the same operations
-                            factor = np.array([interleaving_factor(terms.m, int(p) + 1, v) for p in ix])
+                            factor = factors[ix]
                             it, co = it * factor, co * factor
                         time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
                         cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
