@@ -14,6 +14,7 @@ back in; at the front again, its model is solved.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import os
@@ -477,7 +478,21 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
     """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. The bounds of
     every pp of one (tp, dp, b, ep, cp) come from one vectorized call (bounds.cheap_bounds, equal bit for bit to
-    Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks)."""
+    Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks).
+    Python's cyclic garbage collector is paused while the list is built (issue 14, item 3: first plans): the list's
+    objects hold no cycles, and the full collections that 63,030 new candidates triggered (GPT-3 175B, mixed-pool-8k,
+    megatron target) each walked every live object, about 0.2 s of its 1.2 s of CPU. The values are the same."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _build_candidates(memo, budget, slower_than_s)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple[list[Bounded], int]:
+    """_candidates' work."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
     rows: list[tuple] = []  # (bound, key, uses, terms)
