@@ -102,6 +102,7 @@ def _calls(cache: dict | None):
         if key not in cache:
             cache[key] = fn(problem, *args)
         return cache[key]
+    call.cache = cache  # type: ignore[attr-defined]  (for callers that keep derived values beside the calls)
     return call
 
 
@@ -124,14 +125,23 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     emb = {g: call(cp_embedding_step_s, problem, g, tp, mbs, cp) for g in names}
     head = {g: call(cp_head_step_s, problem, g, tp, mbs, cp) for g in names}
     price = {u.name: u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses}
-    sends = [stage_send_s(problem, g, h, False, w, mbs, tp, cp) for g in names for h in names]
-    sends += [stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) for u in uses if u.stages_per_block > 1]
+    inter = tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names)
+    intra = tuple(stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) if u.stages_per_block > 1 else None
+                  for u in uses)
+    sends = [s for row in inter for s in row] + [s for s in intra if s is not None]  # each send computed once
     state = state_bytes(problem.job, dp, cp, dist)
     nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache) for g in names]
     alpha = tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses)
     beta = tuple(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names)
     if model.is_moe:
         alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state, dist)
+    model_terms = cache.get(("model_terms",)) if cache is not None else None
+    if model_terms is None:  # the model's own (no degree): one computation per problem, the same values
+        model_terms = (float(sum(model.layer_parameters(k) * k.num_layers for k in kinds)),
+                       (stage_parameters(model, {}, True, True, 1), stage_parameters(model, {}, True, True, 2)),
+                       tuple(_least_stage_parameters(model, pp) for pp in (1, 2, 3)))
+        if cache is not None:
+            cache[("model_terms",)] = model_terms
     return DegreeTerms(
         m=num_micro_batches(problem.job, dp, mbs),
         tp=tp,
@@ -147,7 +157,7 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         send_min_s=min(sends),
         alpha_min=min(alpha),
         beta_min=min(beta),
-        layer_params=float(sum(model.layer_parameters(k) * k.num_layers for k in kinds)),
+        layer_params=model_terms[0],
         max_layers_per_stage=tuple(nmax),
         stages_per_block=tuple(u.stages_per_block for u in uses),
         layer_work_s=tuple(sum(k.num_layers * step[g][i] for i, k in enumerate(kinds)) for g in names),
@@ -156,13 +166,12 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         head_s=tuple(head[g] for g in names),
         alpha=alpha,
         beta=beta,
-        send_inter_s=tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names),
-        send_intra_s=tuple(stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) if u.stages_per_block > 1 else None
-                           for u in uses),
+        send_inter_s=inter,
+        send_intra_s=intra,
         capacity_bytes_max=max(memory_capacity_bytes(problem, problem.node(g).gpu) for g in names),
         state_bytes_per_param=state,
-        ends_params=(stage_parameters(model, {}, True, True, 1), stage_parameters(model, {}, True, True, 2)),
-        least_stage_params=tuple(_least_stage_parameters(model, pp) for pp in (1, 2, 3)),
+        ends_params=model_terms[1],
+        least_stage_params=model_terms[2],
     )
 
 
@@ -198,25 +207,43 @@ def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs
     dist = distributed_optimizer_on(problem.job, dp, cp)
     state = state_bytes(problem.job, dp, cp, dist)
     expert_state = expert_state_bytes_per_param(problem.job, dp, ep, dist) if model.is_moe else state
-    capacity = memory_capacity_bytes(problem, problem.node(node_type).gpu) - MEMORY_RESERVE_BYTES
+    key = ("max_layers_per_stage", node_type, tp, mbs, ep, cp, state, expert_state)  # everything it depends on
+    if cache is not None and key in cache:
+        return cache[key]
+    most = _max_layers(problem, node_type, tp, mbs, ep, cp, state, expert_state, call)
+    if cache is not None:
+        cache[key] = most
+    return most
+
+
+def _max_layers(problem: Problem, node_type: str, tp: int, mbs: int, ep: int, cp: int, state: float,
+                expert_state: float, call) -> int:
+    """max_layers_per_stage's computation, given its state bytes per parameter (dp and the optimizer enter only
+    through them): the same operations in the same order."""
+    model = problem.model
+    key = ("_max_layers_terms", node_type, tp, mbs, cp)  # what does not depend on dp (the same values, kept)
+    terms = call.cache.get(key) if call.cache is not None else None
+    if terms is None:
+        kinds = model.kinds  # a property that builds the kinds: once here
+        terms = (memory_capacity_bytes(problem, problem.node(node_type).gpu) - MEMORY_RESERVE_BYTES,
+                 [(k.is_moe, model.layer_parameters(k), model.expert_parameters(k)) for k in kinds],
+                 {mode: [call(cp_layer_activation_bytes, problem, node_type, k, tp, mbs, mode, cp) for k in kinds]
+                  for mode in RECOMPUTE_MODES + tuple(m for m in ("none", "full") if m not in RECOMPUTE_MODES)},
+                 call(cp_full_recompute_working_bytes, problem, node_type, tp, mbs, cp))
+        if call.cache is not None:
+            call.cache[key] = terms
+    capacity, params, act, working = terms
     most = 0
     for mode in RECOMPUTE_MODES:
-        per_layer = min((state / tp * model.layer_parameters(k) if not k.is_moe else
-                         state / tp * (model.layer_parameters(k) - model.expert_parameters(k))
-                         + expert_state / (tp * ep) * model.expert_parameters(k))
-                        + call(cp_layer_activation_bytes, problem, node_type, k, tp, mbs, mode, cp) for k in model.kinds)
-        room = capacity - (call(cp_full_recompute_working_bytes, problem, node_type, tp, mbs, cp) if mode == "full"
-                           else 0.0)
+        per_layer = min((state / tp * lp if not moe else state / tp * (lp - xp) + expert_state / (tp * ep) * xp)
+                        + a for (moe, lp, xp), a in zip(params, act[mode]))
+        room = capacity - (working if mode == "full" else 0.0)
         if room > 0:
             most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
     # Block recomputation mixes full and none layers and adds W: each layer needs at least the lesser of the two.
-    per_layer = min((state / tp * model.layer_parameters(k) if not k.is_moe else
-                     state / tp * (model.layer_parameters(k) - model.expert_parameters(k))
-                     + expert_state / (tp * ep) * model.expert_parameters(k))
-                    + min(call(cp_layer_activation_bytes, problem, node_type, k, tp, mbs, mode, cp)
-                          for mode in ("none", "full"))
-                    for k in model.kinds)
-    room = capacity - call(cp_full_recompute_working_bytes, problem, node_type, tp, mbs, cp)
+    per_layer = min((state / tp * lp if not moe else state / tp * (lp - xp) + expert_state / (tp * ep) * xp)
+                    + min(a_none, a_full) for (moe, lp, xp), a_none, a_full in zip(params, act["none"], act["full"]))
+    room = capacity - working
     if room > 0:
         most = max(most, math.floor(room / per_layer * (1 + 1e-9)))
     return min(most, model.num_layers)
