@@ -30,26 +30,40 @@ class FewestGpus:
     exact: bool
 
 
+def _first_plan_under(problem: Problem, budget: Budget, cap_field: str, *, solver: str, options: SpaceOptions,
+                      time_limit_s: float | None):
+    """A feasibility probe for the bisections below: cap -> (status, SearchResult or None), a first plan (--gap 0.99)
+    under the budget's other caps with `cap_field` set to cap (None: dropped), training time and cost left out. All
+    probes share one clock of FEWEST_GPUS_BUDGET_S (or the caller's time limit); past it, ("timeout", None)."""
+    from optsearch.solver import solve
+
+    deadline = time.monotonic() + min(FEWEST_GPUS_BUDGET_S, time_limit_s if time_limit_s is not None else 1e9)
+    base = budget.model_copy(update={"objective": "cost", "max_time_s": None, "max_cost_usd": None})
+
+    def first(cap):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return "timeout", None
+        result = solve(problem, base.model_copy(update={cap_field: cap}), solver=solver, options=options,
+                       time_limit_s=left, gap=FEASIBILITY_GAP)
+        return result.status, result if result.plan is not None else None
+
+    return first
+
+
 def fewest_gpus(problem: Problem, budget: Budget, *, solver: str, options: SpaceOptions = SpaceOptions(),
                 time_limit_s: float | None = None) -> FewestGpus | None:
     """The fewest GPUs a plan needs under the budget's other caps (--max-usd-per-hour; training time and cost are
     left out: they are explained apart), given that none has budget.max_gpus or fewer. None when budget.max_gpus is
     unset. Bisection over the GPU cap with feasibility solves; each plan found lowers the upper end to its own GPU
     count."""
-    from optsearch.solver import solve
-
     if budget.max_gpus is None:
         return None
-    deadline = time.monotonic() + min(FEWEST_GPUS_BUDGET_S, time_limit_s if time_limit_s is not None else 1e9)
-    base = budget.model_copy(update={"objective": "cost", "max_time_s": None, "max_cost_usd": None})
+    first = _first_plan_under(problem, budget, "max_gpus", solver=solver, options=options, time_limit_s=time_limit_s)
 
     def first_plan(cap: int | None):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return "timeout", None
-        result = solve(problem, base.model_copy(update={"max_gpus": cap}), solver=solver, options=options,
-                       time_limit_s=left, gap=FEASIBILITY_GAP)
-        return result.status, result.plan
+        status, result = first(cap)
+        return status, None if result is None else result.plan
 
     low = budget.max_gpus
     status, plan = first_plan(None)
@@ -92,18 +106,12 @@ def lowest_rate(problem: Problem, budget: Budget, *, solver: str, options: Space
     fewest_gpus; each plan found lowers the upper end to its own rate, and the search ends when a cap a cent below the
     best rate found is infeasible (exact) or the time runs out (not exact: a plan at that rate exists). (None, exact):
     no plan fits at any rate."""
-    from optsearch.solver import solve
-
-    deadline = time.monotonic() + min(FEWEST_GPUS_BUDGET_S, time_limit_s if time_limit_s is not None else 1e9)
-    base = budget.model_copy(update={"objective": "cost", "max_time_s": None, "max_cost_usd": None})
+    first = _first_plan_under(problem, budget, "max_usd_per_hour", solver=solver, options=options,
+                              time_limit_s=time_limit_s)
 
     def first_plan(cap: float | None):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return "timeout", None
-        result = solve(problem, base.model_copy(update={"max_usd_per_hour": cap}), solver=solver, options=options,
-                       time_limit_s=left, gap=FEASIBILITY_GAP)
-        return result.status, result.estimate
+        status, result = first(cap)
+        return status, None if result is None else result.estimate
 
     low = budget.max_usd_per_hour or 0.0
     status, est = first_plan(None)

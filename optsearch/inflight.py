@@ -185,23 +185,21 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
     # caps grow with M), those intervals get an infinite rent without the programme
-    lo, hi = 0, len(marks)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if _holds(tab, caps_at(marks[mid:mid + 1]))[0]:
-            hi = mid
-        else:
-            lo = mid + 1
-    # then node supply (round 6), which also only passes from some mark on; where it does not bind (most candidates
-    # minimizing cost) one check at lo settles it, the bisection costs about 1 ms a candidate
-    if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
-        lo, hi = lo + 1, len(marks)
+    def first_passing(check, lo: int) -> int:  # the least mark index from lo on where check passes (it keeps passing)
+        hi = len(marks)
         while lo < hi:
             mid = (lo + hi) // 2
-            if _holds_within_supply(tab, caps_at(marks[mid:mid + 1]))[0]:
+            if check(tab, caps_at(marks[mid:mid + 1]))[0]:
                 hi = mid
             else:
                 lo = mid + 1
+        return lo
+
+    lo = first_passing(_holds, 0)
+    # then node supply (round 6), which also only passes from some mark on; where it does not bind (most candidates
+    # minimizing cost) one check at lo settles it, the bisection costs about 1 ms a candidate
+    if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
+        lo = first_passing(_holds_within_supply, lo + 1)
     tab.rent[:lo] = np.inf
     return tab
 
