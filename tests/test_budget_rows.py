@@ -5,13 +5,11 @@ priced plan of the space that meets the budget, and the answer must stay brute f
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 
 from optsearch import solver as solver_module
-from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import estimate
 from optsearch.formulation.model import Candidate
@@ -22,7 +20,8 @@ from optsearch.solver import (Bounded, Memo, _best_meeting, _candidates, _climb_
 from optsearch.spec.budget import Budget
 
 from test_interleaved import interleaved_instances
-from test_solver import MAX_PLANS, _fasop_like, assert_backends_equal_brute_force
+from test_seed_search import budget_at_free_plan
+from test_solver import _fasop_like, assert_backends_equal_brute_force
 
 
 def _bounded(tp: int, pp: int, bound: float, v: int = 1, cp: int = 1) -> Bounded:
@@ -95,11 +94,7 @@ def test_the_wide_climb_gives_priced_plans_of_the_space_that_meet_the_budget_and
     by the cost model, that meets the budget and is no worse than its start; every plan _climb_plans offers is a priced
     plan of the space; and the budget search equals brute force on both backends."""
     problem, options, objective, factor = case
-    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
-    free = solve(problem, Budget(objective="cost" if objective == "time" else "time"), options=options)
-    assume(free.estimate is not None)
-    budget = (Budget(objective="time", max_cost_usd=free.estimate.cost_usd * factor) if objective == "time" else
-              Budget(objective="cost", max_time_s=free.estimate.training_time_s * factor))
+    budget = budget_at_free_plan(problem, options, objective, factor)
     memo = Memo(problem, options)
     bounded, _ = _candidates(memo, budget)
     for item in bounded:
