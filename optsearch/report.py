@@ -265,12 +265,14 @@ def megatron_json(problem, plan: Plan) -> dict[str, Any]:
 
 
 def solve_json(result, problem) -> dict[str, Any]:
-    """One object: status, objective, solver, solve_time_s, gap, plan, estimate, megatron (see README)."""
+    """One object: status, objective, solver, solve_time_s, first_plan_s, gap, plan, estimate, megatron (see README)."""
+    first_plan_s = result.stats.get("first_plan_s")
     out: dict[str, Any] = {
         "status": result.status,
         "objective": result.objective,
         "solver": result.method,
         "solve_time_s": round(result.solve_time_s, 3),
+        "first_plan_s": None if first_plan_s is None else round(first_plan_s, 3),
         "gap": result.gap,
         "objective_value": result.objective_value,
         "message": result.message,

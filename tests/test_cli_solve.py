@@ -17,6 +17,7 @@ def test_solve_json_has_the_documented_keys_and_reprices_exactly(tmp_path):
     assert run.code in (0, None), run.stderr
     out = json.loads(run.stdout)
     assert out["status"] == "optimal" and out["objective"] == "cost" and out["solver"] == "cpsat" and out["gap"] == 0
+    assert 0 < out["first_plan_s"] <= out["solve_time_s"]  # seconds into the search when the first plan came
     plan = out["plan"]
     assert {"tp", "dp", "pp", "micro_batch_size", "num_micro_batches", "nodes", "stages"} <= set(plan)
     assert all({"node_type", "gpu", "num_layers", "recompute"} <= set(s) for s in plan["stages"])

@@ -216,7 +216,7 @@ def solve_command(
                                         edits=edits, budget=budget, target=target)
     if out is not None:
         # The file carries no timing, so the same inputs write a byte-identical file.
-        write_atomic(out, dumps({k: v for k, v in payload.items() if k != "solve_time_s"}))
+        write_atomic(out, dumps({k: v for k, v in payload.items() if k not in ("solve_time_s", "first_plan_s")}))
     if as_json:
         stdout.out(dumps(payload), end="", highlight=False)
         return
