@@ -1059,7 +1059,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
     if plan.overlap_grad_reduce and v == 1 and pipe_engine_of(problem) is None:
         stages = _overlap_grad_reduce(problem, plan, placement, stages, stage_kinds)
-    allreduce = max(s.dp_allreduce_s for s in stages)
+    gather_delay = 0.0
+    if plan.overlap_param_gather and dist and v == 1 and pipe_engine_of(problem) is None:
+        stages, gather_delay = _overlap_param_gather(problem, plan, placement, stages, stage_kinds)
+    allreduce = max(s.dp_allreduce_s for s in stages) + gather_delay
     embedding = 0.0
     if pp > 1:
         embedding = embedding_allreduce_s(problem, plan.stages[0].node_type, plan.stages[-1].node_type,
@@ -1101,12 +1104,67 @@ def _overlap_grad_reduce(problem: Problem, plan: Plan, placement: Placement, sta
                                plan.distributed_optimizer)
         syncs.append(sync * share)
         rest.append(stages[i].dp_allreduce_s - sync * share)
-        forward = stage_forward_s(problem, stage.node_type, stage_kinds[i], tp, mbs, i == 0, i == pp - 1, cp)
+        forward = _stage_forward_of_plan(problem, plan, stage_kinds, i)
         backward.append(max(0.0, stages[i].compute_s - forward))
     dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
     buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
     exposed = exposed_grad_reduce_s(syncs, backward, buckets0)
     return [_replace(s, dp_allreduce_s=e + r) for s, e, r in zip(stages, exposed, rest)]
+
+
+def _stage_forward_of_plan(problem: Problem, plan: Plan, stage_kinds: list[dict[str, int]], i: int) -> float:
+    """Stage i's forward of one micro-batch as the plan runs it (stage_forward_s)."""
+    stage = plan.stages[i]
+    return stage_forward_s(problem, stage.node_type, stage_kinds[i], plan.tp, plan.micro_batch_size, i == 0,
+                           i == plan.pp - 1, plan.cp)
+
+
+# ---- Megatron's --overlap-param-gather at core_r0.8.0 (issue 15; docs/cost-model.md section 7d) ----------------
+# megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0 (baf94af3): step_with_ready_grads gathers nothing when
+# overlap_param_gather ("the first all-gather is launched asynchronously in the next optimizer.zero_grad() call and
+# subsequent all-gathers are launched in the forward pre-hook"); zero_grad dispatches the all-gather of handle 0 (the
+# bucket the forward needs first: _get_model_param_buffer_dp_views lists buckets in reverse, forward order); the
+# forward pre-hook waits on a bucket's handle the first time a module uses one of its parameters and only then
+# dispatches the next (_finish_param_sync_helper). training.py train_step calls optimizer.zero_grad() on every rank
+# before forward_backward_func. Buckets: the gradient buffer's (section 7c): ceil(P / t / bucket) on pipeline rank 0,
+# one on ranks > 0 (distributed_data_parallel.py: bucket_size None when the pipeline rank is > 0).
+
+
+def param_gather_delay_s(gather_s: list[float], forward_s: list[float], buckets0: int) -> float:
+    """How much later the pipeline's first forward reaches the last stage because of the parameter all-gathers, all
+    dispatched at the step's start (zero_grad) and waited for by the first forward's pre-hooks.
+
+    Stage 0, buckets0 buckets: the wait-then-dispatch chain over its first forward F_0 ends at
+    F_0 + max(G_0 / n, G_0 - F_0 (n - 1) / n) (the closed form of overlapped_grad_reduce_s, the same recursion with
+    the forward in place of the backward). Stage i > 0: one bucket, dispatched at 0, so its first forward starts at
+    max(E_{i-1}, G_i) and ends F_i later. The delay is E_{pp-1} - sum_i F_i (pipeline sends left out)."""
+    if not gather_s:
+        return 0.0
+    end = forward_s[0] + overlapped_grad_reduce_s(gather_s[0], forward_s[0], buckets0)
+    for gather, forward in zip(gather_s[1:], forward_s[1:]):
+        end = max(end, gather) + forward
+    return max(0.0, end - sum(forward_s))
+
+
+def _overlap_param_gather(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],
+                          stage_kinds: list[dict[str, int]]) -> tuple[list[StageEstimate], float]:
+    """The stages without their parameter all-gather (2 of the g + 2 bytes per element of gradient_sync_s, the
+    16-bit parameters) and the delay it causes at the start of the iteration instead (param_gather_delay_s)."""
+    from dataclasses import replace as _replace
+    tp, dp, cp = plan.tp, plan.dp, plan.cp
+    g = gradient_bytes(problem.job)
+    share = WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM)
+    gathers, forwards, out = [], [], []
+    for i, stage in enumerate(plan.stages):
+        dense = stages[i].parameters - stage_expert_parameters(problem.model, stage_kinds[i])
+        gather = share * gradient_sync_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i], cp,
+                                         True)
+        gathers.append(gather)
+        forwards.append(_stage_forward_of_plan(problem, plan, stage_kinds, i))
+        out.append(_replace(stages[i], dp_allreduce_s=max(0.0, stages[i].dp_allreduce_s - gather)))
+    dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
+    buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
+    return out, param_gather_delay_s(gathers, forwards, buckets0)
 
 
 # ---- DeepSpeed 0.3.13's pipeline engine (AMP's fork; docs/cost-model.md section 6c) ---------------------------

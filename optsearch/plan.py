@@ -51,6 +51,10 @@ class Plan:
     # during the last micro-batch's backward (costmodel.overlapped_grad_reduce_s). Off unless a validation row says
     # the run used it; the search never sets it and `launch` does not emit it.
     overlap_grad_reduce: bool = False
+    # Megatron's --overlap-param-gather (issue 15; needs the distributed optimizer and overlap_grad_reduce): the
+    # parameter all-gather runs during the next iteration's first forward instead of after the optimizer step
+    # (costmodel.param_gather_delay_s). Off unless a validation row says the run used it; never set by the search.
+    overlap_param_gather: bool = False
 
     @property
     def pp(self) -> int:
