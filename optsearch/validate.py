@@ -4,8 +4,8 @@ A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
     measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
-    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention, overlap_grad_reduce,
-    overlap_param_gather, tp_comm_overlap,
+    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention,
+    overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
     notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
@@ -168,7 +168,9 @@ def _load_runs(path: Path) -> list[Run]:
                     # Megatron's --overlap-grad-reduce (costmodel section 7c); empty or absent: off
                     overlap_grad_reduce=_flag(row, "overlap_grad_reduce", where) is True,
                     # Megatron's --overlap-param-gather at core_r0.8.0 (costmodel section 7d); empty or absent: off
-                    overlap_param_gather=_flag(row, "overlap_param_gather", where) is True)
+                    overlap_param_gather=_flag(row, "overlap_param_gather", where) is True,
+                    # Megatron's --tp-comm-overlap with TE's userbuffers (costmodel section 3c); empty or absent: off
+                    tp_comm_overlap=_flag(row, "tp_comm_overlap", where) is True)
         if plan.overlap_param_gather and not (plan.distributed_optimizer and plan.overlap_grad_reduce):
             raise SpecError(f"{where}: overlap_param_gather = 1 needs distributed_optimizer = 1 and "
                             "overlap_grad_reduce = 1 (Megatron-LM's arguments.py asserts both)")

@@ -77,7 +77,7 @@ def _h100_problem(index: int):
 
 def _grad_reduce_only(plan):
     """The row's plan without the other two overlaps (tests/test_overlap_param_gather.py, test_tp_comm_overlap.py)."""
-    return replace(plan, overlap_param_gather=False)
+    return replace(plan, overlap_param_gather=False, tp_comm_overlap=False)
 
 
 def test_estimate_prices_the_exposed_reduce_scatter_by_hand():
