@@ -967,6 +967,10 @@ def exposed_grad_reduce_s(sync_s: list[float], backward_s: list[float], buckets0
 def estimate(problem: Problem, plan: Plan) -> Estimate:
     """Price a plan: per-stage times and memory, iteration and training time, nodes, USD."""
     check_plan(problem, plan)
+    if plan.tp_comm_overlap:
+        why = tp_comm_overlap_error(problem, plan)
+        if why is not None:
+            raise SpecError(f"plan: tp_comm_overlap: {why}")
     model, tp, dp, mbs, pp = problem.model, plan.tp, plan.dp, plan.micro_batch_size, plan.pp
     cp, dist = plan.cp, plan.distributed_optimizer
     v = plan.virtual_stages
@@ -998,6 +1002,9 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                                          stage.recompute, placement.stage_spans_nodes[i])
             for name, count in kinds.items()
         )
+        if plan.tp_comm_overlap and tp > 1:  # section 3c (validate only)
+            compute += sum(count * tp_overlap_layer_change_s(problem, stage.node_type, kinds_by_name[name], tp, mbs,
+                                                             stage.recompute) for name, count in kinds.items())
         if first:
             compute += cp_embedding_step_s(problem, stage.node_type, tp, mbs, cp)
         if last:
@@ -1059,7 +1066,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
     if plan.overlap_grad_reduce and v == 1 and pipe_engine_of(problem) is None:
         stages = _overlap_grad_reduce(problem, plan, placement, stages, stage_kinds)
-    allreduce = max(s.dp_allreduce_s for s in stages)
+    gather_delay = 0.0
+    if plan.overlap_param_gather and dist and v == 1 and pipe_engine_of(problem) is None:
+        stages, gather_delay = _overlap_param_gather(problem, plan, placement, stages, stage_kinds)
+    allreduce = max(s.dp_allreduce_s for s in stages) + gather_delay
     embedding = 0.0
     if pp > 1:
         embedding = embedding_allreduce_s(problem, plan.stages[0].node_type, plan.stages[-1].node_type,
@@ -1090,7 +1100,7 @@ def _overlap_grad_reduce(problem: Problem, plan: Plan, placement: Placement, sta
     optimizer only the reduce-scatter (g of the g + 2 bytes per element of gradient_sync_s) is overlapped; the
     parameter all-gather and the experts' exchange stay exposed."""
     from dataclasses import replace as _replace
-    tp, dp, cp, mbs, pp = plan.tp, plan.dp, plan.cp, plan.micro_batch_size, plan.pp
+    tp, dp, cp = plan.tp, plan.dp, plan.cp
     g = gradient_bytes(problem.job)
     share = g / (g + WEIGHT_BYTES_PER_PARAM) if plan.distributed_optimizer else 1.0
     syncs, rest, backward = [], [], []
@@ -1101,12 +1111,203 @@ def _overlap_grad_reduce(problem: Problem, plan: Plan, placement: Placement, sta
                                plan.distributed_optimizer)
         syncs.append(sync * share)
         rest.append(stages[i].dp_allreduce_s - sync * share)
-        forward = stage_forward_s(problem, stage.node_type, stage_kinds[i], tp, mbs, i == 0, i == pp - 1, cp)
+        forward = _stage_forward_of_plan(problem, plan, stage_kinds, i)
         backward.append(max(0.0, stages[i].compute_s - forward))
     dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
     buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
     exposed = exposed_grad_reduce_s(syncs, backward, buckets0)
     return [_replace(s, dp_allreduce_s=e + r) for s, e, r in zip(stages, exposed, rest)]
+
+
+def _stage_forward_of_plan(problem: Problem, plan: Plan, stage_kinds: list[dict[str, int]], i: int) -> float:
+    """Stage i's forward of one micro-batch as the plan runs it (stage_forward_s; with tp_comm_overlap its layers'
+    forward collectives priced as overlapped, section 3c)."""
+    stage = plan.stages[i]
+    forward = stage_forward_s(problem, stage.node_type, stage_kinds[i], plan.tp, plan.micro_batch_size, i == 0,
+                              i == plan.pp - 1, plan.cp)
+    if plan.tp_comm_overlap and plan.tp > 1:
+        by_name = {k.name: k for k in problem.model.kinds}
+        forward += sum(count * tp_overlap_forward_change_s(problem, stage.node_type, by_name[name], plan.tp,
+                                                           plan.micro_batch_size)
+                       for name, count in stage_kinds[i].items())
+    return forward
+
+
+# ---- Megatron's --tp-comm-overlap: Transformer Engine's userbuffers (issue 15; docs/cost-model.md section 3c) -----
+# Megatron-Core r0.8.0 (megatron/training/initialize.py _initialize_tp_communicators) calls TE's initialize_ub with
+# ub_cfgs = {} unless --tp-comm-overlap-cfg is given, i.e. TE's defaults (transformer_engine/pytorch/module/base.py
+# initialize_ub at TE v1.7, the last release before r0.8.0 whose signature takes its tp_size= keyword; v1.6-1.9 have
+# the same defaults):
+#   ring_exchange: qkv_fprop, fc1_fprop, proj_dgrad, fc2_dgrad (all-gathers; UbufP2PCommOverlap, copy engine:
+#                  comm_gemm_overlap.h use_ce = 1, sms = 1)
+#   pipeline:      proj_fprop, fc2_fprop (reduce-scatters in num_splits = 4 chunks, num_sm = 16 SMs; the last chunk
+#                  with UB_MAX_SM = 32 after the GEMM: split_overlap_rs)
+#   bulk:          qkv_dgrad, fc1_dgrad (all-gather of the layer-norm output for the weight gradient, during the
+#                  dgrad GEMM), qkv_wgrad, fc1_wgrad (reduce-scatter of the input gradient, during the wgrad GEMM);
+#                  num_sm = 16 (bulk_overlap)
+# set_sm_margin = 0: the GEMMs keep every SM (_math_sms = multiProcessorCount) and share them with the comm kernels.
+TP_OVERLAP_COMM_SMS = 16
+TP_OVERLAP_PIPELINE_SPLITS = 4
+# Streaming multiprocessors per GPU (cudaDeviceProp.multiProcessorCount): NVIDIA H100 Tensor Core GPU Architecture
+# whitepaper (H100 SXM5: 132 SMs; H200 is the same GH100 configuration), NVIDIA A100 Tensor Core GPU Architecture
+# whitepaper (A100: 108 SMs).
+GPU_SM_COUNT = {"H100-SXM-80GB": 132, "H200": 132, "A100-SXM-80GB": 108, "A100-SXM-40GB": 108}
+
+
+def ring_exchange_exposed_s(comm_s: float, gemm_s: float, tp: int) -> float:
+    """An all-gather by ring exchange overlapped with its GEMM (TE split_overlap_ag, UbufP2PCommOverlap): the GEMM
+    runs in tp chunks, chunk 0 on the local shard at once, chunk i + 1 once step i's send/receive (comm / (tp - 1))
+    is in; the copy engine moves the data, so the GEMM keeps its SMs. Ends at max(G, comm + G / tp):
+    exposed = max(0, comm - G (tp - 1) / tp)."""
+    return max(0.0, comm_s - gemm_s * (tp - 1) / tp)
+
+
+def pipelined_reduce_scatter_exposed_s(comm_s: float, gemm_s: float, splits: int, sm_share: float) -> float:
+    """A reduce-scatter pipelined with its GEMM (TE split_overlap_rs): the GEMM in `splits` chunks, chunk k's
+    reduce-scatter launched when the chunk ends, one after another on the comm stream, the last after the GEMM:
+    max(comm / n, comm - G (n - 1) / n) exposed (overlapped_grad_reduce_s's recursion), plus the GEMM's slow-down
+    while the first n - 1 chunks' kernels hold sm_share of the SMs: sm_share x min(comm, G) (n - 1) / n."""
+    if comm_s <= 0:
+        return 0.0
+    n = max(1, splits)
+    return overlapped_grad_reduce_s(comm_s, gemm_s, n) + sm_share * min(comm_s, gemm_s) * (n - 1) / n
+
+
+def bulk_exposed_s(comm_s: float, gemm_s: float, sm_share: float) -> float:
+    """A collective launched with a whole GEMM it does not feed (TE bulk_overlap): max(0, comm - G) exposed plus the
+    GEMM's slow-down while the comm kernel holds sm_share of the SMs: sm_share x min(comm, G)."""
+    if comm_s <= 0:
+        return 0.0
+    return max(0.0, comm_s - gemm_s) + sm_share * min(comm_s, gemm_s)
+
+
+def tp_overlap_gemm_s(problem: Problem, node_type: str, micro_batch_size: int, tp: int) -> dict[str, float]:
+    """One GPU's forward GEMM times of a dense layer at the GPU's sustained rate (profile/analytic.py
+    sustained_flop_per_s): qkv 2 b s h (q + 2 kv) / t, proj 2 b s q h / t, fc1 2 b s h f (2 if gated) / t,
+    fc2 2 b s f h / t FLOPs. A dgrad or wgrad GEMM has its forward GEMM's FLOPs."""
+    from optsearch.profile.analytic import sustained_flop_per_s
+
+    model = problem.model
+    rate = sustained_flop_per_s(problem.gpu_of(node_type))
+    bs, h, f = micro_batch_size * model.seq_length, model.hidden_size, model.ffn_hidden_size
+    q, kv = model.query_width, model.kv_width
+    flops = {"qkv": 2.0 * bs * h * (q + 2 * kv), "proj": 2.0 * bs * q * h,
+             "fc1": 2.0 * bs * h * f * (2 if model.gated_mlp else 1), "fc2": 2.0 * bs * f * h}
+    return {name: value / tp / rate for name, value in flops.items()}
+
+
+def tp_overlap_sm_share(problem: Problem, node_type: str) -> float:
+    """TP_OVERLAP_COMM_SMS / the GPU's SMs; SpecError for a GPU whose SM count is not in GPU_SM_COUNT."""
+    gpu = problem.gpu_of(node_type)
+    if gpu.name not in GPU_SM_COUNT:
+        raise SpecError(f"plan: tp_comm_overlap: no SM count for GPU {gpu.name!r} (known: "
+                        f"{', '.join(sorted(GPU_SM_COUNT))}); price the run without tp_comm_overlap")
+    return TP_OVERLAP_COMM_SMS / GPU_SM_COUNT[gpu.name]
+
+
+def tp_overlap_pass_s(problem: Problem, node_type: str, tp: int, micro_batch_size: int) -> tuple[float, float]:
+    """(forward, backward) time the TP collectives add to one dense layer under --tp-comm-overlap. Each all-gather
+    or reduce-scatter moves half of what section 3's all-reduce does: comm = tp_allreduce_s / 2.
+
+        forward  = ring(qkv) + pipelined(proj) + ring(fc1) + pipelined(fc2)
+        backward = ring(fc2 dgrad) + bulk(fc1 dgrad: the LN output's all-gather) + bulk(fc1 wgrad: the input
+                   gradient's reduce-scatter) + ring(proj dgrad) + bulk(qkv dgrad) + bulk(qkv wgrad)"""
+    comm = tp_allreduce_s(problem, node_type, tp, micro_batch_size) / 2
+    gemm = tp_overlap_gemm_s(problem, node_type, micro_batch_size, tp)
+    share = tp_overlap_sm_share(problem, node_type)
+    n = TP_OVERLAP_PIPELINE_SPLITS
+    forward = (ring_exchange_exposed_s(comm, gemm["qkv"], tp)
+               + pipelined_reduce_scatter_exposed_s(comm, gemm["proj"], n, share)
+               + ring_exchange_exposed_s(comm, gemm["fc1"], tp)
+               + pipelined_reduce_scatter_exposed_s(comm, gemm["fc2"], n, share))
+    backward = (ring_exchange_exposed_s(comm, gemm["fc2"], tp) + 2 * bulk_exposed_s(comm, gemm["fc1"], share)
+                + ring_exchange_exposed_s(comm, gemm["proj"], tp) + 2 * bulk_exposed_s(comm, gemm["qkv"], share))
+    return forward, backward
+
+
+def tp_overlap_forward_change_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int,
+                                micro_batch_size: int) -> float:
+    """Change of one layer's forward (layer_forward_s) under --tp-comm-overlap: the overlapped forward less the
+    2 exposed all-reduces section 3 prices."""
+    forward, _ = tp_overlap_pass_s(problem, node_type, tp, micro_batch_size)
+    return forward - 2 * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * tp_allreduce_s(problem, node_type, tp, micro_batch_size)
+
+
+def tp_overlap_layer_change_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,
+                              recompute: Recompute) -> float:
+    """Change of one layer's step (layer_step_s) under --tp-comm-overlap: the overlapped forward (twice under full
+    recomputation) and backward, less the 2 x passes exposed all-reduces of section 3."""
+    forward, backward = tp_overlap_pass_s(problem, node_type, tp, micro_batch_size)
+    passes = 3 if recompute == "full" else 2
+    priced = 2 * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * passes * tp_allreduce_s(problem, node_type, tp, micro_batch_size)
+    return forward * (passes - 1) + backward - priced
+
+
+def tp_comm_overlap_error(problem: Problem, plan: Plan) -> str | None:
+    """Why --tp-comm-overlap cannot be priced for the plan, or None (it changes nothing at tp = 1)."""
+    if plan.tp <= 1:
+        return None
+    if not sequence_parallel_on(problem.job, plan.tp):
+        return "needs sequence parallelism (Megatron-LM's arguments.py asserts it)"
+    if plan.cp > 1 or plan.recompute_num_layers is not None or plan.virtual_stages > 1:
+        return "priced only without context parallelism, block recomputation and interleaving"
+    gpu_names = {problem.gpu_of(s.node_type).name for s in plan.stages}
+    for kind in problem.model.kinds:
+        if kind.is_moe or kind.cross_attention:
+            return f"priced only for dense self-attention layers (kind {kind.name!r} is not)"
+        for gpu in gpu_names:
+            entry = problem.profile.get(gpu, kind.name, plan.tp, plan.micro_batch_size)
+            if entry.tp_comm_included or entry.forward_repeats != 1:
+                return "priced only on a profile without the TP collectives and with one forward per pass"
+    return None
+
+
+# ---- Megatron's --overlap-param-gather at core_r0.8.0 (issue 15; docs/cost-model.md section 7d) ----------------
+# megatron/core/optimizer/distrib_optimizer.py at core_r0.8.0 (baf94af3): step_with_ready_grads gathers nothing when
+# overlap_param_gather ("the first all-gather is launched asynchronously in the next optimizer.zero_grad() call and
+# subsequent all-gathers are launched in the forward pre-hook"); zero_grad dispatches the all-gather of handle 0 (the
+# bucket the forward needs first: _get_model_param_buffer_dp_views lists buckets in reverse, forward order); the
+# forward pre-hook waits on a bucket's handle the first time a module uses one of its parameters and only then
+# dispatches the next (_finish_param_sync_helper). training.py train_step calls optimizer.zero_grad() on every rank
+# before forward_backward_func. Buckets: the gradient buffer's (section 7c): ceil(P / t / bucket) on pipeline rank 0,
+# one on ranks > 0 (distributed_data_parallel.py: bucket_size None when the pipeline rank is > 0).
+
+
+def param_gather_delay_s(gather_s: list[float], forward_s: list[float], buckets0: int) -> float:
+    """How much later the pipeline's first forward reaches the last stage because of the parameter all-gathers, all
+    dispatched at the step's start (zero_grad) and waited for by the first forward's pre-hooks.
+
+    Stage 0, buckets0 buckets: the wait-then-dispatch chain over its first forward F_0 ends at
+    F_0 + max(G_0 / n, G_0 - F_0 (n - 1) / n) (the closed form of overlapped_grad_reduce_s, the same recursion with
+    the forward in place of the backward). Stage i > 0: one bucket, dispatched at 0, so its first forward starts at
+    max(E_{i-1}, G_i) and ends F_i later. The delay is E_{pp-1} - sum_i F_i (pipeline sends left out)."""
+    if not gather_s:
+        return 0.0
+    end = forward_s[0] + overlapped_grad_reduce_s(gather_s[0], forward_s[0], buckets0)
+    for gather, forward in zip(gather_s[1:], forward_s[1:]):
+        end = max(end, gather) + forward
+    return max(0.0, end - sum(forward_s))
+
+
+def _overlap_param_gather(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],
+                          stage_kinds: list[dict[str, int]]) -> tuple[list[StageEstimate], float]:
+    """The stages without their parameter all-gather (2 of the g + 2 bytes per element of gradient_sync_s, the
+    16-bit parameters) and the delay it causes at the start of the iteration instead (param_gather_delay_s)."""
+    from dataclasses import replace as _replace
+    tp, dp, cp = plan.tp, plan.dp, plan.cp
+    g = gradient_bytes(problem.job)
+    share = WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM)
+    gathers, forwards, out = [], [], []
+    for i, stage in enumerate(plan.stages):
+        dense = stages[i].parameters - stage_expert_parameters(problem.model, stage_kinds[i])
+        gather = share * gradient_sync_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i], cp,
+                                         True)
+        gathers.append(gather)
+        forwards.append(_stage_forward_of_plan(problem, plan, stage_kinds, i))
+        out.append(_replace(stages[i], dp_allreduce_s=max(0.0, stages[i].dp_allreduce_s - gather)))
+    dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
+    buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
+    return out, param_gather_delay_s(gathers, forwards, buckets0)
 
 
 # ---- DeepSpeed 0.3.13's pipeline engine (AMP's fork; docs/cost-model.md section 6c) ---------------------------

@@ -51,6 +51,14 @@ class Plan:
     # during the last micro-batch's backward (costmodel.overlapped_grad_reduce_s). Off unless a validation row says
     # the run used it; the search never sets it and `launch` does not emit it.
     overlap_grad_reduce: bool = False
+    # Megatron's --overlap-param-gather (issue 15; needs the distributed optimizer and overlap_grad_reduce): the
+    # parameter all-gather runs during the next iteration's first forward instead of after the optimizer step
+    # (costmodel.param_gather_delay_s). Off unless a validation row says the run used it; never set by the search.
+    overlap_param_gather: bool = False
+    # Megatron's --tp-comm-overlap (issue 15; Transformer Engine's userbuffers, needs sequence parallelism): each
+    # transformer layer's tensor-parallel all-gathers / reduce-scatters run alongside its GEMMs
+    # (costmodel.tp_overlap_layer_comm_s). Off unless a validation row says the run used it; never set by the search.
+    tp_comm_overlap: bool = False
 
     @property
     def pp(self) -> int:

@@ -4,7 +4,8 @@ A validation set is a CSV, one recorded run per row:
 
     run_id, group, source, model, cluster, global_batch_size, tp, dp, micro_batch_size, stages,
     measured_iteration_s, oom [, precision, sequence_parallel, grad_reduce_in_fp32, unfused_kernels, ep,
-    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention, overlap_grad_reduce,
+    eager_engine, cp, distributed_optimizer, virtual_stages, recompute_num_layers, pp, flash_attention,
+    overlap_grad_reduce, overlap_param_gather, tp_comm_overlap,
     notes]
 
 `stages` is `NODE_TYPE:LAYERS[:RECOMPUTE],...` in pipeline order (as `estimate --stages`); `model` and `cluster`
@@ -59,8 +60,7 @@ UNHONOURED = {
     "micro_batch": _COLUMN + "micro_batch_size", "mbs": _COLUMN + "micro_batch_size",
     "global_batch": _COLUMN + "global_batch_size", "gbs": _COLUMN + "global_batch_size",
     "grad_reduce_overlap": _COLUMN + "overlap_grad_reduce", "overlap_grad_reduction": _COLUMN + "overlap_grad_reduce",
-    "overlap_param_gather": "not priced (the parameter all-gather stays exposed); drop the column",
-    "tp_comm_overlap": "not priced (tensor-parallel collectives stay exposed); drop the column",
+    "param_gather_overlap": _COLUMN + "overlap_param_gather", "overlap_tp_comm": _COLUMN + "tp_comm_overlap",
     "seq_length": _SPEC, "seq_len": _SPEC, "sequence_length": _SPEC, "num_micro_batches": "it follows from "
     "global_batch_size, dp and micro_batch_size; drop the column",
 }
@@ -166,7 +166,14 @@ def _load_runs(path: Path) -> list[Run]:
                     recompute_num_layers=_int(row, "recompute_num_layers", where)
                     if (row.get("recompute_num_layers") or "").strip() else None,
                     # Megatron's --overlap-grad-reduce (costmodel section 7c); empty or absent: off
-                    overlap_grad_reduce=_flag(row, "overlap_grad_reduce", where) is True)
+                    overlap_grad_reduce=_flag(row, "overlap_grad_reduce", where) is True,
+                    # Megatron's --overlap-param-gather at core_r0.8.0 (costmodel section 7d); empty or absent: off
+                    overlap_param_gather=_flag(row, "overlap_param_gather", where) is True,
+                    # Megatron's --tp-comm-overlap with TE's userbuffers (costmodel section 3c); empty or absent: off
+                    tp_comm_overlap=_flag(row, "tp_comm_overlap", where) is True)
+        if plan.overlap_param_gather and not (plan.distributed_optimizer and plan.overlap_grad_reduce):
+            raise SpecError(f"{where}: overlap_param_gather = 1 needs distributed_optimizer = 1 and "
+                            "overlap_grad_reduce = 1 (Megatron-LM's arguments.py asserts both)")
         if (row.get("pp") or "").strip() and _int(row, "pp", where) != plan.pp:
             raise SpecError(f"{where}: pp = {row['pp'].strip()}: must equal the number of stages ({plan.pp})")
         precision = (row.get("precision") or "").strip() or None
