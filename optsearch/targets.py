@@ -202,6 +202,25 @@ def check_model(target: Target, problem: Problem) -> None:
         raise UnsupportedPlanError(f"model {problem.model.name}: {why}")
 
 
+def engine_problem(target: Target | str, problem: Problem, flash_attention: bool | None = None) -> Problem:
+    """The problem priced with the target engine's attention. Upstream Megatron-LM runs Transformer Engine's
+    attention by default (--transformer-impl transformer_engine, --attention-backend auto: flash or cuDNN fused
+    attention where the GPU and head size allow, docs/cost-model.md section 14, "Flash attention"), and the launch
+    says so (megatron.attention_backend_args): flash attention on unless flash_attention is False (the launch then
+    says --attention-backend unfused). The FASOP fork (Megatron-LM-2, 2023) has no flash attention: off; asking for
+    it is a SpecError."""
+    from optsearch.problem import with_flash_attention
+
+    name = target if isinstance(target, str) else target.name
+    if name == "fasop":
+        if flash_attention:
+            raise SpecError("--flash-attention with --target fasop: the FASOP fork (Megatron-LM-2) has no flash "
+                            "attention; drop --flash-attention")
+        return with_flash_attention(problem, False)
+    get_target(name)
+    return with_flash_attention(problem, flash_attention is not False)
+
+
 def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOptions()) -> SpaceOptions:
     """The search space the target runs: base narrowed by the target's capabilities (check_model first)."""
     check_model(target, problem)

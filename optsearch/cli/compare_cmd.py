@@ -65,7 +65,7 @@ def compare_command(
     plan meets the budgets, the message is solve's (the binding budget and its nearest feasible value).
     """
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
-                                   memory_headroom=memory_headroom)
+                                   memory_headroom=memory_headroom, target=target)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
     options = space_from_target(target, problem)

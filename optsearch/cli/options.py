@@ -149,6 +149,20 @@ SetOpt = Annotated[
     typer.Option("--set", help="Edit the cluster, job or model, repeatable: node_types.NAME.FIELD=VALUE "
                                "(count = num_nodes_available), job.FIELD=VALUE, model.FIELD=VALUE, cluster.FIELD=VALUE."),
 ]
+FlashAttentionOpt = Annotated[
+    Optional[bool],
+    typer.Option("--flash-attention/--no-flash-attention",
+                 help="Upstream Megatron-LM runs Transformer Engine's flash attention by default (--attention-backend "
+                      "auto: flash or cuDNN fused where the GPU has compute capability 8.0+ and the head dimension is "
+                      "a multiple of 8 up to 256), so the default prices it there: no s x s attention scores stored "
+                      "or moved, and the launch says --attention-backend flash. --no-flash-attention prices the "
+                      "scores (stored under recompute none, moved every layer) and the launch says "
+                      "--attention-backend unfused. The FASOP fork (--target fasop) has none: off. See "
+                      "docs/cost-model.md section 14, \"Flash attention\".",
+                 show_default=False),
+]
+
+
 def _targets_help() -> str:
     from optsearch.targets import FASOP, MEGATRON
 
@@ -217,8 +231,11 @@ def problem_from_options(
     tokens: int | None,
     edits: list[str] | None = None,
     memory_headroom: float | None = None,
+    target: str | None = None,
+    flash_attention: bool | None = None,
 ) -> Problem:
-    """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides."""
+    """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides. With a
+    target, priced with that engine's attention (targets.engine_problem; flash_attention: --[no-]flash-attention)."""
     if edits:
         from optsearch.edits import edited_problem
 
@@ -230,6 +247,10 @@ def problem_from_options(
         )
     if memory_headroom is not None:
         problem = replace(problem, memory_headroom=memory_headroom)
+    if target is not None:
+        from optsearch.targets import engine_problem
+
+        problem = engine_problem(target, problem, flash_attention)
     return problem
 
 

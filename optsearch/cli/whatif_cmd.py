@@ -294,9 +294,10 @@ class ProgressBar:
 
 # ---- commands -----------------------------------------------------------------------------------------------
 
-def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom=None):
+def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom=None,
+             target=None):
     return problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
-                                memory_headroom=memory_headroom)
+                                memory_headroom=memory_headroom, target=target)
 
 
 @app.command("whatif")
@@ -371,7 +372,7 @@ def whatif_command(
         names = [c.strip() for c in compare_clusters.split(",") if c.strip()]
         if len(names) < 2:
             raise SpecError(f"--compare-clusters = {compare_clusters!r}: give at least two clusters, comma-separated")
-        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom, target)
                     for c in names]
         points = []
         left_out = {}
@@ -386,7 +387,7 @@ def whatif_command(
         emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster",
              left_out=left_out)
         return
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom, target)
     kw["options"] = space_from_target(target, problem)
     # exit 2 when it covers no node type; a warning for those left out, and in the JSON
     left_out = {problem.cluster.name: profile_coverage(problem, kw["options"])}
@@ -439,7 +440,7 @@ def pareto_command(
 
     check_outputs(csv_path, plot)
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom, target)
     options = space_from_target(target, problem)
     left_out = {problem.cluster.name: profile_coverage(problem, options)}
     with ProgressBar("frontier points", quiet or as_json) as bar:
