@@ -410,6 +410,12 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         args.append("--use-distributed-optimizer")
     if sequence_parallel_on(job, plan.tp):
         args.append("--sequence-parallel")
+    if plan.cp > 1:
+        from optsearch.targets import context_parallel_attention_error
+
+        why = context_parallel_attention_error(problem, sorted({s.node_type for s in plan.stages}))
+        if why is not None:
+            raise UnsupportedPlanError(f"plan: cp = {plan.cp}: {why}; re-plan with --max-cp 1")
     attention, attention_note = attention_backend_args(problem, plan)
     args += attention
     padded = padded_vocab_size(model.vocab_size, plan.tp)

@@ -174,10 +174,15 @@ TargetOpt = Annotated[str, typer.Option("--target", help=_targets_help())]
 
 
 def space_from_target(target: str, problem: Problem):
-    """The search space (SpaceOptions) of the engine target (optsearch.targets), refusing models it cannot run."""
-    from optsearch.targets import get_target, space_options
+    """The search space (SpaceOptions) of the engine target (optsearch.targets), refusing models it cannot run, for a
+    problem priced as that engine runs attention (targets.engine_problem): context parallelism only where every node
+    type runs flash attention (targets.context_parallel_attention_error)."""
+    from optsearch.targets import context_parallel_attention_error, get_target, space_options
 
-    return space_options(get_target(target), problem)
+    options = space_options(get_target(target), problem)
+    if options.context_parallel_sizes != (1,) and context_parallel_attention_error(problem) is not None:
+        options = replace(options, context_parallel_sizes=(1,))
+    return options
 
 
 def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | None:
@@ -186,7 +191,7 @@ def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | No
     asked for context-parallel sizes that will not be tried, so solve says why (a warning)."""
     from optsearch.candidates import context_parallel_candidates
     from optsearch.costmodel import context_parallel_error
-    from optsearch.targets import get_target
+    from optsearch.targets import context_parallel_attention_error, get_target
 
     runs = get_target(target).context_parallel_sizes
     searched = context_parallel_candidates(problem, options)
@@ -197,6 +202,8 @@ def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | No
         why = f"the {target} target has no context parallelism"
     elif max_cp > max(runs) and largest == max(runs):
         why = f"the {target} target runs cp {', '.join(map(str, runs))}"
+    elif options.context_parallel_sizes == (1,) and context_parallel_attention_error(problem) is not None:
+        why = context_parallel_attention_error(problem)
     elif options.context_parallel_sizes == (1,):
         why = ("a measured or imported --profile table is searched at cp 1 only (its times are for the whole "
                "sequence, not s / cp tokens)")
