@@ -21,6 +21,7 @@ from optsearch.errors import SpecError
 from optsearch.plan import Plan, Recompute, check_block_recompute
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM, Problem  # noqa: F401  (re-exported)
 from optsearch.profile.analytic import attention_core_fraction, korthikanti_activation_bytes, moe_activation_extra_bytes
+from optsearch.profile.analytic import flash_attention_error, flash_softmax_stats_bytes
 from optsearch.spec import LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.job import JobSpec
 from optsearch.spec.model import EMBEDDING_KIND, HEAD_KIND
@@ -236,7 +237,8 @@ def layer_activation_bytes(
 ) -> float:
     """Stored activations of one layer for one micro-batch (Korthikanti et al. 2022, Table 2).
 
-    none: s b h (10 + 24/t + 5 a s / (h t)) or the profile's measured bytes; selective: s b h (10 + 24/t);
+    none: s b h (10 + 24/t + 5 a s / (h t)) or the profile's measured bytes; with flash attention on the node type
+    (flash_attention_on) s b h (10 + 24/t) + 4 a s b / t, no scores but the fp32 log-sum-exp; selective: s b h (10 + 24/t);
     full: 2 s b h (only the layer input is kept). With sequence parallelism (sequence_parallel_on: t > 1 unless the
     job forces it off) the 10 s b h that tensor parallelism leaves whole is split over the t ranks too: none
     s b h (34/t + 5 a s / (h t)) (a measured value loses 10 s b h (1 - 1/t)), selective 34 s b h / t, full 2 s b h / t (the kept layer input is
@@ -255,7 +257,16 @@ def layer_activation_bytes(
     entry = problem.profile.get(problem.node(node_type).gpu, kind.name, tp, micro_batch_size)
     if entry.activation_bytes is not None:
         return entry.activation_bytes - 10 * sbh * (1 - 1 / split) * cross
+    if flash_attention_on(problem, node_type):  # no s x s scores: selective's row + the log-sum-exp (section 9c)
+        return sbh * (10 / split + 24 / tp) * cross + moe + flash_softmax_stats_bytes(model, kind, micro_batch_size, tp)
     return (korthikanti_activation_bytes(model, micro_batch_size, tp) - 10 * sbh * (1 - 1 / split)) * cross + moe
+
+
+def flash_attention_on(problem: Problem, node_type: str) -> bool:
+    """Whether the engine runs flash attention on this node type's GPUs: the problem says the engine uses it
+    (Problem.flash_attention, the upstream target's default) and Transformer Engine can run it there (compute
+    capability 8.0+, the head dimension: profile.analytic.flash_attention_error)."""
+    return problem.flash_attention and flash_attention_error(problem.model, problem.gpu_of(node_type)) is None
 
 
 def block_recompute_step_s(problem: Problem, node_type: str, kind: LayerKindSpec, tp: int, micro_batch_size: int,

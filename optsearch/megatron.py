@@ -410,6 +410,14 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         args.append("--use-distributed-optimizer")
     if sequence_parallel_on(job, plan.tp):
         args.append("--sequence-parallel")
+    if plan.cp > 1:
+        from optsearch.targets import context_parallel_attention_error
+
+        why = context_parallel_attention_error(problem, sorted({s.node_type for s in plan.stages}))
+        if why is not None:
+            raise UnsupportedPlanError(f"plan: cp = {plan.cp}: {why}; re-plan with --max-cp 1")
+    attention, attention_note = attention_backend_args(problem, plan)
+    args += attention
     padded = padded_vocab_size(model.vocab_size, plan.tp)
     notes.insert(0, (
         f"vocabulary: {model.vocab_size} tokens, padded by Megatron-LM to {padded} (a multiple of "
@@ -422,6 +430,8 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
     else:
         notes.append(f"data parallel: Megatron-LM derives dp = world size / (tp x pp) = {plan.num_gpus} / "
                      f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
+    if attention_note is not None:
+        notes.append(attention_note)
     if model.is_moe:
         notes.append(f"experts: ep = {plan.ep}, expert data parallel = dp / ep = {plan.dp // plan.ep}; optsearch "
                      "priced an even token spread over the experts and plain expert GEMMs (upstream's Mixtral example "
@@ -435,6 +445,25 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
                      "BertWordPieceLowerCase (give --vocab-file)")
     entry = T5_ENTRY if is_encoder_decoder(model) else BERT_ENTRY if model.encoder_only else GPT_ENTRY
     return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
+
+
+def attention_backend_args(problem: Problem, plan: Plan) -> tuple[list[str], str | None]:
+    """--attention-backend as priced, and a note when it is auto. Upstream's default is auto (Transformer Engine picks
+    flash or cuDNN fused attention where the GPU and head size allow, else its unfused attention), so the launch
+    states the backend the cost model priced (costmodel.flash_attention_on per node type): flash where every stage's
+    GPU runs it, unfused where none does or the problem turned it off (--no-flash-attention), and auto for a plan
+    mixing both, which runs each rank's best backend, as priced."""
+    from optsearch.costmodel import flash_attention_on
+
+    on = {flash_attention_on(problem, s.node_type) for s in plan.stages}
+    if on == {True}:
+        return ["--attention-backend", "flash"], None
+    if on == {False}:
+        return ["--attention-backend", "unfused"], None
+    runs = sorted({s.node_type for s in plan.stages if flash_attention_on(problem, s.node_type)})
+    return ["--attention-backend", "auto"], (
+        f"attention: --attention-backend auto, Transformer Engine's flash attention on {', '.join(runs)} and its "
+        "unfused attention (s x s scores stored) on the other node types, as optsearch priced them")
 
 
 def _option_values(tokens: Sequence[str]) -> dict[str, str | None]:
@@ -613,6 +642,14 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
             f"plan: cp = {plan.cp}: the FASOP fork (Megatron-LM of 2023) has no context parallelism; re-plan with "
             "--target fasop (cp = 1), or launch it for upstream Megatron-LM (--format megatron)"
         )
+    if problem.flash_attention:
+        from optsearch.costmodel import flash_attention_on
+
+        if any(flash_attention_on(problem, s.node_type) for s in plan.stages):
+            raise UnsupportedPlanError(
+                "plan: priced with flash attention (upstream Megatron-LM's default), which the FASOP fork lacks; "
+                "re-plan with --target fasop or --no-flash-attention, or launch for upstream (--format megatron)"
+            )
     jobs = fasop_node_jobs(problem, plan)
     recompute, notes = recompute_args(plan, allow_superset=allow_recompute_superset)
     if model.ffn_hidden_size != fork_model.ffn_hidden_size:

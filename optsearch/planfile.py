@@ -12,6 +12,8 @@
     problem.budget   the budget: objective and limits
     problem.memory_headroom  the share of each GPU's usable memory the plan leaves free (--memory-headroom)
     problem.target   the engine the plan was searched for (--target: megatron or fasop; optsearch/targets.py)
+    problem.flash_attention  whether the engine runs flash attention where it can (--[no-]flash-attention; absent in
+                     older files: the target's default, targets.engine_problem)
 
 `estimate --plan`, `launch` and `calibrate` rebuild the problem from it (`problem_for_plan`); a --model or --cluster
 given beside the file is compared with the recorded one by content hash, and a difference is said on stderr.
@@ -78,6 +80,7 @@ def problem_record(problem, *, model_ref: str, cluster_ref: str, profile_ref: st
         "budget": budget.model_dump(mode="json"),
         "memory_headroom": problem.memory_headroom,
         "target": target,
+        "flash_attention": problem.flash_attention,
     }
 
 
@@ -119,8 +122,23 @@ def problem_from_record(record: Any, source: str, *, profile: str | None = None)
             prof = parse_csv(recorded["csv"], f"{source}: problem.profile ({ref})")
         else:
             raise SpecError(f"{source}: problem.profile = {ref!r}: the table is not in the file; give --profile")
-    problem = build_problem(model, cluster, profile=prof, job=job)
+    problem = engine_attention(build_problem(model, cluster, profile=prof, job=job), record, source)
     return problem if headroom is None else replace(problem, memory_headroom=headroom)
+
+
+def engine_attention(problem, record: dict, source: str):
+    """The problem with the engine's attention the file was solved for: its `flash_attention`, or for a file that
+    predates the field the default of its target (targets.engine_problem: on for upstream Megatron-LM)."""
+    from optsearch.problem import with_flash_attention
+    from optsearch.targets import engine_problem
+
+    value = record.get("flash_attention")
+    if value is None:
+        target = record.get("target") or "megatron"
+        return engine_problem(target, problem) if target in ("megatron", "fasop") else problem
+    if not isinstance(value, bool):
+        raise SpecError(f"{source}: problem.flash_attention = {value!r}: must be true or false")
+    return with_flash_attention(problem, value)
 
 
 def recorded_headroom(record: dict, source: str) -> float | None:
@@ -153,8 +171,10 @@ def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str
                             f"an older optsearch); give {' and '.join(missing)}")
         problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
                                 iterations=iterations, tokens=tokens)
+        problem = engine_attention(problem, {}, source)  # no target recorded: upstream's
         return problem, {"model", "cluster", "job"}  # nothing recorded: its derived fields may be for another problem
     problem = problem_from_record(record, source, profile=profile)
+    flash = problem.flash_attention  # what the file records: kept when the model, cluster or job is replaced below
     model_spec, cluster_spec = problem.model, problem.cluster
     replaced: set[str] = set()
     for flag, ref, key, load in (("--model", model, "model", load_model), ("--cluster", cluster, "cluster",
@@ -191,6 +211,10 @@ def problem_for_plan(data: dict, source: str, *, model: str | None, cluster: str
     headroom = recorded_headroom(record, source)
     if headroom is not None and problem.memory_headroom != headroom:
         problem = replace(problem, memory_headroom=headroom)
+    if problem.flash_attention != flash:
+        from optsearch.problem import with_flash_attention
+
+        problem = with_flash_attention(problem, flash)
     return problem, replaced
 
 

@@ -20,6 +20,10 @@ class Problem:
     gpus: dict[str, GpuSpec]
     profile: Profile
     memory_headroom: float = DEFAULT_MEMORY_HEADROOM  # share of each GPU's usable memory a plan leaves free
+    # The engine runs flash attention wherever Transformer Engine can (profile.analytic.flash_attention_error): no
+    # s x s scores stored (costmodel.layer_activation_bytes) and, with the analytic profile, none moved. The library
+    # default is off; the CLI sets it from the target (targets.engine_problem: on for upstream Megatron-LM).
+    flash_attention: bool = False
 
     @property
     def iterations(self) -> int:
@@ -30,6 +34,19 @@ class Problem:
 
     def gpu_of(self, node_type: str) -> GpuSpec:
         return self.gpus[self.node(node_type).gpu]
+
+
+def with_flash_attention(problem: Problem, on: bool) -> Problem:
+    """The problem with the engine's flash attention on or off: the memory term (Problem.flash_attention) and, for
+    the analytic profile, its time term (AnalyticProfile.flash_attention); a table keeps the times it holds."""
+    from dataclasses import replace
+
+    from optsearch.profile import AnalyticProfile
+
+    profile = problem.profile
+    if isinstance(profile, AnalyticProfile) and profile.flash_attention != on:
+        profile = replace(profile, flash_attention=on)
+    return replace(problem, flash_attention=on, profile=profile)
 
 
 def build_problem(

@@ -202,6 +202,49 @@ def check_model(target: Target, problem: Problem) -> None:
         raise UnsupportedPlanError(f"model {problem.model.name}: {why}")
 
 
+def engine_problem(target: Target | str, problem: Problem, flash_attention: bool | None = None) -> Problem:
+    """The problem priced with the target engine's attention. Upstream Megatron-LM runs Transformer Engine's
+    attention by default (--transformer-impl transformer_engine, --attention-backend auto: flash or cuDNN fused
+    attention where the GPU and head size allow, docs/cost-model.md section 14, "Flash attention"), and the launch
+    says so (megatron.attention_backend_args): flash attention on unless flash_attention is False (the launch then
+    says --attention-backend unfused). The FASOP fork (Megatron-LM-2, 2023) has no flash attention: off; asking for
+    it is a SpecError."""
+    from optsearch.problem import with_flash_attention
+
+    name = target if isinstance(target, str) else target.name
+    if name == "fasop":
+        if flash_attention:
+            raise SpecError("--flash-attention with --target fasop: the FASOP fork (Megatron-LM-2) has no flash "
+                            "attention; drop --flash-attention")
+        return with_flash_attention(problem, False)
+    get_target(name)
+    return with_flash_attention(problem, flash_attention is not False)
+
+
+def context_parallel_attention_error(problem: Problem, node_types=None) -> str | None:
+    """Why upstream cannot run context parallelism with the attention the problem prices on these node types (default:
+    all of the cluster's), or None. Only Transformer Engine's flash and cuDNN fused attention split a sequence over cp
+    ranks: its get_attention_backend disables UnfusedDotProductAttention under context parallelism ("it does not
+    support context parallelism", transformer_engine/pytorch/attention/dot_product_attention/utils.py), and
+    Megatron-Core's local DotProductAttention asserts context_parallel_size == 1
+    (megatron/core/transformer/dot_product_attention.py). So cp > 1 needs flash attention on every stage
+    (costmodel.flash_attention_on)."""
+    from optsearch.costmodel import flash_attention_on
+
+    names = node_types if node_types is not None else [n.name for n in problem.cluster.node_types]
+    without = [n for n in names if not flash_attention_on(problem, n)]
+    if not without:
+        return None
+    if not problem.flash_attention:
+        return ("the attention is priced unfused (--no-flash-attention, or a target without flash attention), and "
+                "Transformer Engine's unfused attention has no context parallelism")
+    from optsearch.profile.analytic import flash_attention_error
+
+    reason = flash_attention_error(problem.model, problem.gpu_of(without[0]))
+    return (f"node type {without[0]} runs no flash attention ({reason}), and Transformer Engine's unfused attention "
+            "has no context parallelism")
+
+
 def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOptions()) -> SpaceOptions:
     """The search space the target runs: base narrowed by the target's capabilities (check_model first)."""
     check_model(target, problem)

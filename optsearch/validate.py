@@ -232,9 +232,12 @@ def as_run(problem: Problem, run: Run) -> Problem:
     if run.eager_engine is not None and isinstance(problem.profile, AnalyticProfile):
         # the engine's host time per layer (AMP's Megatron v1.1.5 fork); a measured table already has it
         problem = replace(problem, profile=replace(problem.profile, eager_engine=run.eager_engine))
-    if run.flash_attention is not None and isinstance(problem.profile, AnalyticProfile):
-        # the engine's flash attention (Megatron-Core with Transformer Engine); a measured table already has it
-        problem = replace(problem, profile=replace(problem.profile, flash_attention=run.flash_attention))
+    if run.flash_attention is not None:
+        # the engine's flash attention (Megatron-Core with Transformer Engine): no stored scores (memory), and for the
+        # analytic profile no score traffic (a measured table already has its times)
+        from optsearch.problem import with_flash_attention
+
+        problem = with_flash_attention(problem, run.flash_attention)
     return problem
 
 

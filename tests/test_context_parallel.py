@@ -29,7 +29,7 @@ from optsearch.profile.analytic import attention_core_fraction
 from optsearch.profile.table import ProfileEntry
 from optsearch.spec import JobSpec
 from optsearch.spec.budget import Budget
-from optsearch.targets import FASOP, MEGATRON, space_options
+from optsearch.targets import FASOP, MEGATRON, engine_problem, space_options
 from test_costmodel import JOB, LAYER, toy_problem, toy_profile
 from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force, instances
 
@@ -248,8 +248,15 @@ def test_targets_search_cp_only_where_the_engine_has_it():
 
 
 def test_launch_emits_cp_and_the_distributed_optimizer_from_the_plan():
-    problem = build_problem("gpt2-xl", "fasop-a10")
-    plan = Plan(tp=1, dp=2, micro_batch_size=1, cp=2, distributed_optimizer=True, stages=parse_balance("24-24", "a10"))
+    # upstream runs cp > 1 with flash attention only (issue 15): gpt2-large's heads of 64 have it on an A10, gpt2-xl's
+    # heads of 100 do not, and launch refuses its cp plan
+    fork_problem = build_problem("gpt2-xl", "fasop-a10")
+    fork_plan = Plan(tp=1, dp=2, micro_batch_size=1, cp=2, distributed_optimizer=True,
+                     stages=parse_balance("24-24", "a10"))
+    with pytest.raises(UnsupportedPlanError, match="unfused attention has no context parallelism"):
+        megatron_args(engine_problem("megatron", fork_problem), fork_plan)
+    problem = engine_problem("megatron", build_problem("gpt2-large", "fasop-a10"))
+    plan = Plan(tp=1, dp=2, micro_batch_size=1, cp=2, distributed_optimizer=True, stages=parse_balance("18-18", "a10"))
     margs = megatron_args(problem, plan)
     args = list(margs.args)
     assert args[args.index("--context-parallel-size") + 1] == "2" and "--use-distributed-optimizer" in args
@@ -261,8 +268,8 @@ def test_launch_emits_cp_and_the_distributed_optimizer_from_the_plan():
     on = _job(problem, distributed_optimizer=True)
     assert "--use-distributed-optimizer" not in megatron_args(on, replace(plan, cp=1, distributed_optimizer=False)).args
     with pytest.raises(UnsupportedPlanError, match="no context parallelism"):
-        fasop_settings(problem, plan)
-    text, _ = fasop_settings(problem, replace(plan, cp=1))
+        fasop_settings(fork_problem, fork_plan)
+    text, _ = fasop_settings(fork_problem, replace(fork_plan, cp=1))
     assert "ZERO=true" in text and "--use-distributed-optimizer" in text
 
 

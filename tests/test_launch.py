@@ -37,15 +37,18 @@ from optsearch.megatron import (
 )
 from optsearch.plan import Plan, Stage, parse_balance, plan_from_dict
 from optsearch.problem import build_problem
+from optsearch.targets import engine_problem
 
 GOLDEN = Path(__file__).resolve().parent / "golden" / "launch"
 UPDATE = os.environ.get("OPTSEARCH_UPDATE_GOLDEN") == "1"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "plan.json").is_file())
 
 
-def _case(name: str):
+def _case(name: str, target: str = "megatron"):
+    """The golden case's problem as `launch` builds it for the target's format (targets.engine_problem: upstream
+    prices flash attention where Transformer Engine runs it, the FASOP fork none) and its plan."""
     model, cluster = name.split("_", 1)
-    problem = build_problem(model, cluster)
+    problem = engine_problem(target, build_problem(model, cluster))
     plan = plan_from_dict(json.loads((GOLDEN / name / "plan.json").read_text()), name)
     return problem, plan
 
@@ -61,7 +64,7 @@ def _megatron_tokens(args_file_text: str) -> list[str]:
 @pytest.mark.parametrize("fmt", LAUNCH_FORMATS)
 @pytest.mark.parametrize("case", CASES)
 def test_golden(case, fmt):
-    problem, plan = _case(case)
+    problem, plan = _case(case, "fasop" if fmt == "fasop" else "megatron")
     folder = GOLDEN / case
     refused = folder / f"{fmt}.refused"
     try:
@@ -133,7 +136,7 @@ def test_t5_pipeline_refused_upstream():
 def test_t5_fasop_fork_takes_any_balance_with_the_split_rank():
     """The fork reads --balance for T5 too (its own example: 11-13-11-13, split rank 2); only a stage holding both
     encoder and decoder layers is refused."""
-    problem, _ = _case("t5-fasop_fasop-a100-a10")
+    problem, _ = _case("t5-fasop_fasop-a100-a10", "fasop")
     uneven = Plan(tp=1, dp=4, micro_batch_size=1, stages=parse_balance("16-8-12-12", "a100,a10*3"))
     files, _ = launch_files(problem, uneven, "fasop")
     text = files["fasop_conf.sh"]

@@ -418,6 +418,7 @@ def test_solve_chooses_ep_writes_it_and_launch_emits_it(tmp_path):
 
     from optsearch.plan import load_plan
     from optsearch.problem import build_problem
+    from optsearch.targets import engine_problem
     from test_cli_errors import run_cli
 
     common = ("--model", "mixtral-8x7b", "--cluster", "aws-p4d", "--minimize", "time", "--quiet", "--json")
@@ -427,8 +428,8 @@ def test_solve_chooses_ep_writes_it_and_launch_emits_it(tmp_path):
     assert out["status"] == "optimal" and out["plan"]["ep"] > 1
     saved = load_plan(tmp_path / "plan.json")
     assert saved.ep == out["plan"]["ep"]
-    assert cm.estimate(build_problem("mixtral-8x7b", "aws-p4d"), saved).training_time_s == \
-        out["estimate"]["training_time_s"]
+    priced = engine_problem("megatron", build_problem("mixtral-8x7b", "aws-p4d"))  # solve's: flash attention on
+    assert cm.estimate(priced, saved).training_time_s == out["estimate"]["training_time_s"]
     launch = run_cli("launch", str(tmp_path / "plan.json"), "--format", "megatron", "--out", str(tmp_path / "launch"))
     assert launch.code in (0, None), launch.stderr
     text = "\n".join(p.read_text() for p in (tmp_path / "launch").rglob("*") if p.is_file())

@@ -314,7 +314,9 @@ def test_cli_pareto_json_csv_plot(spec_files):
     import json
 
     m, c, folder = spec_files
-    code, out, err = run_cli("pareto", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--json",
+    # --no-flash-attention: with the A100's flash attention (the upstream default) its plan, 33m 25s for $2.28, is
+    # cheaper than the T4's ($2.45) and the frontier is one point; with the scores priced it has two
+    code, out, err = run_cli("pareto", "-m", str(m), "-c", str(c), "--solver", "cpsat", "--json", "--no-flash-attention",
                              "--csv", str(folder / "f.csv"), "--plot", str(folder / "f.png"))
     assert code == 0, err
     points = json.loads(out)

@@ -10,7 +10,7 @@ from rich.table import Table
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, TargetOpt, TokensOpt,
-    problem_from_options, profile_coverage, space_from_target, HeadroomOpt,
+    problem_from_options, profile_coverage, space_from_target, HeadroomOpt, FlashAttentionOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, MinimizeOpt, budget_from_options,
@@ -52,6 +52,7 @@ def compare_command(
     tokens: TokensOpt = None,
     target: TargetOpt = "megatron",
     memory_headroom: HeadroomOpt = None,
+    flash_attention: FlashAttentionOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON list, one object per method (with solve --json's "
                                                          "message and left_out_node_types).")] = False,
 ) -> None:
@@ -65,7 +66,8 @@ def compare_command(
     plan meets the budgets, the message is solve's (the binding budget and its nearest feasible value).
     """
     problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens,
-                                   memory_headroom=memory_headroom)
+                                   memory_headroom=memory_headroom, target=target,
+                                   flash_attention=flash_attention)
     budget = budget_from_options(minimize, max_time, max_cost, max_gpus, max_usd_per_hour)
     chosen = parse_methods(methods)
     options = space_from_target(target, problem)

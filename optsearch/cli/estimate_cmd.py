@@ -13,15 +13,23 @@ from optsearch.cli.options import (
     BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, HeadroomOpt, IterationsOpt,
     JsonOpt, LayoutOpt, MicroBatchOpt, NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt,
     RecomputeNumLayersOpt, RecomputeOpt, StagesOpt, TokensOpt, TpOpt, VirtualStagesOpt,
-    problem_from_options,
+    FlashAttentionOpt, problem_from_options,
 )
 from optsearch.costmodel import distributed_optimizer_on, estimate
 from optsearch.errors import OptsearchError, SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
-from optsearch.targets import check_context_parallel_profile
+from optsearch.targets import check_context_parallel_profile, engine_problem
 
 MAX_LAYOUT_EXPANSION = 1_000_000
+
+EstimateTargetOpt = Annotated[
+    Optional[str],
+    typer.Option("--target", help="The engine the plan runs on, which sets how attention is priced: megatron "
+                                  "(upstream Megatron-LM, the default: flash attention where Transformer Engine runs "
+                                  "it) or fasop (the FASOP fork: none). With a plan file: default the target it "
+                                  "records."),
+]
 
 
 @app.command("estimate")
@@ -53,6 +61,8 @@ def estimate_command(
     virtual_stages: VirtualStagesOpt = None,
     recompute_num_layers: RecomputeNumLayersOpt = None,
     distributed_optimizer: DistributedOptimizerOpt = None,
+    target: EstimateTargetOpt = None,
+    flash_attention: FlashAttentionOpt = None,
 ) -> None:
     """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
     knobs = dict(tp=tp, dp=dp, micro_batch_size=micro_batch_size, stages=stages, balance=balance, layout=layout,
@@ -67,10 +77,13 @@ def estimate_command(
             raise SpecError(f"--pp = {pp} but {plan_file} has {plan.pp} stages")
         if memory_headroom is not None:
             problem = replace(problem, memory_headroom=memory_headroom)
+        if target is not None or flash_attention is not None:
+            problem = engine_problem(target or recorded_target(plan_file), problem, flash_attention)
     else:
         require_model_and_cluster(model, cluster, "without --plan")
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
-                                       memory_headroom=memory_headroom)
+                                       memory_headroom=memory_headroom, target=target or "megatron",
+                                       flash_attention=flash_attention)
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     est = estimate(problem, plan)
@@ -79,6 +92,15 @@ def estimate_command(
         return
     stdout.print(estimate_table(plan, est))
     stdout.print(totals_table(est))
+
+
+def recorded_target(plan_file: Path) -> str:
+    """The target a plan file was solved for (`problem.target`), megatron when it records none."""
+    from optsearch.planfile import read_plan_file
+
+    record = read_plan_file(plan_file).get("problem")
+    target = record.get("target") if isinstance(record, dict) else None
+    return target if isinstance(target, str) else "megatron"
 
 
 # The hand-plan flags (options.py) a plan file replaces, in the order a refusal names them.

@@ -13,13 +13,13 @@ from optsearch.cli.estimate_cmd import hand_plan, hand_plan_flags_given, plan_an
 from optsearch.cli.options import (
     BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, IterationsOpt, LayoutOpt, MicroBatchOpt,
     NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt, RecomputeNumLayersOpt, RecomputeOpt, StagesOpt,
-    TokensOpt, TpOpt, VirtualStagesOpt,
+    TokensOpt, TpOpt, VirtualStagesOpt, FlashAttentionOpt,
 )
 from optsearch.errors import SpecError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
 from optsearch.problem import build_problem
 from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
-from optsearch.targets import check_context_parallel_profile
+from optsearch.targets import check_context_parallel_profile, engine_problem
 
 FORMAT_HELP = (
     "megatron: upstream Megatron-LM main arguments (megatron_args.sh; plans of `solve --target megatron`); fasop: the "
@@ -73,6 +73,7 @@ def launch_command(
     virtual_stages: VirtualStagesOpt = None,
     recompute_num_layers: RecomputeNumLayersOpt = None,
     distributed_optimizer: DistributedOptimizerOpt = None,
+    flash_attention: FlashAttentionOpt = None,
 ) -> None:
     """Emit what launches the plan on Megatron-LM: arguments, partition strings, torchrun and Slurm scripts."""
     if fmt not in LAUNCH_FORMATS:
@@ -89,10 +90,13 @@ def launch_command(
                                          plan_reader=plan_for_launch)
         if pp is not None and pp != plan.pp:
             raise SpecError(f"--pp = {pp} but {plan_file} has {plan.pp} stages")
+        if flash_attention is not None:  # else the attention the file was solved for
+            problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention)
     else:
         require_model_and_cluster(model, cluster, "without PLAN.json")
         problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
                                 iterations=iterations, tokens=tokens)
+        problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention)
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,

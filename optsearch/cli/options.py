@@ -149,6 +149,20 @@ SetOpt = Annotated[
     typer.Option("--set", help="Edit the cluster, job or model, repeatable: node_types.NAME.FIELD=VALUE "
                                "(count = num_nodes_available), job.FIELD=VALUE, model.FIELD=VALUE, cluster.FIELD=VALUE."),
 ]
+FlashAttentionOpt = Annotated[
+    Optional[bool],
+    typer.Option("--flash-attention/--no-flash-attention",
+                 help="Upstream Megatron-LM runs Transformer Engine's flash attention by default (--attention-backend "
+                      "auto: flash or cuDNN fused where the GPU has compute capability 8.0+ and the head dimension is "
+                      "a multiple of 8 up to 256), so the default prices it there: no s x s attention scores stored "
+                      "or moved, and the launch says --attention-backend flash. --no-flash-attention prices the "
+                      "scores (stored under recompute none, moved every layer) and the launch says "
+                      "--attention-backend unfused. The FASOP fork (--target fasop) has none: off. See "
+                      "docs/cost-model.md section 14, \"Flash attention\".",
+                 show_default=False),
+]
+
+
 def _targets_help() -> str:
     from optsearch.targets import FASOP, MEGATRON
 
@@ -160,10 +174,15 @@ TargetOpt = Annotated[str, typer.Option("--target", help=_targets_help())]
 
 
 def space_from_target(target: str, problem: Problem):
-    """The search space (SpaceOptions) of the engine target (optsearch.targets), refusing models it cannot run."""
-    from optsearch.targets import get_target, space_options
+    """The search space (SpaceOptions) of the engine target (optsearch.targets), refusing models it cannot run, for a
+    problem priced as that engine runs attention (targets.engine_problem): context parallelism only where every node
+    type runs flash attention (targets.context_parallel_attention_error)."""
+    from optsearch.targets import context_parallel_attention_error, get_target, space_options
 
-    return space_options(get_target(target), problem)
+    options = space_options(get_target(target), problem)
+    if options.context_parallel_sizes != (1,) and context_parallel_attention_error(problem) is not None:
+        options = replace(options, context_parallel_sizes=(1,))
+    return options
 
 
 def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | None:
@@ -172,7 +191,7 @@ def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | No
     asked for context-parallel sizes that will not be tried, so solve says why (a warning)."""
     from optsearch.candidates import context_parallel_candidates
     from optsearch.costmodel import context_parallel_error
-    from optsearch.targets import get_target
+    from optsearch.targets import context_parallel_attention_error, get_target
 
     runs = get_target(target).context_parallel_sizes
     searched = context_parallel_candidates(problem, options)
@@ -183,6 +202,8 @@ def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | No
         why = f"the {target} target has no context parallelism"
     elif max_cp > max(runs) and largest == max(runs):
         why = f"the {target} target runs cp {', '.join(map(str, runs))}"
+    elif options.context_parallel_sizes == (1,) and context_parallel_attention_error(problem) is not None:
+        why = context_parallel_attention_error(problem)
     elif options.context_parallel_sizes == (1,):
         why = ("a measured or imported --profile table is searched at cp 1 only (its times are for the whole "
                "sequence, not s / cp tokens)")
@@ -217,8 +238,11 @@ def problem_from_options(
     tokens: int | None,
     edits: list[str] | None = None,
     memory_headroom: float | None = None,
+    target: str | None = None,
+    flash_attention: bool | None = None,
 ) -> Problem:
-    """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides."""
+    """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides. With a
+    target, priced with that engine's attention (targets.engine_problem; flash_attention: --[no-]flash-attention)."""
     if edits:
         from optsearch.edits import edited_problem
 
@@ -230,6 +254,10 @@ def problem_from_options(
         )
     if memory_headroom is not None:
         problem = replace(problem, memory_headroom=memory_headroom)
+    if target is not None:
+        from optsearch.targets import engine_problem
+
+        problem = engine_problem(target, problem, flash_attention)
     return problem
 
 

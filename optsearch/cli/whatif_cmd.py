@@ -14,7 +14,7 @@ from rich.table import Table
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, ModelOpt, ProfileOpt, SetOpt, TargetOpt, TokensOpt,
-    problem_from_options, profile_coverage, space_from_target, HeadroomOpt,
+    problem_from_options, profile_coverage, space_from_target, HeadroomOpt, FlashAttentionOpt,
 )
 from optsearch.cli.solve_cmd import (
     MaxCostOpt, MaxGpusOpt, MaxRateOpt, MaxTimeOpt, SolverOpt, budget_from_options,
@@ -294,9 +294,10 @@ class ProgressBar:
 
 # ---- commands -----------------------------------------------------------------------------------------------
 
-def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom=None):
+def _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom=None,
+             target=None, flash_attention=None):
     return problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
-                                memory_headroom=memory_headroom)
+                                memory_headroom=memory_headroom, target=target, flash_attention=flash_attention)
 
 
 @app.command("whatif")
@@ -336,6 +337,7 @@ def whatif_command(
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
     memory_headroom: HeadroomOpt = None,
+    flash_attention: FlashAttentionOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
     as_json: JsonListOpt = False,
@@ -371,7 +373,8 @@ def whatif_command(
         names = [c.strip() for c in compare_clusters.split(",") if c.strip()]
         if len(names) < 2:
             raise SpecError(f"--compare-clusters = {compare_clusters!r}: give at least two clusters, comma-separated")
-        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+        problems = [_problem(model, c, profile, edits, global_batch_size, iterations, tokens, memory_headroom, target,
+                             flash_attention)
                     for c in names]
         points = []
         left_out = {}
@@ -386,7 +389,8 @@ def whatif_command(
         emit(points, as_json=as_json, csv_path=csv_path, plot_path=plot, title=title, swept=swept, first="cluster",
              left_out=left_out)
         return
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom, target,
+                       flash_attention)
     kw["options"] = space_from_target(target, problem)
     # exit 2 when it covers no node type; a warning for those left out, and in the JSON
     left_out = {problem.cluster.name: profile_coverage(problem, kw["options"])}
@@ -424,6 +428,7 @@ def pareto_command(
     iterations: IterationsOpt = None,
     tokens: TokensOpt = None,
     memory_headroom: HeadroomOpt = None,
+    flash_attention: FlashAttentionOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
     as_json: JsonListOpt = False,
@@ -439,7 +444,8 @@ def pareto_command(
 
     check_outputs(csv_path, plot)
     budget = budget_from_options("time", max_time, max_cost, max_gpus, max_usd_per_hour)
-    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom)
+    problem = _problem(model, cluster, profile, edits, global_batch_size, iterations, tokens, memory_headroom, target,
+                       flash_attention)
     options = space_from_target(target, problem)
     left_out = {problem.cluster.name: profile_coverage(problem, options)}
     with ProgressBar("frontier points", quiet or as_json) as bar:

@@ -229,6 +229,43 @@ def flash_attention_saving_s(model: ModelSpec, kind: LayerKindSpec, gpu: GpuSpec
     return SCORE_BYTES_CHARGED_FORWARD * attention_score_elements(model, kind, b, tp) / (gpu.hbm_gbyte_per_s * 1e9)
 
 
+# Where Transformer Engine runs flash attention (its flash-attn 2 backend, what `--attention-backend flash` asks for;
+# its cuDNN fused backend has the same arch and head-size rules up to 128): get_attention_backend's filters
+# (transformer_engine/pytorch/attention/dot_product_attention/utils.py, "Filter: Compute capability" and "Filter:
+# Head dimension"): compute capability 8.0 or newer, head_dim % 8 == 0, head_dim <= 256, and head_dim > 192 only on
+# sm80 / sm90 / sm100 / sm120. Elsewhere `--attention-backend auto` falls back to UnfusedDotProductAttention.
+FLASH_MIN_COMPUTE_CAPABILITY = 8.0
+FLASH_MAX_HEAD_DIM = 256
+FLASH_MAX_HEAD_DIM_ANY_ARCH = 192
+FLASH_LARGE_HEAD_ARCHS = (8.0, 9.0, 10.0, 12.0)
+# Flash attention keeps, beside Q, K, V and its output (Korthikanti's selective row holds them), the fp32 log-sum-exp
+# of every score row for its backward (Dao et al. 2022, Algorithm 2, "Write L_i"; flash-attn's softmax_lse):
+FLASH_SOFTMAX_STATS_BYTES = 4  # per query row of one head
+
+
+def flash_attention_error(model: ModelSpec, gpu: GpuSpec) -> str | None:
+    """Why Transformer Engine runs no flash attention for this model on this GPU, or None when it does."""
+    d = model.channels_per_head
+    cc = gpu.compute_capability
+    if cc is None:
+        return f"{gpu.name}: no compute_capability in its spec (flash attention needs 8.0 or newer)"
+    if cc < FLASH_MIN_COMPUTE_CAPABILITY:
+        return f"{gpu.name}: compute capability {cc:g} (flash attention needs 8.0 or newer)"
+    if d % 8 or d > FLASH_MAX_HEAD_DIM:
+        return f"model {model.name}: head dimension {d} (flash attention needs a multiple of 8, at most 256)"
+    if d > FLASH_MAX_HEAD_DIM_ANY_ARCH and cc not in FLASH_LARGE_HEAD_ARCHS:
+        return (f"model {model.name}: head dimension {d} on {gpu.name} (compute capability {cc:g}): above 192 flash "
+                "attention runs on 8.0, 9.0, 10.0 and 12.0 only")
+    return None
+
+
+def flash_softmax_stats_bytes(model: ModelSpec, kind: LayerKindSpec, b: int, tp: int) -> float:
+    """What flash attention stores beyond Korthikanti's selective row: the fp32 log-sum-exp per head and query,
+    4 a s b / t bytes (x 2 with cross-attention)."""
+    s, a = model.seq_length, model.num_attention_heads
+    return FLASH_SOFTMAX_STATS_BYTES * a * s * b / tp * (2 if kind.cross_attention else 1)
+
+
 def host_forward_s(engine: EagerEngine, tp: int) -> float:
     """Host time of one forward pass of one layer: (layer_ops + 2 x tp_call_ops if tp > 1) x HOST_S_PER_TORCH_OP."""
     ops = engine.layer_ops + (TP_CALLS_PER_FORWARD_PASS * engine.tp_call_ops if tp > 1 else 0)
@@ -278,7 +315,9 @@ class AnalyticProfile:
     eager_engine: str | None = None
     # The engine's attention is flash attention (Megatron-Core with Transformer Engine's DotProductAttention, its
     # default since --transformer-impl transformer_engine): no s x s score traffic, flash_attention_saving_s off
-    # every transformer layer's forward (and twice off its backward). Default off: the stored-bytes term as before.
+    # every transformer layer's forward (and twice off its backward), on the GPUs that run it (flash_attention_error:
+    # compute capability 8.0+, head dimension). Default off: the stored-bytes term as before; the CLI turns it on for
+    # the upstream target (targets.engine_problem).
     flash_attention: bool = False
 
     def has(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> bool:
@@ -312,7 +351,7 @@ class AnalyticProfile:
                 return ProfileEntry(forward_s=fwd, backward_s=bwd, tp_comm_included=False,
                                     forward_repeats=EAGER_ENGINES[self.eager_engine].forward_passes)
             fwd = layer_forward_s(self.model, kinds[layer_kind], spec, tp, b)
-            if self.flash_attention:
+            if self.flash_attention and flash_attention_error(self.model, spec) is None:
                 fwd -= flash_attention_saving_s(self.model, kinds[layer_kind], spec, tp, b)
             if self.unfused_kernels:
                 extra_fwd, extra_bwd = unfused_attention_extra_s(self.model, kinds[layer_kind], spec, tp, b)

@@ -26,6 +26,12 @@ class GpuSpec(Spec):
                     "default 0.75 x peak.",
     )
     source: str = Field(default="", description="Where the numbers come from (datasheet).")
+    compute_capability: float | None = Field(
+        default=None, ge=1, le=20,
+        description="CUDA compute capability, major.minor (8.0: A100, 9.0: H100; NVIDIA's CUDA GPUs list). Flash "
+                    "attention needs 8.0 or newer (Transformer Engine's backend filter, docs/cost-model.md section "
+                    "14, \"Flash attention\"); absent: not assumed, the scores are priced as stored.",
+    )
 
 
 class GpuCatalog(Spec):

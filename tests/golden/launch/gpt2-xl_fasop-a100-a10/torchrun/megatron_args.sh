@@ -20,4 +20,5 @@ MEGATRON_ARGS=(
   --max-position-embeddings 1024
   --make-vocab-size-divisible-by 128
   --fp16
+  --attention-backend unfused
 )

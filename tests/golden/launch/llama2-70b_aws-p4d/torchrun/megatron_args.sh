@@ -35,4 +35,5 @@ MEGATRON_ARGS=(
   --recompute-method uniform
   --recompute-num-layers 1
   --sequence-parallel
+  --attention-backend flash
 )

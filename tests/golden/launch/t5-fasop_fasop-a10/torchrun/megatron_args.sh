@@ -24,4 +24,5 @@ MEGATRON_ARGS=(
   --make-vocab-size-divisible-by 128
   --fp16
   --sequence-parallel
+  --attention-backend flash
 )
