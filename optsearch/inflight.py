@@ -385,24 +385,23 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         ok = np.isfinite(rent) & (rent * it <= budget) & (it < best)
         if max_usd_per_hour is not None:
             ok &= rent <= max_usd_per_hour * slack
-        rows = np.flatnonzero(ok)
+        times = it[:, None] + extra[None, :]  # [J, q]
+        # R(j, c_q) >= R(j): a bucket whose time x its interval's own rent breaks the budget is out already
+        keep = ok[:, None] & (times < best) & (rent[:, None] * times <= budget)
+        if max_time_s is not None:
+            keep &= times * iterations <= max_time_s * slack
+        rows, qs = np.nonzero(keep)
         if rows.size:
-            caps = tab.caps[j:stop][rows]  # [J, g, i]
             lim = limit if v == 1 else np.floor(limit / v) * v
-            capped = np.minimum(caps[:, None, :, :], lim[None, :, :, None])  # [J, q, g, i]
-            flat = capped.reshape(-1, *caps.shape[1:])
-            rents = _least_rent(tab, flat)
+            capped = np.minimum(tab.caps[j:stop][rows], lim[qs][:, :, None])  # [pairs, g, i]
+            rents = _least_rent(tab, capped)
             with np.errstate(invalid="ignore"):  # inf - inf where a position has no usable type (excluded after)
-                within = _holds_within_supply(tab, flat)
-            rents = np.where(within, rents, np.inf).reshape(len(rows), len(levels))
-            times = it[rows][:, None] + extra[None, :]  # [J, q]
-            fits = np.isfinite(rents) & (rents * times <= budget)
+                rents = np.where(_holds_within_supply(tab, capped), rents, np.inf)
+            fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
             if max_usd_per_hour is not None:
                 fits &= rents <= max_usd_per_hour * slack
-            if max_time_s is not None:
-                fits &= times * iterations <= max_time_s * slack
             if fits.any():
-                best = min(best, float(times[fits].min()))
+                best = min(best, float(times[rows, qs][fits].min()))
         j = stop
     return None if not math.isfinite(best) else best
 
