@@ -51,6 +51,10 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
    over the intervals a budget allows: an interval is dropped when it(M_j) breaks the deadline, R(M_j) the rent
    limit, or R(M_j) it(M_j) the cost budget (each a lower bound on that interval's plans); none left: no plan meets
    the budget.
+5. Time under a cost budget (round 7, _time_under_cost): each interval is split further by the plan's largest stage
+   all-reduce, which caps the layers a position of each type holds (alpha[g] x n x P_layer <= it) and raises the
+   iteration above it(M_j); a bucket whose rent x iteration breaks the budget holds no plan that meets it. Every
+   iteration floor also counts the tied embedding's all-reduce at its least (least_embedding_allreduce_s).
 
 The tables (marks, it, R) do not depend on the budget and are kept per candidate (solver.Memo.inflight); R is
 computed in chunks from the least mark where the positions can hold L (found by bisection), as far as the query
