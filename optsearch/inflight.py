@@ -51,6 +51,10 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
    over the intervals a budget allows: an interval is dropped when it(M_j) breaks the deadline, R(M_j) the rent
    limit, or R(M_j) it(M_j) the cost budget (each a lower bound on that interval's plans); none left: no plan meets
    the budget.
+5. Time under a cost budget (round 7, _time_under_cost): each interval is split further by the plan's largest stage
+   all-reduce, which caps the layers a position of each type holds (alpha[g] x n x P_layer <= it) and raises the
+   iteration above it(M_j); a bucket whose rent x iteration breaks the budget holds no plan that meets it. Every
+   iteration floor also counts the tied embedding's all-reduce at its least (least_embedding_allreduce_s).
 
 The tables (marks, it, R) do not depend on the budget and are kept per candidate (solver.Memo.inflight); R is
 computed in chunks from the least mark where the positions can hold L (found by bisection), as far as the query
@@ -69,7 +73,7 @@ import numpy as np
 from optsearch.bounds import CandidateBound, DegreeTerms, _calls, slowest_floor
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
-    distributed_optimizer_on, memory_capacity_bytes, state_bytes,
+    distributed_optimizer_on, embedding_allreduce_s, memory_capacity_bytes, state_bytes,
 )
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
@@ -94,6 +98,9 @@ class InFlightTables:
     rent: np.ndarray = field(default=None)  # [j] R(M_j); NaN: not computed yet
     floor_rent: float = 0.0  # R(inf): no interval's rent is below it
     slots: np.ndarray | None = None  # [g] stage slots of each type (node supply); None: supply not counted
+    allreduce_per_layer: np.ndarray | None = None  # [g] alpha[g] x a layer's parameters (round 7: the budget walk)
+    allreduce_floor: float = 0.0  # the all-reduce part of it(M_j): alpha_min x P_total / pp
+    v: int = 1  # model chunks per rank: every cap a multiple of v
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -180,7 +187,9 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
 
     tab = InFlightTables(marks=marks, iteration=iteration, caps=None, price=np.array(d.price_per_gpu_hour, float),
                          middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan),
-                         slots=np.array(d.slots, dtype=np.int64))
+                         slots=np.array(d.slots, dtype=np.int64),
+                         allreduce_per_layer=np.array(d.alpha, float) * model.layer_parameters(kind),
+                         allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v)
     tab.caps = _LazyCaps(caps_at, marks)
     tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
@@ -298,6 +307,9 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     when no interval does (no plan meets the budget). Minimizing time, the walk stops at the first interval that
     meets the limits (it(M_j) grows with j); minimizing cost, once R(inf) x it(M_j) reaches the best product."""
     slack = BOUND_SLACK
+    if objective == "time" and max_cost_usd is not None and tab.allreduce_per_layer is not None:
+        best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour)
+        return None if best is None else (best * (1 - 1e-9), 0.0)
     n = len(tab.marks)
     best_it, best_cost = math.inf, math.inf
     j = 0
@@ -329,6 +341,91 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
 
 
+ALLREDUCE_LEVELS = 12  # thresholds of the all-reduce per interval in the budget walk (any grid is valid)
+
+
+def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, max_time_s: float | None = None,
+                     max_usd_per_hour: float | None = None) -> float | None:
+    """The least iteration over the plans of the candidate that meet a cost budget (minimizing time), or None when
+    none does: the walk of inflight_bound with the rent and the all-reduce coupled (round 7, docs/solver.md "Time
+    under a cost budget: the network of the cheap layouts").
+
+    A plan in interval j whose largest stage all-reduce A (costmodel: max_i dp_allreduce_i) lies in (c_{q-1}, c_q]
+    (c_0 < ... < c_{Q-1} a grid, c_{-1} = -inf, c_Q = inf) puts n_i layers on type g_i at position i with
+    alpha[g_i] n_i P_layer <= dp_allreduce_i <= A <= c_q (a stage also holds its embedding or head: more parameters,
+    a larger all-reduce), so n_i <= floor(c_q / (alpha[g_i] P_layer)), a multiple of v: its rent is at least
+    R(j, c_q), the Lagrangian rent of the module docstring with the caps k(M_j) so limited (and node supply checked
+    on those caps). Its iteration is at least it(M_j) + max(0, c_{q-1} - alpha_min P_total / pp): it(M_j) counts
+    alpha_min P_total / pp for the all-reduce, and the plan's is at least c_{q-1}. So its cost per iteration is at
+    least R(j, c_q) x that, and a bucket (j, q) whose product breaks the budget holds no plan that meets it. The
+    least iteration over the buckets left bounds every plan that meets the budget; it(M_j) grows with j, so the walk
+    stops once it(M_j) reaches the best found. Where the cheapest layouts that meet the budget put layers on types
+    with slow networks (A100's 400 Gbit/s against H100's 3,200 on mixed-pool-8k), their all-reduce alone breaks the
+    budget at the fast intervals; the plain walk paired the cheap rent with the fastest type's all-reduce."""
+    slack = BOUND_SLACK
+    n = len(tab.marks)
+    budget = max_cost_usd * slack * 3600.0 / iterations  # USD-seconds per hour of one iteration: rent x iteration
+    alpha = tab.allreduce_per_layer
+    positive = alpha[alpha > 0]
+    if positive.size == 0:
+        levels = np.array([np.inf])
+    else:
+        lo, hi = float(positive.min()), float(alpha.max() * tab.L)
+        levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
+    extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - tab.allreduce_floor)  # [q] Delta_q
+    v = tab.v
+    with np.errstate(divide="ignore", invalid="ignore"):
+        limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)  # [q, g]
+    best = math.inf
+    j = 0
+    while j < n:
+        if tab.iteration[j] >= best:
+            break  # it grows with j
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
+            break
+        stop = min(j + CHUNK, n)
+        _rent(tab, stop)
+        rent, it = tab.rent[j:stop], tab.iteration[j:stop]
+        ok = np.isfinite(rent) & (rent * it <= budget) & (it < best)
+        if max_usd_per_hour is not None:
+            ok &= rent <= max_usd_per_hour * slack
+        times = it[:, None] + extra[None, :]  # [J, q]
+        # R(j, c_q) >= R(j): a bucket whose time x its interval's own rent breaks the budget is out already
+        keep = ok[:, None] & (times < best) & (rent[:, None] * times <= budget)
+        if max_time_s is not None:
+            keep &= times * iterations <= max_time_s * slack
+        rows, qs = np.nonzero(keep)
+        if rows.size:
+            lim = limit if v == 1 else np.floor(limit / v) * v
+            capped = np.minimum(tab.caps[j:stop][rows], lim[qs][:, :, None])  # [pairs, g, i]
+            rents = _least_rent(tab, capped)
+            with np.errstate(invalid="ignore"):  # inf - inf where a position has no usable type (excluded after)
+                rents = np.where(_holds_within_supply(tab, capped), rents, np.inf)
+            fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
+            if max_usd_per_hour is not None:
+                fits &= rents <= max_usd_per_hour * slack
+            if fits.any():
+                best = min(best, float(times[rows, qs][fits].min()))
+        j = stop
+    return None if not math.isfinite(best) else best
+
+
+def least_embedding_allreduce_s(problem: Problem, d: DegreeTerms, pp: int) -> float:
+    """A lower bound on the tied-embedding all-reduce of every plan of a candidate (costmodel.embedding_allreduce_s:
+    the first and the last stage exchange the word embedding's gradient when pp > 1): its least value over every
+    pair of usable types at the ends, across nodes, and within one node where a plan of one type can put all pp
+    stages on one node (costmodel.place: ends_same_node needs pp x w <= GPUs per node). 0 when pp = 1 or the
+    embeddings are untied. (Round 7: every bound took it as >= 0; on GPT-3 13B, tp 1, the cheap layouts' A100 ends
+    spend 0.16 s of a 0.53 s iteration in it.)"""
+    if pp <= 1 or not problem.model.tied_embeddings:
+        return 0.0
+    names = [u.name for u in d.uses]
+    values = [embedding_allreduce_s(problem, g, h, False, d.w, d.tp) for g in names for h in names]
+    values += [embedding_allreduce_s(problem, u.name, u.name, True, d.w, d.tp) for u in d.uses
+               if pp * d.w <= u.node.gpus_per_node]
+    return min(values)
+
+
 def least_layer_work_s(d: DegreeTerms, L: int) -> float:
     """A lower bound on the layers' share of the sum of stage times over every plan of a one-kind candidate, from node
     supply: at most slots[g] stages run on g, each with at most NMAX[g] layers, so at most slots[g] NMAX[g] layers
@@ -356,7 +453,7 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         pp = cand.pp
         stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
             + 2 * (pp - 1) * d.send_min_s
-        comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp
+        comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp)
         slowest_s = float(slowest_floor(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
         if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
             return CandidateBound(False)  # the same answer)
