@@ -66,7 +66,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsearch.bounds import CandidateBound, DegreeTerms, _calls, slowest_floor
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls, sender_send_min_s, slowest_floor
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, memory_capacity_bytes, state_bytes,
@@ -158,11 +158,12 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         flight = np.minimum(pp - ranks, m).astype(float)  # [i] costmodel.in_flight_per_layer
     else:  # interleaved: in-flight chunks / v (costmodel.interleaved_in_flight_chunks)
         flight = np.minimum((pp - ranks - 1) * 2 + (v - 1) * pp + 1, m * v) / v
-    e = d.send_min_s if pp > 1 else 0.0
-    # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e), an end stage v times one way and
-    # v - 1 times across the wrap-around ((2 v - 1) e; costmodel.interleaved_send_counts) and runs the embedding
-    # (first) or the head (last) on its type
-    off = np.where((ranks > 0) & (ranks < pp - 1), 2 * v * e, (2 * v - 1) * e)[None, :] + np.zeros((G, 1))
+    e = sender_send_min_s(d) if pp > 1 else np.zeros(G)  # [g]
+    # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e_g), an end stage v times one way and
+    # v - 1 times across the wrap-around ((2 v - 1) e_g; costmodel.interleaved_send_counts), every one of them sent
+    # by its own type g (e_g: sender_send_min_s), and runs the embedding (first) or the head (last) on its type
+    sends = np.where((ranks > 0) & (ranks < pp - 1), 2 * v, 2 * v - 1).astype(float)  # [i]
+    off = e[:, None] * sends[None, :]
     off[:, 0] += np.array(d.emb_s)
     off[:, pp - 1] += np.array(d.head_s)
     times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
