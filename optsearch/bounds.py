@@ -17,7 +17,8 @@ Rent: rate >= w x (sum of the pp cheapest stage slots' p_g) = RATE.
 Cost per iteration >= max( RATE x T_lb,
                            w (m C + (pp - 1) p_min SUM) + RATE (A_lb + O_lb) ),
   where C = sum_k L_k min_g p_g step[g,none,k] + min_g p_g emb[g] + min_g p_g head[g] + 2 (pp - 1) p_min e_min,
-  because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s).
+  because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s);
+  C is raised to `_weighted_with_sends` where that is larger (every send at its own type's least send e_g).
   With too many compositions to list, also >= min over M of w LP_rate(k(M)) x ((m - 1) max(M, SUM / pp) + SUM +
   A_lb + O_lb)  (`_joint_cost_rate_s`): the rent of pp slots that hold L layers when none exceeds M.
 Under solver.solve's window (only plans slower than W count) each composition's T_lb is raised to W / iterations

@@ -10,7 +10,8 @@ recomputation, which is slower. The positional bound (formulation/positional.py)
 costs about 3.5 ms and needs no skeleton. Interleaved candidates were bounded by f_v x their v = 1 sibling's bound
 (up to 25 % below); here they get their own schedule's bound.
 
-Notation: w GPUs per stage, p_g USD per GPU-hour of type g, e the cheapest send of the candidate (0 when pp = 1),
+Notation: w GPUs per stage, p_g USD per GPU-hour of type g, e_g the least send a stage of g makes
+(bounds.sender_send_min_s: every send of a stage is sent by its own type; 0 when pp = 1),
 L layers, P a layer's parameters, sigma the state bytes per parameter (costmodel.state_bytes at this dp, cp and
 optimizer setting), a_r[g] a layer's activation bytes per micro-batch in mode r, s_r[g] its step time, W[g] full
 recomputation's working memory, C[g] the usable memory less the reserve, f_i = in_flight_per_layer(pp, i, m, v).
@@ -23,7 +24,7 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
    tau[g, i, n] is the least compute over the modes, block taking the fewest c that fit (the quotient lowered by
    1e-6 before the ceiling, so c may only be too few; memory quotients are raised by 1e-9 before the floor), inf
    where nothing fits. A stage's time is at least compute + off[g, i]: a middle stage sends v times each way
-   (2 v e), an end stage v times one way and v - 1 times across the wrap-around ((2 v - 1) e), and the first
+   (2 v e_g), an end stage v times one way and v - 1 times across the wrap-around ((2 v - 1) e_g), and the first
    (last) runs the embedding (head) on its type (costmodel.estimate, interleaved_send_counts).
 2. Caps. With tt[g, i, n] = min over n' >= n of tau[g, i, n'] + off[g, i] (non-decreasing in n), stage i on g
    holds at most k[g, i](M) = #{n >= 1 : tt[g, i, n] <= M} layers when its time is at most M (the largest n with

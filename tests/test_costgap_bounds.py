@@ -1,6 +1,7 @@
 """Cost-side bounds with every send of a stage at its own type's least send (issue 14, item 3, costgap round;
 docs/solver.md, "Sends at the sender's own type"): bounds.sender_send_min_s, the cheap price-weighted work
-(bounds._weighted_with_sends, inside the cheap bounds), the aggregate joint rent x time bound (bounds._joint_cost_rate_s)
+(bounds._weighted_with_sends, inside the cheap bounds), the aggregate joint rent x time bound
+(bounds._joint_cost_rate_s)
 and the in-flight stage times (inflight.py). On instances where node types' NICs differ by up to 320x and stages
 cross nodes (so a cheap type may send slowly), with memory-tight GPUs, context parallelism and block recomputation:
 every bound lies below every brute-forced plan, also under the tightest deadline (each plan's own time); the
@@ -52,7 +53,8 @@ def slow_nic_instances(draw):
                           intra_node_link="nvlink", intra_node_gbyte_per_s=draw(st.sampled_from([16.0, 300.0])),
                           inter_node_gbit_per_s=draw(st.sampled_from([10.0, 100.0, 3200.0]))))
     layers = draw(st.integers(2, 6))
-    problem = make_problem(layers=layers, hidden=draw(st.sampled_from([512, 1024])), heads=draw(st.sampled_from([4, 8])),
+    problem = make_problem(layers=layers, hidden=draw(st.sampled_from([512, 1024])),
+                           heads=draw(st.sampled_from([4, 8])),
                            gbs=draw(st.sampled_from([2, 4, 8])), node_types=nodes, gpus=gpus,
                            seq=draw(st.sampled_from([512, 2048])))
     options = SpaceOptions(micro_batch_sizes=(1, 2), max_stages=draw(st.integers(2, 4 if layers <= 4 else 3)))
