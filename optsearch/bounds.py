@@ -17,7 +17,8 @@ Rent: rate >= w x (sum of the pp cheapest stage slots' p_g) = RATE.
 Cost per iteration >= max( RATE x T_lb,
                            w (m C + (pp - 1) p_min SUM) + RATE (A_lb + O_lb) ),
   where C = sum_k L_k min_g p_g step[g,none,k] + min_g p_g emb[g] + min_g p_g head[g] + 2 (pp - 1) p_min e_min,
-  because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s).
+  because rate x T_pipe = w sum_s p_s ((m - 1) max t + sum t) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s);
+  C is raised to `_weighted_with_sends` where that is larger (every send at its own type's least send e_g).
   With too many compositions to list, also >= min over M of w LP_rate(k(M)) x ((m - 1) max(M, SUM / pp) + SUM +
   A_lb + O_lb)  (`_joint_cost_rate_s`): the rent of pp slots that hold L layers when none exceeds M.
 Under solver.solve's window (only plans slower than W count) each composition's T_lb is raised to W / iterations
@@ -561,27 +562,45 @@ def _least_rate_per_gpu(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) 
     return best * (1 - 1e-12)
 
 
+def sender_send_min_s(d: DegreeTerms) -> np.ndarray:
+    """[g] e_g, the least time of one pipeline send that a stage of type g makes: the least over the receivers' types
+    h of its inter-node send (g, h), and its intra-node send where g's stages share nodes (send_intra_s not None).
+
+    Every send in a stage's time has the stage's own type as the sender (costmodel.estimate: forward and backward
+    sends and the wrap-around, stage_send_s(problem, g_i, other, same_node, ...)); a send inside one node exists only
+    where g's stages share a node (stages_per_block > 1: a stage of w >= GPUs per node crosses nodes to every
+    neighbour, and the ends share a node only when the whole pipeline fits one node of g, which implies it). So
+    every send of a stage of g takes at least e_g, and e_g >= e = send_min_s, the candidate's least send over every
+    pair, which the bound used before (issue 14, item 3, costgap: GPT-3 175B, mixed-pool-8k, cost: a middle A100
+    stage of tp 2, cp 4 sends for 1.0 ms each way over its 400 Gbit/s NIC, against e = 0.13 ms on H100's 3,200;
+    with three layers at 13.6 ms that is 4 % of the slowest stage, and of the bound)."""
+    return np.array([min(min(row), math.inf if intra is None else intra)
+                     for row, intra in zip(d.send_inter_s, d.send_intra_s)], dtype=float)
+
+
 def _joint_cost_rate_s(d: DegreeTerms, pp: int, L: int, stages_s: float, comm_s: float, max_iteration_s: float | None,
                        max_rate: float | None) -> float:
     """A lower bound on rent x iteration time (USD/hour x s) when the node types are not listed per composition.
 
     Rent and time cannot both be at their separate minimums: the cheapest types may hold too few layers to keep the
     slowest stage short. Let M be the slowest stage's time: a stage of g then holds at most
-    k_g(M) = min(NMAX[g], floor((M - e_min) / step_min[g])) layers, so the rent is at least w x
+    k_g(M) = min(NMAX[g], floor((M - e_g) / step_min[g])) layers (with pp > 1 every stage makes at least one send,
+    sent by its own type, so it takes at least e_g: `sender_send_min_s`; before issue 14's costgap round the
+    candidate's least send e_min over every pair stood there), so the rent is at least w x
     `_least_rate_per_gpu`(k(M)), and the iteration takes at least (m - 1) max(M, stages_s / pp) + stages_s + comm_s
     (stages_s: the least sum of stage times; comm_s: the all-reduce and optimizer bounds). Both pieces are constant or increasing
-    between breakpoints M = e_min + n step_min[g], so the least product over every M sits on a breakpoint; the walk
+    between breakpoints M = e_g + n step_min[g], so the least product over every M sits on a breakpoint; the walk
     stops once the cheapest possible rent times (m - 1) M reaches the best. M beyond the deadline (or a rent above
     the USD/hour limit) is skipped. Infinite when no M works."""
-    e = d.send_min_s if pp > 1 else 0.0
     G = len(d.slots)
+    e = tuple(sender_send_min_s(d)) if pp > 1 else (0.0,) * G  # [g] every stage of g sends at least once
 
     def hold(M: float) -> tuple[int, ...]:
-        return tuple(max(0, min(d.max_layers_per_stage[g], math.floor((M - e) / d.step_min_s[g] + 1e-9)))
+        return tuple(max(0, min(d.max_layers_per_stage[g], math.floor((M - e[g]) / d.step_min_s[g] + 1e-9)))
                      for g in range(G))
 
     floor_rate = d.w * _least_rate_per_gpu(d, pp, 0, d.max_layers_per_stage)
-    marks = sorted({e + n * d.step_min_s[g] for g in range(G) for n in range(1, d.max_layers_per_stage[g] + 1)})
+    marks = sorted({e[g] + n * d.step_min_s[g] for g in range(G) for n in range(1, d.max_layers_per_stage[g] + 1)})
     best = math.inf
     for M in marks:
         iteration = (d.m - 1) * max(M, stages_s / pp) + stages_s + comm_s
@@ -720,6 +739,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
     rate = d.w * cheapest
     p_min = min(d.price_per_gpu_hour)
     weighted = d.cost_work_min + 2 * (pp - 1) * p_min * d.send_min_s
+    weighted = max(weighted, float(_weighted_with_sends(d, L, np.array([pp]))[0]))  # as cheap_bounds, bit for bit
     cost_rate_s = max(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
     if refined:
         slack = BOUND_SLACK
@@ -785,6 +805,29 @@ def _best_slots_by_pp(values: tuple[float, ...], slots: tuple[int, ...], pps: np
     return total, left == 0
 
 
+def _weighted_with_sends(d: DegreeTerms, L: int, pps: np.ndarray) -> np.ndarray:
+    """[P] a lower bound on sum_s p_s t_s (USD/GPU-hour x s) over every plan with pps[i] stages (v = 1), from each
+    stage's sends at its own type's price: a stage of g with n >= 1 layers takes at least n step_min[g] + c e_g
+    (c >= 1 sends, all sent by g, e_g = `sender_send_min_s`; n <= NMAX[g]), so
+        p_g t_s >= n p_g (step_min[g] + e_g / NMAX[g]) >= n q,   q = min_g p_g (step_min[g] + e_g / NMAX[g]);
+    its other c - 1 sends, pp - 2 over the pipeline (2 (pp - 1) in all, one per stage counted), take at least
+    min_g p_g e_g each, an empty end stage's one send at least 0, and the embedding and the head at least
+    min_g p_g emb[g] and min_g p_g head[g]. So sum_s p_s t_s >= L q + (pp - 2) min_g p_g e_g + those ends (pp >= 2).
+    It replaces the candidate's cheapest send e_min at p_min (`cost_work_min` + 2 (pp - 1) p_min e_min) where a type
+    that is cheap per layer sends slowly (issue 14, item 3, costgap: A100 on mixed-pool-8k, 1.0 ms a send over a
+    400 Gbit/s NIC shared by 8 GPUs, against 0.13 ms on H100's 3,200). The solver takes the larger of the two."""
+    e = sender_send_min_s(d)
+    price = np.asarray(d.price_per_gpu_hour, dtype=float)
+    usable = [g for g in range(len(d.slots)) if d.max_layers_per_stage[g] > 0]
+    if not usable:
+        return np.zeros(len(pps))
+    q = min(d.price_per_gpu_hour[g] * (d.step_min_s[g] + float(e[g]) / d.max_layers_per_stage[g]) for g in usable)
+    ends = min(p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)) + min(p * s for p, s in zip(d.price_per_gpu_hour,
+                                                                                                  d.head_s))
+    pe = float((price * e).min())
+    return np.where(np.asarray(pps) > 1, L * q + np.maximum(np.asarray(pps) - 2, 0) * pe + ends, 0.0)
+
+
 def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """`candidate_bound(problem, d, pp, refined=False)` for every pp in pps at once, as arrays: (feasible, iteration
@@ -810,5 +853,6 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     rate = d.w * cheapest
     p_min = min(d.price_per_gpu_hour)
     weighted = d.cost_work_min + 2 * (pps - 1) * p_min * d.send_min_s
+    weighted = np.maximum(weighted, _weighted_with_sends(d, L, pps))
     cost_rate_s = np.maximum(rate * iteration, d.w * (d.m * weighted + (pps - 1) * p_min * total) + rate * comm)
     return ok, iteration, rate, cost_rate_s / SECONDS_PER_HOUR

@@ -10,7 +10,8 @@ recomputation, which is slower. The positional bound (formulation/positional.py)
 costs about 3.5 ms and needs no skeleton. Interleaved candidates were bounded by f_v x their v = 1 sibling's bound
 (up to 25 % below); here they get their own schedule's bound.
 
-Notation: w GPUs per stage, p_g USD per GPU-hour of type g, e the cheapest send of the candidate (0 when pp = 1),
+Notation: w GPUs per stage, p_g USD per GPU-hour of type g, e_g the least send a stage of g makes
+(bounds.sender_send_min_s: every send of a stage is sent by its own type; 0 when pp = 1),
 L layers, P a layer's parameters, sigma the state bytes per parameter (costmodel.state_bytes at this dp, cp and
 optimizer setting), a_r[g] a layer's activation bytes per micro-batch in mode r, s_r[g] its step time, W[g] full
 recomputation's working memory, C[g] the usable memory less the reserve, f_i = in_flight_per_layer(pp, i, m, v).
@@ -23,7 +24,7 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
    tau[g, i, n] is the least compute over the modes, block taking the fewest c that fit (the quotient lowered by
    1e-6 before the ceiling, so c may only be too few; memory quotients are raised by 1e-9 before the floor), inf
    where nothing fits. A stage's time is at least compute + off[g, i]: a middle stage sends v times each way
-   (2 v e), an end stage v times one way and v - 1 times across the wrap-around ((2 v - 1) e), and the first
+   (2 v e_g), an end stage v times one way and v - 1 times across the wrap-around ((2 v - 1) e_g), and the first
    (last) runs the embedding (head) on its type (costmodel.estimate, interleaved_send_counts).
 2. Caps. With tt[g, i, n] = min over n' >= n of tau[g, i, n'] + off[g, i] (non-decreasing in n), stage i on g
    holds at most k[g, i](M) = #{n >= 1 : tt[g, i, n] <= M} layers when its time is at most M (the largest n with
@@ -70,7 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsearch.bounds import CandidateBound, DegreeTerms, _calls, slowest_floor
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls, sender_send_min_s, slowest_floor
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, embedding_allreduce_s, memory_capacity_bytes, state_bytes,
@@ -165,11 +166,12 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         flight = np.minimum(pp - ranks, m).astype(float)  # [i] costmodel.in_flight_per_layer
     else:  # interleaved: in-flight chunks / v (costmodel.interleaved_in_flight_chunks)
         flight = np.minimum((pp - ranks - 1) * 2 + (v - 1) * pp + 1, m * v) / v
-    e = d.send_min_s if pp > 1 else 0.0
-    # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e), an end stage v times one way and
-    # v - 1 times across the wrap-around ((2 v - 1) e; costmodel.interleaved_send_counts) and runs the embedding
-    # (first) or the head (last) on its type
-    off = np.where((ranks > 0) & (ranks < pp - 1), 2 * v * e, (2 * v - 1) * e)[None, :] + np.zeros((G, 1))
+    e = sender_send_min_s(d) if pp > 1 else np.zeros(G)  # [g]
+    # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e_g), an end stage v times one way and
+    # v - 1 times across the wrap-around ((2 v - 1) e_g; costmodel.interleaved_send_counts), every one of them sent
+    # by its own type g (e_g: sender_send_min_s), and runs the embedding (first) or the head (last) on its type
+    sends = np.where((ranks > 0) & (ranks < pp - 1), 2 * v, 2 * v - 1).astype(float)  # [i]
+    off = e[:, None] * sends[None, :]
     off[:, 0] += np.array(d.emb_s)
     off[:, pp - 1] += np.array(d.head_s)
     times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
