@@ -883,7 +883,7 @@ def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Se
         "#!/usr/bin/env bash",
         f"# torchrun launch for {_plan_summary(problem, plan)}",
         "# Run `bash torchrun.sh NODE_RANK [extra Megatron-LM args...]` on every node of the hostfile (its k-th host",
-        "# is node rank k). Megatron-LM orders ranks tensor, then data, then pipeline, so pipeline stage i runs on",
+        "# is node rank k). Megatron-LM orders ranks tp, then cp, then dp, then pp, so pipeline stage i runs on",
         f"# {_stage_ranks(plan.gpus_per_stage)}, and these node ranks put every stage on the node type the plan chose.",
         "# Set MEGATRON_DIR to your Megatron-LM checkout and MASTER_ADDR to the host of node rank 0.",
         "set -euo pipefail",

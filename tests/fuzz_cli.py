@@ -8,9 +8,9 @@ whether it holds a bad value that the command must refuse (`invalid`).
 `run_case(argv)` runs `optsearch ARGV` in a forked child of this (warm) interpreter with stdout and stderr in files,
 and kills it after `timeout_s` of wall time or, given `cpu_limit_s`, once the child and its processes (CBC) have used
 that much CPU time: a hang is caught without hanging the caller, and a case that a loaded machine merely slows (a
-2-core CI runner shared with other jobs: 10 s wall for 4 s of CPU at load 8) is not taken for one. `problems(case, outcome)` lists what is
-wrong with an outcome: a traceback, an internal error, a hang, an exit code other than 0/1/2, more than one error
-line, or exit 0 on invalid input.
+2-core CI runner shared with other jobs: 10 s wall for 4 s of CPU at load 8) is not taken for one.
+`problems(case, outcome)` lists what is wrong with an outcome: a traceback, an internal error, a hang, an exit code
+other than 0/1/2, more than one error line, or exit 0 on invalid input.
 
 tests/test_fuzz_cli.py runs a few dozen cases in CI; bench/fuzz_cli.py runs a thousand and more.
 """
