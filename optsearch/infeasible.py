@@ -165,21 +165,29 @@ def _both_limits_hint(problem: Problem, budget: Budget, *, solver: str, options:
     from optsearch.solver import solve
     from optsearch.units import format_duration, format_usd
 
+    # under a time limit the two probes share it: half each
+    each_s = None if time_limit_s is None else time_limit_s / 2
     cheapest = solve(problem, budget.model_copy(update={"objective": "cost", "max_cost_usd": None}), solver=solver,
-                     options=options, time_limit_s=time_limit_s)
+                     options=options, time_limit_s=each_s)
     fastest = solve(problem, budget.model_copy(update={"objective": "time", "max_time_s": None}), solver=solver,
-                    options=options, time_limit_s=time_limit_s)
+                    options=options, time_limit_s=each_s)
     parts = []
     if cheapest.estimate is not None:
         c = cheapest.estimate
         best = "the cheapest" if cheapest.status == "optimal" else "the cheapest found"
         parts.append(f"within {format_duration(budget.max_time_s)} {best} plan costs {format_usd(c.cost_usd)} "
                      f"({format_duration(c.training_time_s)})")
+    elif each_s is not None and cheapest.status == "timeout":
+        parts.append(f"the cheapest plan within {format_duration(budget.max_time_s)} was not found in the "
+                     f"{each_s:.1f} s of --time-limit left for it")
     if fastest.estimate is not None:
         f = fastest.estimate
         best = "the fastest" if fastest.status == "optimal" else "the fastest found"
         parts.append(f"within {format_usd(budget.max_cost_usd)} {best} plan takes "
                      f"{format_duration(f.training_time_s)} ({format_usd(f.cost_usd)})")
+    elif each_s is not None and fastest.status == "timeout":
+        parts.append(f"the fastest plan within {format_usd(budget.max_cost_usd)} was not found in the "
+                     f"{each_s:.1f} s of --time-limit left for it")
     return "; ".join(parts)
 
 
@@ -217,7 +225,10 @@ def no_plan_reason(problem: Problem, budget: Budget, *, solver: str, options: Sp
     def left() -> float | None:
         return None if time_limit_s is None else max(0.0, time_limit_s - (time.monotonic() - start))
 
-    reason = explain_infeasible(problem, budget, solver=solver, options=options, time_limit_s=time_limit_s)
+    # explain_infeasible runs up to two solves, each given its whole limit; under --time-limit it gets a quarter of
+    # the limit per solve, so that the hints' probes after it (the nearest plan on each side) keep half of it
+    explain_s = None if time_limit_s is None else time_limit_s / 4
+    reason = explain_infeasible(problem, budget, solver=solver, options=options, time_limit_s=explain_s)
     kw = dict(solver=solver, options=options)
     if budget.max_gpus is not None and reason.startswith("no plan meets --max-gpus"):
         reason += gpu_cap_hint(problem, budget, time_limit_s=left(), **kw)

@@ -393,6 +393,7 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
             "layers); re-plan with pp = 1, or use --format fasop for the FASOP fork"
         )
     recompute, notes = recompute_args(plan, allow_superset=allow_recompute_superset)
+    precision, precision_note = precision_args(problem, plan)
     args = [
         "--tensor-model-parallel-size", str(plan.tp),
         "--pipeline-model-parallel-size", str(plan.pp),
@@ -401,7 +402,7 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         "--global-batch-size", str(job.global_batch_size),
         "--train-iters", str(problem.iterations),
         *_model_args(model, plan),
-        "--fp16" if job.precision == "fp16" else "--bf16",
+        *precision,
         *recompute,
     ]
     if plan.cp > 1:
@@ -432,6 +433,8 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
                      f"({plan.tp} x {plan.pp}) = {plan.dp}; launch exactly {plan.num_gpus} processes")
     if attention_note is not None:
         notes.append(attention_note)
+    if precision_note is not None:
+        notes.append(precision_note)
     if model.is_moe:
         notes.append(f"experts: ep = {plan.ep}, expert data parallel = dp / ep = {plan.dp // plan.ep}; optsearch "
                      "priced an even token spread over the experts and plain expert GEMMs (upstream's Mixtral example "
@@ -445,6 +448,35 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
                      "BertWordPieceLowerCase (give --vocab-file)")
     entry = T5_ENTRY if is_encoder_decoder(model) else BERT_ENTRY if model.encoder_only else GPT_ENTRY
     return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
+
+
+# bf16 tensor cores start with Ampere (compute capability 8.0; NVIDIA's A100 whitepaper): Volta (7.0) and Turing (7.5)
+# run 16-bit products on fp16 tensor cores only (the catalog's V100 and T4 entries: "no BF16; fp16 only").
+BF16_MIN_COMPUTE_CAPABILITY = 8.0
+
+
+def precision_args(problem: Problem, plan: Plan) -> tuple[list[str], str | None]:
+    """--fp16 or --bf16 as the job says, and --fp16 with a note for a bf16 job whose plan puts a stage on a GPU of
+    compute capability below 8.0 (no bf16 tensor cores; a GPU spec without compute_capability is not judged). The
+    cost model prices fp16 and bf16 products at the same 16-bit tensor-core rate (sustained_fp16_tflop_per_s); what the
+    precision changes in its pricing is the gradient dtype (JobSpec.gradients_in_fp32: bf16's default fp32 gradients),
+    so the switched launch adds --accumulate-allreduce-grads-in-fp32 where the job was priced with fp32 gradients
+    (Megatron turns it on for bf16 by itself, not for fp16), as does an fp16 job priced with them."""
+    job = problem.job
+    fp32_grads = ["--accumulate-allreduce-grads-in-fp32"] if job.gradients_in_fp32 else []
+    if job.precision == "fp16":
+        return ["--fp16", *fp32_grads], None
+    old = sorted({f"{s.node_type} ({problem.gpu_of(s.node_type).name}, compute capability "
+                  f"{problem.gpu_of(s.node_type).compute_capability:.1f})" for s in plan.stages
+                  if (problem.gpu_of(s.node_type).compute_capability or BF16_MIN_COMPUTE_CAPABILITY)
+                  < BF16_MIN_COMPUTE_CAPABILITY})
+    if not old:
+        return ["--bf16"], None
+    grads = (", with --accumulate-allreduce-grads-in-fp32 for the fp32 gradients it priced" if fp32_grads else "")
+    return ["--fp16", *fp32_grads], (
+        f"precision: --fp16, not the job's bf16: {', '.join(old)} {'has' if len(old) == 1 else 'have'} no bf16 tensor cores (bf16 needs compute "
+        f"capability 8.0); optsearch priced the products at the GPU's fp16 tensor-core rate{grads}; fp16 adds "
+        "Megatron's dynamic loss scaling")
 
 
 def attention_backend_args(problem: Problem, plan: Plan) -> tuple[list[str], str | None]:
@@ -851,7 +883,7 @@ def torchrun_script(problem: Problem, plan: Plan, margs: MegatronArgs, nodes: Se
         "#!/usr/bin/env bash",
         f"# torchrun launch for {_plan_summary(problem, plan)}",
         "# Run `bash torchrun.sh NODE_RANK [extra Megatron-LM args...]` on every node of the hostfile (its k-th host",
-        "# is node rank k). Megatron-LM orders ranks tensor, then data, then pipeline, so pipeline stage i runs on",
+        "# is node rank k). Megatron-LM orders ranks tp, then cp, then dp, then pp, so pipeline stage i runs on",
         f"# {_stage_ranks(plan.gpus_per_stage)}, and these node ranks put every stage on the node type the plan chose.",
         "# Set MEGATRON_DIR to your Megatron-LM checkout and MASTER_ADDR to the host of node rank 0.",
         "set -euo pipefail",

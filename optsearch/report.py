@@ -164,9 +164,12 @@ def estimate_table(plan: Plan, est: Estimate, title: str = "Estimate") -> Table:
     table = Table(title=f"{title}: tp {plan.tp}, dp {plan.dp}{_ep_text(plan)}, pp {plan.pp}{_virtual_text(plan)}, "
                         f"micro-batch {plan.micro_batch_size}, {_knobs_text(plan)}{est.num_micro_batches} "
                         f"micro-batches{block}")
-    for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "DP all-reduce ms",
+    for col in ("stage", "node type", "GPU", "layers", "recompute", "compute ms", "p2p ms", "grad reduce ms",
                 "memory GiB", "fits"):
         table.add_column(col, justify="right" if col not in ("node type", "GPU", "recompute") else "left")
+    # the gradient reduce runs over the dp x cp ranks of a stage (all-reduce, or reduce-scatter + all-gather under the
+    # distributed optimizer): non-zero with dp 1 when cp > 1, so the caption says which ranks
+    table.caption = f"grad reduce: the stage's gradients over its dp x cp = {plan.dp * plan.cp} ranks"
     for i, s in enumerate(est.stages):
         table.add_row(
             str(i), s.node_type, s.gpu, str(s.num_layers),
@@ -186,7 +189,7 @@ def totals_table(est: Estimate) -> Table:
     rows = [
         ("nodes rented", nodes),
         ("pipeline (1F1B) per iteration", f"{est.pipeline_time_s:.4f} s"),
-        ("DP all-reduce per iteration", f"{est.dp_allreduce_s:.4f} s"),
+        ("gradient reduce (dp x cp) per iteration", f"{est.dp_allreduce_s:.4f} s"),
         ("tied-embedding all-reduce per iteration", f"{est.embedding_allreduce_s:.4f} s"),
         ("optimizer step per iteration", f"{est.optimizer_s:.4f} s"),
         ("iteration time", f"{est.iteration_time_s:.4f} s"),

@@ -441,19 +441,34 @@ def marginal(
     return base, changes
 
 
-def describe_change(point: Point) -> str:
-    """'one more a100 node (2 available): -9h 0m, +$1,200' (or why there is no plan)."""
+def _unproven(point: Point, side: str) -> str | None:
+    """'the change: feasible, gap 6.20%' for a side whose plan is not proven optimal (None when it is)."""
+    result = point.result
+    if result.plan is None or result.status == "optimal":
+        return None
+    gap = "gap unknown" if result.gap is None else f"gap {result.gap:.2%}"
+    return f"{side}: {result.status}, {gap}"
+
+
+def describe_change(point: Point, base: Point | None = None) -> str:
+    """'one more a100 node (2 available): -9h 0m, +$1,200' (or why there is no plan). Given the base, a difference
+    between plans not both proven optimal says so, with each unproven side's status and gap, as solve's headline
+    does: '... -5d 17h, -$3,419 (not proven: the change: feasible, gap 6.20%; as given: feasible, gap 8.10%)'."""
     name = point.label
     if point.plan is None:
         return f"{name}: {point.result.status}" + (f" ({point.reason})" if point.reason else "")
     dt, dc = point.extra.get("delta_time_s"), point.extra.get("delta_cost_usd")
+    sides = [_unproven(point, "the change")] + ([_unproven(base, "as given")] if base is not None else [])
+    sides = [s for s in sides if s is not None]
+    unproven = f" (not proven: {'; '.join(sides)})" if sides else ""
     if dt is None or dc is None:
-        return f"{name}: {format_duration(point.estimate.training_time_s)}, {format_usd(point.estimate.cost_usd)}"
+        return (f"{name}: {format_duration(point.estimate.training_time_s)}, {format_usd(point.estimate.cost_usd)}"
+                f"{unproven}")
     if abs(dt) < 0.5 and abs(dc) < 0.005:
-        return f"{name}: no change"
+        return f"{name}: no change{unproven}"
     time_part = ("-" if dt < 0 else "+") + format_duration(abs(dt)) if abs(dt) >= 0.5 else "same time"
     cost_part = ("-" if dc < 0 else "+") + format_usd(abs(dc)) if abs(dc) >= 0.005 else "same cost"
-    return f"{name}: {time_part}, {cost_part}"
+    return f"{name}: {time_part}, {cost_part}{unproven}"
 
 
 # ---- brute force (for tests and small instances) ------------------------------------------------------------

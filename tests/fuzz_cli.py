@@ -6,9 +6,11 @@ non-finite numbers, empty strings, specs with huge fields, output paths that can
 whether it holds a bad value that the command must refuse (`invalid`).
 
 `run_case(argv)` runs `optsearch ARGV` in a forked child of this (warm) interpreter with stdout and stderr in files,
-and kills it after `timeout_s`: a hang is caught without hanging the caller. `problems(case, outcome)` lists what is
-wrong with an outcome: a traceback, an internal error, a hang, an exit code other than 0/1/2, more than one error
-line, or exit 0 on invalid input.
+and kills it after `timeout_s` of wall time or, given `cpu_limit_s`, once the child and its processes (CBC) have used
+that much CPU time: a hang is caught without hanging the caller, and a case that a loaded machine merely slows (a
+2-core CI runner shared with other jobs: 10 s wall for 4 s of CPU at load 8) is not taken for one.
+`problems(case, outcome)` lists what is wrong with an outcome: a traceback, an internal error, a hang, an exit code
+other than 0/1/2, more than one error line, or exit 0 on invalid input.
 
 tests/test_fuzz_cli.py runs a few dozen cases in CI; bench/fuzz_cli.py runs a thousand and more.
 """
@@ -57,11 +59,39 @@ class Outcome:
     stdout: str
     stderr: str
     seconds: float
+    cpu_seconds: float | None = None  # the child's process group, when run_case had a CPU limit (Linux /proc)
 
 
-def run_case(argv: tuple[str, ...] | list[str], timeout_s: float = 30.0, cwd: Path | None = None) -> Outcome:
-    """`optsearch ARGV` in a forked child with its own process group; killed (group and all) after timeout_s."""
+CPU_POLL_S = 0.25  # how often run_case reads the child's CPU time (a /proc scan)
+
+
+def group_cpu_s(pgid: int) -> float | None:
+    """CPU seconds (user + system, and those of reaped children) of the live processes in a process group, from
+    /proc/PID/stat (fields 14-17, proc(5)); None without /proc."""
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return None
+    ticks = 0
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone since the listing
+        if int(fields[2]) == pgid:  # fields[0] is field 3 (state): pgrp is field 5, utime..cstime 14..17
+            ticks += sum(int(f) for f in fields[11:15])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def run_case(argv: tuple[str, ...] | list[str], timeout_s: float = 30.0, cwd: Path | None = None,
+             cpu_limit_s: float | None = None, entry=None) -> Outcome:
+    """`optsearch ARGV` (or entry(), a callable, for the harness's own tests) in a forked child with its own process
+    group; killed (group and all) after timeout_s of wall time, or once the group has used cpu_limit_s of CPU time
+    (where /proc tells it; the wall limit is then the backstop for a child that hangs asleep)."""
     from optsearch.cli import main
+
+    main = entry or main
 
     with tempfile.TemporaryDirectory(prefix="optsearch-fuzz-") as tmp:
         out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
@@ -98,12 +128,19 @@ def run_case(argv: tuple[str, ...] | list[str], timeout_s: float = 30.0, cwd: Pa
             finally:
                 os._exit(code)
         code: int | None = None
+        cpu_s: float | None = None
+        next_poll = start
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 code = os.waitstatus_to_exitcode(status)
                 break
-            if time.monotonic() - start > timeout_s:
+            over_cpu = False
+            if cpu_limit_s is not None and time.monotonic() >= next_poll:
+                next_poll = time.monotonic() + CPU_POLL_S
+                cpu_s = group_cpu_s(pid)
+                over_cpu = cpu_s is not None and cpu_s > cpu_limit_s
+            if over_cpu or time.monotonic() - start > timeout_s:
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -113,14 +150,15 @@ def run_case(argv: tuple[str, ...] | list[str], timeout_s: float = 30.0, cwd: Pa
             time.sleep(0.005)
         seconds = time.monotonic() - start
         read = lambda p: p.read_text(errors="replace") if p.exists() else ""  # noqa: E731
-        return Outcome(code=code, stdout=read(out_path), stderr=read(err_path), seconds=seconds)
+        return Outcome(code=code, stdout=read(out_path), stderr=read(err_path), seconds=seconds, cpu_seconds=cpu_s)
 
 
 def problems(case: Case, outcome: Outcome) -> list[str]:
     """What is wrong with the outcome of a case (empty: nothing)."""
     found = []
     if outcome.code is None:
-        found.append(f"hang: killed after {outcome.seconds:.1f} s")
+        cpu = f" ({outcome.cpu_seconds:.1f} s CPU)" if outcome.cpu_seconds is not None else ""
+        found.append(f"hang: killed after {outcome.seconds:.1f} s{cpu}")
     if "Traceback" in outcome.stderr or outcome.code == 99:
         found.append("traceback")
     if "internal error" in outcome.stderr:

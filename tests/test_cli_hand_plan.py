@@ -54,7 +54,10 @@ def test_hand_plan_with_solves_knobs_prices_as_solves_plan_file(tmp_path):
     assert by_hand["cost_usd"] == solved["estimate"]["cost_usd"]
     # the flag's two settings: on is the default here, off prices another plan (the full all-reduce, unsharded states)
     on = _json("estimate", "-m", "gpt2-xl", "-c", "fasop-a100-a10", *_hand_flags(plan), "--distributed-optimizer")
-    off = _json("estimate", "-m", "gpt2-xl", "-c", "fasop-a100-a10", *_hand_flags(plan), "--no-distributed-optimizer")
+    off_run = run_cli("estimate", "-m", "gpt2-xl", "-c", "fasop-a100-a10", *_hand_flags(plan),
+                      "--no-distributed-optimizer", "--json")
+    off = json.loads(off_run.stdout)
+    assert off_run.code == (0 if off["fits"] else 1), off_run.stderr  # estimate exits 1 on a plan that does not fit
     assert on == by_hand
     assert "distributed_optimizer" not in off["plan"]
     assert off["stages"][0]["memory_gib"] > on["stages"][0]["memory_gib"]

@@ -33,14 +33,17 @@ def files(tmp_path_factory):
 @given(data=st.data())
 def test_random_command_lines_end_cleanly(files, data):
     case: Case = data.draw(cli_cases(files))
-    outcome = run_case(case.argv, timeout_s=30)
+    # a hang: 30 s of CPU (what a 30 s wall limit allowed on a quiet machine: the solvers run one thread) or 180 s of
+    # wall time asleep; a loaded runner only stretches the wall time (10.5 s wall for 4 s CPU at load 8)
+    outcome = run_case(case.argv, timeout_s=180, cpu_limit_s=30)
     assert not problems(case, outcome), (case, outcome.code, outcome.stderr[-2000:])
 
 
 @pytest.mark.parametrize("name", ["binary", "binary-json", "utf16", "fifo", "dev-zero", "dev-urandom", "folder",
                                   "deep", "huge-gpus-per-node", "huge-layers", "tiny-bandwidth", "huge-batch"])
 def test_every_bad_file_is_one_line_for_every_file_option(files, name):
-    """-m, -c, --profile, --plan and launch's PLAN.json, each given each bad file: one line, exit 2, under 20 s."""
+    """-m, -c, --profile, --plan and launch's PLAN.json, each given each bad file: one line, exit 2, under 20 s of CPU
+    (120 s of wall time for a child blocked on the FIFO)."""
     bad = files.bad[name]
     m, c = files.good["model"], files.good["cluster"]
     for argv in [("solve", "-m", bad, "-c", c, "-q"), ("solve", "-m", m, "-c", bad, "-q"),
@@ -49,7 +52,7 @@ def test_every_bad_file_is_one_line_for_every_file_option(files, name):
         if name.startswith("huge-") and argv[0] in ("estimate", "launch", "calibrate") or (
                 name.startswith(("huge-", "tiny-")) and "-p" in argv):
             continue  # a valid YAML spec is not a plan file or profile table; covered by the other options
-        outcome = run_case(argv, timeout_s=20)
+        outcome = run_case(argv, timeout_s=120, cpu_limit_s=20)
         case = Case(argv=argv, invalid=(name,))
         assert not problems(case, outcome), (argv, outcome.code, outcome.stderr[-2000:])
         assert outcome.code == 2, (argv, outcome.stderr)

@@ -45,8 +45,9 @@ def test_default_headroom_and_cli_option():
            "--no-distributed-optimizer"]  # the 13.9 GiB plan (the optimizer states not sharded)
     loose = json.loads(subprocess.run(cmd + ["--memory-headroom", "0"], capture_output=True, text=True,
                                       check=True).stdout)
-    tight = json.loads(subprocess.run(cmd + ["--memory-headroom", "0.3"], capture_output=True, text=True,
-                                      check=True).stdout)
+    tight_run = subprocess.run(cmd + ["--memory-headroom", "0.3"], capture_output=True, text=True)
+    assert tight_run.returncode == 1 and "does not fit in GPU memory" in tight_run.stderr  # the numbers, then exit 1
+    tight = json.loads(tight_run.stdout)
     assert loose["stages"][0]["memory_capacity_gib"] == pytest.approx(T4_USABLE_GIB)
     assert tight["stages"][0]["memory_capacity_gib"] == pytest.approx(0.7 * T4_USABLE_GIB)
     assert loose["fits"] and not tight["fits"]  # 13.9 GiB: fits 14.8, not 10.3

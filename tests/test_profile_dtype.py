@@ -15,8 +15,9 @@ A10G,embedding,1,1,0.001,0.002,,false
 A10G,layer,1,1,0.01,0.02,,false
 A10G,head,1,1,0.002,0.004,,false
 """
-ESTIMATE = ["estimate", "-m", "gpt2-xl", "-c", "fasop-a10", "--stages", "a10:24,a10:24", "--tp", "1", "--dp", "1",
-            "--micro-batch-size", "1"]  # gpt2-xl's job: fp16
+# gpt2-xl's job: fp16; a plan that fits (estimate exits 1 on one that does not)
+ESTIMATE = ["estimate", "-m", "gpt2-xl", "-c", "fasop-a10", "--stages", "a10:24:full,a10:24:full", "--tp", "1",
+            "--dp", "1", "--micro-batch-size", "1"]
 
 
 def table(tmp_path: Path, dtype: str | None) -> Path:

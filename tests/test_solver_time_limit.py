@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import time
 
 import pytest
 
@@ -17,21 +19,40 @@ from optsearch.spec.budget import Budget
 from test_solver import _fasop_like
 
 
+# The work the solver may do after its last look at the clock, in CPU seconds: on a quiet machine both solves below
+# end within 0.02 s of their limit (measured: 2.00 s for a 2 s limit); 0.5 s is 25 times that.
+AFTER_DEADLINE_CPU_S = 0.5
+
+
+def _timed_solve(problem, limit_s: float):
+    """The solve, and the wall time its limit may take: limit x 1.1 + the after-deadline work stretched by the
+    slow-down this process saw (wall / CPU time of it and its reaped CBC children, at least 1). The limit is wall
+    time, so a machine at load 5-10 on 2 cores (three helpers' full suites at once) stretches only that last step: a
+    slow-down of 4 allows 2 s beyond a 5 s limit, where the limit ignored takes over 60 s (gpt3-175b, measured) or the
+    whole solve's CPU time stretched likewise (gpt2-xl: 3.2 s quiet, 13 s at a slow-down of 4)."""
+    before, wall0 = os.times(), time.monotonic()
+    result = solve(problem, Budget(objective="time"), time_limit_s=limit_s)
+    after, wall = os.times(), time.monotonic() - wall0
+    cpu = sum(after[:4]) - sum(before[:4])
+    slowdown = max(1.0, wall / max(cpu, 1e-3))
+    return result, limit_s * 1.1 + AFTER_DEADLINE_CPU_S * slowdown
+
+
 def test_minimizing_time_on_a_large_pool_gives_a_plan_within_the_limit():
     """GPT-2 XL on 4 x 256 nodes, minimize time: the first candidate's positional bound alone took 25 s before; now
     the quick plans come first and the programmes stop at the deadline."""
     from optsearch.edits import edited_problem
 
     problem = edited_problem("gpt2-xl", "mixed-pool-8k", [])
-    result = solve(problem, Budget(objective="time"), time_limit_s=5.0)
-    # the positional floors at the largest mark close it (m = 1) in about 2 s on a quiet machine; under a load of 5-10
+    result, allowed_s = _timed_solve(problem, 5.0)
+    # the positional floors at the largest mark close it (m = 1) in about 3 s on a quiet machine; under a load of 5-10
     # it may stop at the limit, which must then hold with a plan
     assert result.plan is not None and result.status in ("optimal", "feasible")
-    assert result.solve_time_s <= 5.0 * 1.1 + 0.5
+    assert result.solve_time_s <= allowed_s
     problem = edited_problem("gpt3-175b", "mixed-pool-8k", [])
-    result = solve(problem, Budget(objective="time"), time_limit_s=2.0)
+    result, allowed_s = _timed_solve(problem, 2.0)
     assert result.status == "feasible" and result.plan is not None
-    assert result.solve_time_s <= 2.0 * 1.1 + 0.5
+    assert result.solve_time_s <= allowed_s
     assert result.stats["first_plan_s"] <= result.solve_time_s
     assert result.bound is not None and result.bound <= result.objective_value
 

@@ -16,7 +16,7 @@ from optsearch.cli.options import (
     FlashAttentionOpt, problem_from_options,
 )
 from optsearch.costmodel import distributed_optimizer_on, estimate
-from optsearch.errors import OptsearchError, SpecError
+from optsearch.errors import InfeasibleError, OptsearchError, SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
 from optsearch.targets import check_context_parallel_profile, engine_problem
@@ -64,7 +64,12 @@ def estimate_command(
     target: EstimateTargetOpt = None,
     flash_attention: FlashAttentionOpt = None,
 ) -> None:
-    """Price one plan: per-stage compute, p2p, DP all-reduce and memory; iteration time, training time and USD."""
+    """Price one plan: per-stage compute, p2p, gradient reduce (over dp x cp) and memory; iteration time, training
+    time and USD.
+
+    Exit code 1 when a stage does not fit in GPU memory by this estimate (the table or JSON is printed first, then
+    one error line naming the worst stage; `launch` refuses such a plan), 2 on bad input.
+    """
     knobs = dict(tp=tp, dp=dp, micro_batch_size=micro_batch_size, stages=stages, balance=balance, layout=layout,
                  node_order=node_order, recompute=recompute, cp=cp, ep=ep, virtual_stages=virtual_stages,
                  recompute_num_layers=recompute_num_layers, distributed_optimizer=distributed_optimizer)
@@ -89,9 +94,14 @@ def estimate_command(
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)
-        return
-    stdout.print(estimate_table(plan, est))
-    stdout.print(totals_table(est))
+    else:
+        stdout.print(estimate_table(plan, est))
+        stdout.print(totals_table(est))
+    if not est.fits:  # as launch, which refuses the plan: exit 1 after the numbers
+        from optsearch.megatron import memory_check
+
+        raise InfeasibleError(f"does not fit in GPU memory: {memory_check(problem, plan)}; `launch` refuses this "
+                              "plan (--allow-no-fit writes it anyway)")
 
 
 def recorded_target(plan_file: Path) -> str:

@@ -22,7 +22,8 @@ from optsearch.report import _umask, check_output_folder, stderr, stdout, write_
 from optsearch.targets import check_context_parallel_profile, engine_problem
 
 FORMAT_HELP = (
-    "megatron: upstream Megatron-LM main arguments (megatron_args.sh; plans of `solve --target megatron`); fasop: the "
+    "megatron: upstream Megatron-LM main arguments (megatron_args.sh; plans of `solve --target megatron`; a bf16 job "
+    "with a stage on a GPU older than compute capability 8.0, which has no bf16, gets --fp16 and a note); fasop: the "
     "FASOP fork's _00_conf.sh settings with MODEL, NPROC_PER_NODE, the node order and --balance (fasop_conf.sh; plans "
     "of `solve --target fasop`); torchrun: megatron_args.sh + torchrun.sh (one torchrun line per node) + hostfile; "
     "slurm: megatron_args.sh + torchrun.sh + job.sbatch (one hetjob component per run of same-type stages)."

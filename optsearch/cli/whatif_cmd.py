@@ -317,7 +317,8 @@ def whatif_command(
         typer.Option("--compare-clusters", help="Comma-separated clusters: the same job and budget (or sweep) on each."),
     ] = None,
     marginal: Annotated[
-        bool, typer.Option("--marginal", help="Re-solve with one node more and one node fewer of each type.")
+        bool, typer.Option("--marginal", help="Re-solve with one node more and one node fewer of each type; each "
+                                         "summary line names a side not proven optimal (status, gap).")
     ] = False,
     minimize: Annotated[
         Optional[str],
@@ -403,7 +404,7 @@ def whatif_command(
              title=f"{problem.model.name} on {problem.cluster.name}: one node more or fewer ({budget.describe()})")
         if not as_json:
             for c in changes:
-                stdout.print(describe_change(c), highlight=False, markup=False)
+                stdout.print(describe_change(c, base), highlight=False, markup=False)
         return
     with ProgressBar("sweep", quiet or as_json) as bar:
         points = whatif.sweep(problem, budget, spec, tick=bar.tick, **kw)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # torchrun launch for llama2-70b on mixed-pool-8k: tp 8, dp 2, pp 8, micro-batch 1, stages 13-13-13-13-7-7-7-7
 # Run `bash torchrun.sh NODE_RANK [extra Megatron-LM args...]` on every node of the hostfile (its k-th host
-# is node rank k). Megatron-LM orders ranks tensor, then data, then pipeline, so pipeline stage i runs on
+# is node rank k). Megatron-LM orders ranks tp, then cp, then dp, then pp, so pipeline stage i runs on
 # global ranks [16 i, 16 (i + 1)), and these node ranks put every stage on the node type the plan chose.
 # Set MEGATRON_DIR to your Megatron-LM checkout and MASTER_ADDR to the host of node rank 0.
 set -euo pipefail

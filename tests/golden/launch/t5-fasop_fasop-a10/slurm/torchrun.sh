@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # torchrun launch for t5-fasop on fasop-a10: tp 4, dp 8, pp 1, micro-batch 1, stages 48
 # Run `bash torchrun.sh NODE_RANK [extra Megatron-LM args...]` on every node of the hostfile (its k-th host
-# is node rank k). Megatron-LM orders ranks tensor, then data, then pipeline, so pipeline stage i runs on
+# is node rank k). Megatron-LM orders ranks tp, then cp, then dp, then pp, so pipeline stage i runs on
 # global ranks [32 i, 32 (i + 1)), and these node ranks put every stage on the node type the plan chose.
 # Set MEGATRON_DIR to your Megatron-LM checkout and MASTER_ADDR to the host of node rank 0.
 set -euo pipefail
