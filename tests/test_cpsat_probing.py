@@ -3,7 +3,8 @@ a worse point than a feasible one. Found by an extended property run (tests/test
 a two-kind model (1 encoder + 2 decoder layers, sequence 4096) on one 40 GiB GPU, minimize cost. The candidate at
 micro-batch 4 has the plan with no recomputation (21.3 of 36 GiB, 0.5536 s per iteration); the model came back
 "optimal" with selective recomputation (0.6185 s), and with the mode fixed to none CP-SAT found 0.5536 s under the
-same parameters. With CP-SAT's default probing, or presolve off, it gives 0.5536 s."""
+same parameters. With CP-SAT's default probing, or presolve off, it gives 0.5536 s. The root cause was presolve's
+inclusion detection (google/or-tools#5293), now off at every probing level: tests/test_cpsat_inclusion.py."""
 
 from __future__ import annotations
 

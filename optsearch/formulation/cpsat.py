@@ -70,10 +70,14 @@ def _weighted(terms: list[tuple[int, cp_model.IntVar]]) -> cp_model.LinearExpr:
 
 # One worker with the LP relaxation at every node (linearization level 2). On FASOP's cluster this proved the same
 # optima 2-3x faster than two workers at the default level, on 2 cores (docs/solver.md), and one worker is
-# deterministic: the same inputs give the same plan, byte for byte. Presolve probing stays at CP-SAT's default:
-# without it (cp_model_probing_level 0, about 30 % faster on FASOP's infeasibility proofs) OR-Tools 9.15 returned
-# OPTIMAL at a point 11.7 % above a feasible one on a two-kind model (tests/test_cpsat_probing.py; docs/solver.md).
-DEFAULT_PARAMS = {"num_workers": 1, "linearization_level": 2}
+# deterministic: the same inputs give the same plan, byte for byte. Presolve's inclusion detection is off
+# (presolve_inclusion_work_limit 0): in OR-Tools 9.15 it certifies wrong optima (google/or-tools#5293). It was the root
+# of both wrong OPTIMALs seen here, with probing (tests/test_cpsat_inclusion.py: 0.4388 s per iteration where 0.3693 s
+# is feasible) and without (tests/test_cpsat_probing.py: 11.7 % above a feasible point); with it off both come back
+# right at every probing level. Probing at level 1: with inclusion off, level 2 (CP-SAT's default) took T5's time
+# solve on FASOP's cluster from 6.1 to 52 s of CPU, level 1 5.6 s and level 0 8.9 s (docs/solver.md).
+DEFAULT_PARAMS = {"num_workers": 1, "linearization_level": 2, "presolve_inclusion_work_limit": 0,
+                  "cp_model_probing_level": 1}
 # Models whose only integer variables are 0-1 (pattern mode: one layer kind) search in the fixed order, booleans at 0
 # first, with no hint. On the 63 models of FASOP's what-if bench the CP-SAT time fell from 6.1 s to 3.1 s, and on
 # the pattern-mode models of six other model/cluster pairs it was lower or within 0.01 s (docs/solver.md). Models
