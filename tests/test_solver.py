@@ -130,7 +130,7 @@ def assert_backends_equal_brute_force(problem, budget, options):
     return truth
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
