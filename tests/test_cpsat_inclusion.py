@@ -79,8 +79,12 @@ def test_presolve_inclusion_detection_is_what_breaks_it():
         assert with_inclusion.objective > right.objective * 1.1, (with_inclusion.objective, right.objective)
 
 
-def test_the_solve_equals_brute_force_on_both_backends():
-    problem, options = _problem()
+@pytest.mark.parametrize("instance", ["inclusion", "probing"])
+def test_the_solve_equals_brute_force_on_both_backends(instance):
+    """Both wrong-optimum instances (this file's and test_cpsat_probing's), solved whole, equal brute force."""
+    from test_cpsat_probing import _problem as probing_problem
+
+    problem, options = (_problem if instance == "inclusion" else probing_problem)()
     budget = Budget(objective="cost")
     truth = solve_exhaustive(problem, budget, options=options)
     assert truth.plan.micro_batch_size == 4 and truth.plan.stages[0].recompute == "none"

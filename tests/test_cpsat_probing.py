@@ -8,14 +8,12 @@ inclusion detection (google/or-tools#5293), now off at every probing level: test
 
 from __future__ import annotations
 
-from optsearch.baselines.exhaustive import solve_exhaustive
 from optsearch.candidates import SpaceOptions, node_uses
 from optsearch.formulation.cpsat import CpSat
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import Candidate, build, decode, skeleton
 from optsearch.problem import Problem
 from optsearch.profile import AnalyticProfile
-from optsearch.solver import solve
 from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.budget import Budget
 
@@ -49,15 +47,3 @@ def test_the_candidates_model_gives_its_best_plan_on_cpsat():
     assert [s.recompute for s in decode(f, sol).stages] == ["none"]
     cbc = PulpCbc().solve(f.lm, 30)  # the same model on the other backend
     assert cbc.status == "optimal" and abs(sol.objective - cbc.objective) <= 1e-6 * cbc.objective
-
-
-def test_the_solve_equals_brute_force_on_both_backends():
-    problem, options = _problem()
-    budget = Budget(objective="cost")
-    truth = solve_exhaustive(problem, budget, options=options)
-    assert truth.plan.micro_batch_size == 4 and truth.plan.stages[0].recompute == "none"
-    for backend in ("cpsat", "cbc"):
-        got = solve(problem, budget, options=options, solver=backend)
-        assert got.status == "optimal", (backend, got.status)
-        assert abs(got.objective_value - truth.objective_value) <= 1e-6 * truth.objective_value, (
-            backend, got.objective_value, truth.objective_value, got.plan)
