@@ -18,33 +18,13 @@ from optsearch.formulation.cpsat import DEFAULT_PARAMS, CpSat
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import Candidate, build, decode, skeleton
 from optsearch.problem import Problem
-from optsearch.profile import AnalyticProfile
 from optsearch.solver import solve
-from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.budget import Budget
+from test_cpsat_probing import tight_two_kind_problem
 
 
 def _problem() -> tuple[Problem, SpaceOptions]:
-    job = JobSpec(global_batch_size=4, train_iterations=1000, precision="bf16", optimizer="adam",
-                  distributed_optimizer=False)
-    model = ModelSpec(name="tight", num_layers=3, hidden_size=1024, num_attention_heads=8, ffn_hidden_size=4096,
-                      seq_length=4096, vocab_size=8000, tied_embeddings=True, position_embedding="learned", bias=True,
-                      norm="layernorm", default_job=job,
-                      layer_kinds=[LayerKindSpec(name="enc", num_layers=1, cross_attention=False),
-                                   LayerKindSpec(name="dec", num_layers=2, cross_attention=True)])
-    gpus = [GpuSpec(name="G0", memory_gib=16.0, peak_fp16_tflop_per_s=65.0, hbm_gbyte_per_s=600.0),
-            GpuSpec(name="G1", memory_gib=24.0, peak_fp16_tflop_per_s=65.0, hbm_gbyte_per_s=600.0)]
-    cluster = ClusterSpec(name="tight", gpus=gpus, node_types=[NodeTypeSpec(
-        name=f"t{i}", gpu=f"G{i}", gpus_per_node=1, num_nodes_available=1, price_usd_per_node_hour=1.0,
-        intra_node_link="nvlink", intra_node_gbyte_per_s=32.0, inter_node_gbit_per_s=40.0, collective_latency="nccl")
-        for i in range(2)])
-    by_name = {g.name: g for g in gpus}
-    problem = Problem(model=model, cluster=cluster, job=job, gpus=by_name,
-                      profile=AnalyticProfile(model=model, gpus=by_name, name="analytic"), memory_headroom=0.1)
-    options = SpaceOptions(micro_batch_sizes=(1, 2, 4), recompute_modes=("none", "selective", "full"), max_stages=1,
-                           uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1,),
-                           virtual_stages=(1,))
-    return problem, options
+    return tight_two_kind_problem(1024, [16.0, 24.0])
 
 
 def _model(problem: Problem | None = None, options: SpaceOptions | None = None):

@@ -18,24 +18,33 @@ from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, LayerKindSpec, ModelSp
 from optsearch.spec.budget import Budget
 
 
-def _problem() -> tuple[Problem, SpaceOptions]:
+def tight_two_kind_problem(hidden_size: int, memories_gib: list[float]) -> tuple[Problem, SpaceOptions]:
+    """A T5-like model (1 encoder + 2 cross-attention decoder layers, sequence 4096) on one-GPU node types of the
+    given memories, in the space where both wrong CP-SAT optima showed (one stage, uniform and block recomputation)."""
     job = JobSpec(global_batch_size=4, train_iterations=1000, precision="bf16", optimizer="adam",
                   distributed_optimizer=False)
-    model = ModelSpec(name="tight", num_layers=3, hidden_size=1536, num_attention_heads=8, ffn_hidden_size=6144,
-                      seq_length=4096, vocab_size=8000, tied_embeddings=True, position_embedding="learned", bias=True,
-                      norm="layernorm", default_job=job,
+    model = ModelSpec(name="tight", num_layers=3, hidden_size=hidden_size, num_attention_heads=8,
+                      ffn_hidden_size=4 * hidden_size, seq_length=4096, vocab_size=8000, tied_embeddings=True,
+                      position_embedding="learned", bias=True, norm="layernorm", default_job=job,
                       layer_kinds=[LayerKindSpec(name="enc", num_layers=1, cross_attention=False),
                                    LayerKindSpec(name="dec", num_layers=2, cross_attention=True)])
-    gpu = GpuSpec(name="G0", memory_gib=40.0, peak_fp16_tflop_per_s=65.0, hbm_gbyte_per_s=600.0)
-    cluster = ClusterSpec(name="tight", gpus=[gpu], node_types=[NodeTypeSpec(
-        name="t0", gpu="G0", gpus_per_node=1, num_nodes_available=1, price_usd_per_node_hour=1.0,
-        intra_node_link="nvlink", intra_node_gbyte_per_s=32.0, inter_node_gbit_per_s=40.0, collective_latency="nccl")])
-    problem = Problem(model=model, cluster=cluster, job=job, gpus={"G0": gpu},
-                      profile=AnalyticProfile(model=model, gpus={"G0": gpu}, name="analytic"), memory_headroom=0.1)
+    gpus = [GpuSpec(name=f"G{i}", memory_gib=gib, peak_fp16_tflop_per_s=65.0, hbm_gbyte_per_s=600.0)
+            for i, gib in enumerate(memories_gib)]
+    cluster = ClusterSpec(name="tight", gpus=gpus, node_types=[NodeTypeSpec(
+        name=f"t{i}", gpu=f"G{i}", gpus_per_node=1, num_nodes_available=1, price_usd_per_node_hour=1.0,
+        intra_node_link="nvlink", intra_node_gbyte_per_s=32.0, inter_node_gbit_per_s=40.0, collective_latency="nccl")
+        for i in range(len(gpus))])
+    by_name = {g.name: g for g in gpus}
+    problem = Problem(model=model, cluster=cluster, job=job, gpus=by_name,
+                      profile=AnalyticProfile(model=model, gpus=by_name, name="analytic"), memory_headroom=0.1)
     options = SpaceOptions(micro_batch_sizes=(1, 2, 4), recompute_modes=("none", "selective", "full"), max_stages=1,
                            uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1,),
                            virtual_stages=(1,))
     return problem, options
+
+
+def _problem() -> tuple[Problem, SpaceOptions]:
+    return tight_two_kind_problem(1536, [40.0])
 
 
 def test_the_candidates_model_gives_its_best_plan_on_cpsat():
