@@ -1082,7 +1082,10 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         stages, gather_delay = _overlap_param_gather(problem, plan, placement, stages, stage_kinds)
     allreduce = max(s.dp_allreduce_s for s in stages) + gather_delay
     embedding = 0.0
-    if pp > 1:
+    if pp > 1 and pipe_engine_of(problem) is not None:  # the engine's tied all-reduce in the module's fp16 (6c)
+        embedding = deepspeed_tied_allreduce_s(problem, plan.stages[0].node_type, plan.stages[-1].node_type,
+                                               placement.ends_same_node, plan.gpus_per_stage, tp)
+    elif pp > 1:
         embedding = embedding_allreduce_s(problem, plan.stages[0].node_type, plan.stages[-1].node_type,
                                           placement.ends_same_node, plan.gpus_per_stage, tp)
     optimizer = max(s.optimizer_s for s in stages)
@@ -1492,7 +1495,10 @@ def deepspeed_pipeline(problem: Problem, plan: Plan, placement: Placement, stage
         fwd = deepspeed_stage_forward_s(problem, plan, i, stage_kinds[i])
         gather = deepspeed_allgather_s(problem, stage.node_type, tp, mbs) if i > 0 else 0.0
         forward.append(fwd + gather)
-        backward.append(stage.compute_s - fwd)
+        # _exec_recv_grads rebuilds the stage's partitioned output (PartitionedTensor.full) before the gradient
+        # arrives: a second all-gather per micro-batch on every stage that sends activations (t > 1)
+        regather = deepspeed_allgather_s(problem, stage.node_type, tp, mbs) if i < pp - 1 else 0.0
+        backward.append(stage.compute_s - fwd + regather)
     pipeline = deepspeed_train_schedule_s(forward, backward, act_s, grad_s, num_micro_batches)
     priced = [replace(stage, compute_s=stage.compute_s + (forward[i] - (stage.compute_s - backward[i])),
                       p2p_s=(act_s[i] if i < pp - 1 else 0.0) + (grad_s[i - 1] if i > 0 else 0.0),
@@ -1503,6 +1509,31 @@ def deepspeed_pipeline(problem: Problem, plan: Plan, placement: Placement, stage
                           deepspeed_param_tensors(stage.num_layers, i == 0, i == pp - 1, pp), tp))
               for i, stage in enumerate(stages)]
     return priced, pipeline
+
+
+# DeepSpeed 0.3.13's tied-weight reduce (ReduceTiedGrads -> PipelineModule.allreduce_tied_weight_gradients,
+# deepspeed/runtime/pipe/module.py): dist.all_reduce(weight.grad, group) on the tied word embedding of the first and
+# the last stage, one 2-rank group per (dp, tp) index (_index_tied_modules). The engine halves the module for fp16
+# (engine.py, _configure_distributed_model: self.module.half()), so weight.grad is fp16; the config's fp32_allreduce
+# applies to the data-parallel bucket only (allreduce_bucket), not to this call.
+DEEPSPEED_TIED_GRAD_BYTES = 2
+
+
+def deepspeed_tied_allreduce_s(problem: Problem, first: str, last: str, same_node: bool, gpus_per_stage: int,
+                               tp: int) -> float:
+    """The engine's tied-embedding all-reduce: section 7b's embedding_allreduce_s with V h / t fp16 elements (the
+    module's own gradient), whatever the job's gradient dtype. 0 for untied embeddings."""
+    model = problem.model
+    if not model.tied_embeddings:
+        return 0.0
+    message = model.vocab_size * model.hidden_size / tp * DEEPSPEED_TIED_GRAD_BYTES
+    if same_node:
+        bandwidth = intra_node_allreduce_bytes_per_s(problem.node(first))
+    else:
+        bandwidth = min(inter_node_bytes_per_s_per_gpu(problem.node(first), gpus_per_stage),
+                        inter_node_bytes_per_s_per_gpu(problem.node(last), gpus_per_stage))
+    latency = nccl_allreduce_latency_s(problem.node(first), 2, 1 if same_node else 2)
+    return ring_allreduce_s(message, 2, bandwidth) + latency
 
 
 # DeepSpeed 0.3.13's fp16 step as AMP's fork runs it. Megatron v1.1.5 hands DeepSpeed apex's FusedAdam
