@@ -47,6 +47,7 @@ from optsearch.costmodel import (
     cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
 )
+from optsearch.costmodel import WEIGHT_BYTES_PER_PARAM, gradient_bytes
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
@@ -133,6 +134,8 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     state = state_bytes(problem.job, dp, cp, dist)
     nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache) for g in names]
     alpha = tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses)
+    if problem.overlap_grad_reduce:  # --overlap-grad-reduce may hide the reduce: only its exposed floor (section 7c)
+        alpha = grad_overlap_floor(problem, dist, alpha)
     beta = tuple(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names)
     if model.is_moe:
         alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state, dist)
@@ -174,6 +177,17 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         ends_params=model_terms[1],
         least_stage_params=model_terms[2],
     )
+
+
+def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, ...]) -> tuple[float, ...]:
+    """alpha with --overlap-grad-reduce (costmodel section 7c): the overlapped collective (the all-reduce, or the
+    distributed optimizer's reduce-scatter, g of its g + 2 bytes) may be hidden by the backward, so only the rest
+    (the parameter all-gather) is a floor on A: 0, or alpha x 2 / (g + 2). Applied to every candidate of a problem
+    with the overlap on (also where overlap_grad_reduce_on is off for it: lower, still valid)."""
+    if not distributed:
+        return tuple(0.0 for _ in alpha)
+    g = gradient_bytes(problem.job)
+    return tuple(a * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for a in alpha)
 
 
 def moe_rates(problem: Problem, uses: tuple[NodeUse, ...], tp: int, dp: int, ep: int, alpha: tuple[float, ...],

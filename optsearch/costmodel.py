@@ -347,6 +347,17 @@ def distributed_optimizer_on(job: JobSpec, dp: int, cp: int = 1) -> bool:
     return job.distributed_optimizer is not False and dp * cp > 1
 
 
+def overlap_grad_reduce_on(problem: Problem, dp: int, cp: int = 1, virtual_stages: int = 1) -> bool:
+    """The search's choice of Megatron's --overlap-grad-reduce (docs/targets.md "Communication overlaps"): on where
+    the problem's engine runs it (Problem.overlap_grad_reduce: upstream Megatron-LM unless switched off), there is a
+    gradient exchange (dp x cp > 1), the schedule is 1F1B (section 7c prices it there; interleaved: not priced) and
+    the model has one layer kind (the formulation prices it with stage patterns). Under section 7c it never costs
+    time (exposed <= the collective) nor memory (the buckets are views of the gradient buffer Megatron allocates
+    either way), so on is optimal where it is valid."""
+    return (problem.overlap_grad_reduce and dp * cp > 1 and virtual_stages == 1 and len(problem.model.kinds) == 1
+            and pipe_engine_of(problem) is None)
+
+
 def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
     """The settings of the search space: both where dp x cp > 1 and the job leaves it open (unset), only on where
     the job sets it (true), only off where it forces it off (false) or dp x cp = 1 (nothing to shard)."""

@@ -706,6 +706,12 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     (Megatron-LM-2/megatron/model/transformer.py; its own example is T5 with 11-13-11-13 and split rank 2).
     """
     check_launchable(problem, plan)
+    overlaps = [k for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap") if getattr(plan, k)]
+    if overlaps:
+        raise UnsupportedPlanError(
+            f"plan: {', '.join(overlaps)}: optsearch's FASOP launch does not emit Megatron's overlap flags, so the "
+            "fork would run the plan slower than priced; re-plan with --target fasop, or launch for upstream "
+            "(--format megatron)")
     if plan.virtual_stages > 1:
         raise UnsupportedPlanError(
             f"plan: virtual_stages = {plan.virtual_stages}: the FASOP fork builds balance[rank] layers in every model "
