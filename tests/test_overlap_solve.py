@@ -80,7 +80,7 @@ def test_the_instance_has_several_buckets_on_stage_zero():
     assert overlap_bucket_count(params, 2, True) == 6  # (4 x 50.3M + 16.4M embedding) / 40M
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_with_the_overlap_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -89,7 +89,7 @@ def test_optimum_with_the_overlap_equals_brute_force_and_backends_agree(case):
     assert_backends_equal_brute_force(problem, _budget(problem, options, objective, kind, factor), options)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_bounds_lie_below_every_plan_with_the_overlap(case):
     problem, options, objective, kind, factor = case
