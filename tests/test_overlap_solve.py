@@ -24,7 +24,7 @@ from optsearch.spec import GpuSpec
 from optsearch.spec.budget import Budget
 from optsearch.targets import engine_problem
 
-from test_solver import MAX_PLANS, _budget, _check_bounds_below_every_plan, assert_backends_equal_brute_force
+from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force
 from test_solver import instances, make_problem
 
 
@@ -89,13 +89,66 @@ def test_optimum_with_the_overlap_equals_brute_force_and_backends_agree(case):
     assert_backends_equal_brute_force(problem, _budget(problem, options, objective, kind, factor), options)
 
 
-@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+def _check_bounds_below_overlapped_plans(problem, options, budget) -> int:
+    """Every candidate's cheap, refined and aggregate bounds, and its positional bound, lie below every plan of the
+    candidate as the search prices it: the distributed optimizer and the overlap as the search sets them."""
+    from unittest import mock
+
+    from optsearch import bounds as bounds_module
+    from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
+    from optsearch.bounds import candidate_bound, degree_terms
+    from optsearch.candidates import max_stages
+    from optsearch.costmodel import distributed_optimizer_on
+    from optsearch.formulation.model import skeleton
+    from optsearch.formulation.positional import positional_bound
+    from optsearch.plan import Plan
+    from optsearch.search import objective_value
+
+    from test_solver import usable_degrees
+
+    compared = 0
+    for tp, mbs, dp, uses in usable_degrees(problem, options):
+        terms = degree_terms(problem, tp, dp, mbs, uses)
+        for pp in range(1, max_stages(problem, options) + 1):
+            bounds = [candidate_bound(problem, terms, pp, budget, refined=r) for r in (False, True)]
+            with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
+                bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
+            sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
+            positional = positional_bound(sk, budget).bound if sk.patterns is not None else -math.inf
+            for types in type_sequences(list(uses), pp, None, tp * dp):
+                for parts in partitions(problem.model.num_layers, pp):
+                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs,
+                                stages=tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)),
+                                distributed_optimizer=distributed_optimizer_on(problem.job, dp),
+                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp))
+                    found = _least_recompute(problem, plan, options)
+                    if found is None:
+                        continue
+                    est = found[1]
+                    compared += 1
+                    for bound in bounds:
+                        assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
+                        assert bound.cost_per_iteration_usd <= est.usd_per_hour * est.iteration_time_s / 3600 * (
+                            1 + 1e-9), (found[0], bound)
+                    assert positional <= objective_value(est, budget.objective) * (1 + 1e-9), (found[0], positional)
+    return compared
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_bounds_lie_below_every_plan_with_the_overlap(case):
     problem, options, objective, kind, factor = case
     problem = replace(problem, overlap_grad_reduce=True)
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
-    _check_bounds_below_every_plan(problem, options, Budget(objective=objective))
+    _check_bounds_below_overlapped_plans(problem, options, Budget(objective=objective))
+
+
+def test_bounds_lie_below_the_pipelined_instances_plans():
+    """The instance of the candidate test (several buckets, pp up to 3, dp 1-4): every bound below every plan."""
+    problem = _pipeline_problem(True)
+    options = SpaceOptions(micro_batch_sizes=(1,), recompute_modes=("none",), max_stages=3)
+    for objective in ("time", "cost"):
+        assert _check_bounds_below_overlapped_plans(problem, options, Budget(objective=objective)) > 100
 
 
 def test_where_the_search_turns_it_on():
