@@ -47,6 +47,7 @@ from optsearch.costmodel import (
     cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
 )
+from optsearch.costmodel import WEIGHT_BYTES_PER_PARAM, gradient_bytes
 from optsearch.plan import RECOMPUTE_MODES
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK
@@ -85,6 +86,10 @@ class DegreeTerms:
     state_bytes_per_param: float
     ends_params: tuple[float, float] = (0.0, 0.0)  # embedding + head of the model at pp = 1, and at pp > 1
     least_stage_params: tuple[float, float, float] = (0.0, 0.0, 0.0)  # P_stage_min at pp = 1, 2, > 2
+    # --overlap-grad-reduce (Problem.overlap_grad_reduce): alpha above is the exposed floor (grad_overlap_floor) and
+    # these are the whole collective's rates, for sum_s t_s + A >= every stage's whole reduce (overlap_iteration_s).
+    alpha_full: tuple[float, ...] = ()  # [g]; empty when the overlap is off
+    alpha_full_min: float = 0.0
 
     def all_params(self, pp: int) -> float:
         """P_total: every layer, the embedding and the head (with the tied copy when pp > 1)."""
@@ -133,8 +138,13 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     state = state_bytes(problem.job, dp, cp, dist)
     nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache) for g in names]
     alpha = tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses)
+    alpha_full: tuple[float, ...] = ()
+    if problem.overlap_grad_reduce:  # --overlap-grad-reduce may hide the reduce: only its exposed floor (section 7c)
+        alpha_full, alpha = alpha, grad_overlap_floor(problem, dist, alpha)
     beta = tuple(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names)
     if model.is_moe:
+        if alpha_full:
+            alpha_full = moe_rates(problem, uses, tp, dp, ep, alpha_full, beta, state, dist)[0]
         alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state, dist)
     model_terms = cache.get(("model_terms",)) if cache is not None else None
     if model_terms is None:  # the model's own (no degree): one computation per problem, the same values
@@ -173,7 +183,20 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         state_bytes_per_param=state,
         ends_params=model_terms[1],
         least_stage_params=model_terms[2],
+        alpha_full=alpha_full,
+        alpha_full_min=min(alpha_full) if alpha_full else 0.0,
     )
+
+
+def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, ...]) -> tuple[float, ...]:
+    """alpha with --overlap-grad-reduce (costmodel section 7c): the overlapped collective (the all-reduce, or the
+    distributed optimizer's reduce-scatter, g of its g + 2 bytes) may be hidden by the backward, so only the rest
+    (the parameter all-gather) is a floor on A: 0, or alpha x 2 / (g + 2). Applied to every candidate of a problem
+    with the overlap on (also where overlap_grad_reduce_on is off for it: lower, still valid)."""
+    if not distributed:
+        return tuple(0.0 for _ in alpha)
+    g = gradient_bytes(problem.job)
+    return tuple(a * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for a in alpha)
 
 
 def moe_rates(problem: Problem, uses: tuple[NodeUse, ...], tp: int, dp: int, ep: int, alpha: tuple[float, ...],
@@ -523,6 +546,10 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends,
                    (d.m - 1) * slowest_s + total)
     iteration = pipeline + comm
+    if d.alpha_full:  # --overlap-grad-reduce: (m - 1) M + (sum t + A) + O, sum t + A >= the whole reduce
+        whole = (max(min(d.alpha_full[g] for g in present) * all_params / pp, max(d.alpha_full[g] for g in present) * least)
+                 + max(min(d.beta[g] for g in present) * all_params / pp, max(d.beta[g] for g in present) * least))
+        iteration = max(iteration, (d.m - 1) * max(total / pp, slowest_s) + whole)
     rate = d.w * sum(counts[g] * d.price_per_gpu_hour[g] for g in present)
     p_min = min(d.price_per_gpu_hour[g] for g in present)
     weighted = (min(d.price_per_gpu_hour[g] * d.layer_work_s[g] for g in present)
@@ -734,6 +761,9 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
         largest = (max(d.max_layers_per_stage),) * len(d.slots)
         pipeline = max(pipeline, _pipeline_s(d, pp, tuple(fastest), d.send_min_s, L, largest) + d.end_work_min_s)
     iteration = pipeline + comm
+    if d.alpha_full:  # --overlap-grad-reduce (overlap_iteration_s); as cheap_bounds, bit for bit
+        iteration = max(iteration, (d.m - 1) * max(total / pp, float(slowest[0]))
+                        + (d.alpha_full_min + d.beta_min) * all_params / pp)
     cheapest = _best_slots(d.price_per_gpu_hour, d.slots, pp, largest=False)
     assert cheapest is not None
     rate = d.w * cheapest
@@ -849,6 +879,9 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     ok &= np.isfinite(slowest)
     pipeline = np.maximum(pipeline, (d.m - 1) * np.where(ok, slowest, 0.0) + total)
     iteration = pipeline + comm
+    if d.alpha_full:  # --overlap-grad-reduce: (m - 1) M + (sum t + A) + O, sum t + A >= the whole reduce
+        iteration = np.maximum(iteration, (d.m - 1) * np.maximum(total / pps, np.where(ok, slowest, 0.0))
+                               + (d.alpha_full_min + d.beta_min) * all_params / pps)
     cheapest, _ = _best_slots_by_pp(d.price_per_gpu_hour, d.slots, pps, largest=False)
     rate = d.w * cheapest
     p_min = min(d.price_per_gpu_hour)

@@ -347,6 +347,17 @@ def distributed_optimizer_on(job: JobSpec, dp: int, cp: int = 1) -> bool:
     return job.distributed_optimizer is not False and dp * cp > 1
 
 
+def overlap_grad_reduce_on(problem: Problem, dp: int, cp: int = 1, virtual_stages: int = 1) -> bool:
+    """The search's choice of Megatron's --overlap-grad-reduce (docs/targets.md "Communication overlaps"): on where
+    the problem's engine runs it (Problem.overlap_grad_reduce: upstream Megatron-LM unless switched off), there is a
+    gradient exchange (dp x cp > 1), the schedule is 1F1B (section 7c prices it there; interleaved: not priced) and
+    the model has one layer kind (the formulation prices it with stage patterns). Under section 7c it never costs
+    time (exposed <= the collective) nor memory (the buckets are views of the gradient buffer Megatron allocates
+    either way), so on is optimal where it is valid."""
+    return (problem.overlap_grad_reduce and dp * cp > 1 and virtual_stages == 1 and len(problem.model.kinds) == 1
+            and pipe_engine_of(problem) is None)
+
+
 def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
     """The settings of the search space: both where dp x cp > 1 and the job leaves it open (unset), only on where
     the job sets it (true), only off where it forces it off (false) or dp x cp = 1 (nothing to shard)."""
@@ -1051,6 +1062,8 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         dense = params - experts
         memory = dense / tp * state_bytes(problem.job, dp, cp, dist) + activations + MEMORY_RESERVE_BYTES
         memory += experts / (tp * plan.ep) * expert_state_bytes_per_param(problem.job, dp, plan.ep, dist)
+        if plan.tp_comm_overlap and tp > 1:  # section 9g: Transformer Engine's userbuffers
+            memory += tp_overlap_buffer_bytes(problem, stage.node_type, mbs, cp)
         stages.append(
             StageEstimate(
                 node_type=stage.node_type,
@@ -1255,6 +1268,28 @@ def tp_overlap_layer_change_s(problem: Problem, node_type: str, kind: LayerKindS
     passes = 3 if recompute == "full" else 2
     priced = 2 * TP_ALLREDUCES_PER_BLOCK_EACH_WAY * passes * tp_allreduce_s(problem, node_type, tp, micro_batch_size)
     return forward * (passes - 1) + backward - priced
+
+
+# Transformer Engine v1.7's userbuffers (transformer_engine/pytorch/module/base.py initialize_ub): ten buffers, one
+# per name of its default methods (ring_exchange 4, pipeline 2, bulk 4), each `shape` = (s b / cp, h) in the 16-bit
+# dtype (sample_buffer = torch.empty(shape, dtype=dtype)); the C++ side registers the same bytes again
+# (csrc/comm_gemm_overlap.h: UbufCommOverlap ubuf_bytes = sample.numel() x element_size, l. 94-95; the ring exchange
+# UbufP2PCommOverlap the same unless is_reduce_scatter, l. 570-580, not set for its default names), and
+# the cuBLAS workspace is repeated _NUM_MAX_UB_STREAMS = 3 times (get_workspace().repeat, 32 MiB per copy on compute
+# capability >= 9, else 4 MiB: get_cublas_workspace_size_bytes).
+TP_OVERLAP_BUFFERS = 10
+TP_OVERLAP_UB_STREAMS = 3
+
+
+def tp_overlap_buffer_bytes(problem: Problem, node_type: str, micro_batch_size: int, cp: int = 1) -> float:
+    """Per-GPU memory --tp-comm-overlap adds (docs/cost-model.md section 9g): the userbuffers, 10 x (s b / cp) x h
+    x 2 bytes, and three more cuBLAS workspaces (32 MiB each on compute capability >= 9.0, else 4 MiB). The Python
+    sample buffers are freed after registration and not counted."""
+    model = problem.model
+    buffers = TP_OVERLAP_BUFFERS * (model.seq_length * micro_batch_size / cp) * model.hidden_size * 2
+    capability = problem.gpu_of(node_type).compute_capability
+    workspace = 33_554_432 if capability is not None and capability >= 9.0 else 4_194_304
+    return buffers + TP_OVERLAP_UB_STREAMS * workspace
 
 
 def tp_comm_overlap_error(problem: Problem, plan: Plan) -> str | None:

@@ -411,6 +411,8 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         args.append("--use-distributed-optimizer")
     if sequence_parallel_on(job, plan.tp):
         args.append("--sequence-parallel")
+    overlap, overlap_notes = overlap_args(problem, plan)
+    args += overlap
     if plan.cp > 1:
         from optsearch.targets import context_parallel_attention_error
 
@@ -435,6 +437,7 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         notes.append(attention_note)
     if precision_note is not None:
         notes.append(precision_note)
+    notes += overlap_notes
     if model.is_moe:
         notes.append(f"experts: ep = {plan.ep}, expert data parallel = dp / ep = {plan.dp // plan.ep}; optsearch "
                      "priced an even token spread over the experts and plain expert GEMMs (upstream's Mixtral example "
@@ -448,6 +451,47 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
                      "BertWordPieceLowerCase (give --vocab-file)")
     entry = T5_ENTRY if is_encoder_decoder(model) else BERT_ENTRY if model.encoder_only else GPT_ENTRY
     return MegatronArgs(entry=entry, args=tuple(args), notes=tuple(notes))
+
+
+def overlap_args(problem: Problem, plan: Plan) -> tuple[list[str], list[str]]:
+    """Megatron-LM's communication overlaps as the plan's fields say (docs/targets.md "Communication overlaps"),
+    and notes. Refuses what the cost model would not price as upstream runs it: the bucketed overlaps on the
+    interleaved schedule (costmodel sections 7c and 7d price them on 1F1B only), --tp-comm-overlap where
+    costmodel.tp_comm_overlap_error says so."""
+    args: list[str] = []
+    notes: list[str] = []
+    if (plan.overlap_grad_reduce or plan.overlap_param_gather) and plan.virtual_stages > 1:
+        raise UnsupportedPlanError(
+            f"plan: overlap_grad_reduce / overlap_param_gather with virtual_stages = {plan.virtual_stages}: optsearch "
+            "prices the bucketed overlaps on the non-interleaved schedule only (docs/cost-model.md sections 7c, 7d); "
+            "drop them from the plan or re-plan without interleaving")
+    if plan.overlap_grad_reduce:
+        args.append("--overlap-grad-reduce")
+    if plan.overlap_param_gather:  # plan_from_dict has checked upstream's rule: distributed optimizer + grad overlap
+        args.append("--overlap-param-gather")
+        if plan.pp > 1:
+            notes.append("--overlap-param-gather: priced as Megatron-Core core_r0.8.0 dispatches the gather (every "
+                         "stage's first bucket at zero_grad, docs/cost-model.md section 7d); upstream main dispatches "
+                         "a later stage's gather at its first forward, so with pp > 1 the estimate is optimistic")
+    if plan.tp_comm_overlap:
+        if plan.tp == 1:  # upstream turns sequence parallelism off at tp = 1 and then refuses --tp-comm-overlap
+            notes.append("tp_comm_overlap: tp = 1 has no tensor-parallel collective to overlap; --tp-comm-overlap not "
+                         "emitted (upstream would refuse it without sequence parallelism)")
+        else:
+            from optsearch.costmodel import GPU_SM_COUNT, tp_comm_overlap_error
+
+            why = tp_comm_overlap_error(problem, plan)
+            unknown = sorted({problem.gpu_of(s.node_type).name for s in plan.stages} - set(GPU_SM_COUNT))
+            if why is None and unknown:
+                why = (f"no SM count for GPU {unknown[0]!r} (known: {', '.join(sorted(GPU_SM_COUNT))}), so the "
+                       "userbuffers' share of the GPU is not priced")
+            if why is not None:
+                raise UnsupportedPlanError(f"plan: tp_comm_overlap: {why}")
+            args.append("--tp-comm-overlap")
+            notes.append("--tp-comm-overlap: Transformer Engine's userbuffers (the default --transformer-impl "
+                         "transformer_engine; upstream's initialize.py raises without it) with its default "
+                         "configuration (no --tp-comm-overlap-cfg), as priced (docs/cost-model.md section 3c)")
+    return args, notes
 
 
 # bf16 tensor cores start with Ampere (compute capability 8.0; NVIDIA's A100 whitepaper): Volta (7.0) and Turing (7.5)
@@ -600,7 +644,8 @@ def plan_from_megatron_args(tokens: Sequence[str], *, node_order: str, dp: int) 
     cp = integer("--context-parallel-size", 1)
     return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=integer("--expert-model-parallel-size", 1), cp=cp,
                 distributed_optimizer="--use-distributed-optimizer" in opts, virtual_stages=virtual,
-                recompute_num_layers=block)
+                recompute_num_layers=block, overlap_grad_reduce="--overlap-grad-reduce" in opts,
+                overlap_param_gather="--overlap-param-gather" in opts, tp_comm_overlap="--tp-comm-overlap" in opts)
 
 
 def _fold_chunks(chunks: Sequence[int], pp: int) -> list[int]:
@@ -661,6 +706,12 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     (Megatron-LM-2/megatron/model/transformer.py; its own example is T5 with 11-13-11-13 and split rank 2).
     """
     check_launchable(problem, plan)
+    overlaps = [k for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap") if getattr(plan, k)]
+    if overlaps:
+        raise UnsupportedPlanError(
+            f"plan: {', '.join(overlaps)}: optsearch's FASOP launch does not emit Megatron's overlap flags, so the "
+            "fork would run the plan slower than priced; re-plan with --target fasop, or launch for upstream "
+            "(--format megatron)")
     if plan.virtual_stages > 1:
         raise UnsupportedPlanError(
             f"plan: virtual_stages = {plan.virtual_stages}: the FASOP fork builds balance[rank] layers in every model "

@@ -104,6 +104,9 @@ class Plan:
             out["distributed_optimizer"] = True
         if self.virtual_stages != 1:  # written only when interleaved: plans without it keep today's JSON
             out["virtual_stages"] = self.virtual_stages
+        for key in OVERLAP_FIELDS:  # Megatron's communication overlaps: written only when on
+            if getattr(self, key):
+                out[key] = True
         return out
 
     def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
@@ -164,8 +167,31 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     if not isinstance(dist, bool):
         raise SpecError(f"{source}: distributed_optimizer = {dist!r}: must be true or false")
     virtual = _positive_int(data, "virtual_stages", source) if "virtual_stages" in data else 1
+    overlaps = _overlap_fields(data, source, dist)
     return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep, cp=cp,
-                distributed_optimizer=dist, virtual_stages=virtual)
+                distributed_optimizer=dist, virtual_stages=virtual, **overlaps)
+
+
+# Megatron-LM's communication overlaps (issue 15; docs/targets.md "Communication overlaps"), as plan-file keys.
+OVERLAP_FIELDS: tuple[str, ...] = ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")
+
+
+def _overlap_fields(data: dict[str, Any], source: str, distributed_optimizer: bool) -> dict[str, bool]:
+    """The overlap keys of a plan file (absent: off), with upstream's own rule between them: --overlap-param-gather
+    needs --use-distributed-optimizer and --overlap-grad-reduce (megatron/training/arguments.py, validate_args, l.
+    1024-1029 at d98e8a64)."""
+    out: dict[str, bool] = {}
+    for key in OVERLAP_FIELDS:
+        value = data.get(key, False)
+        if not isinstance(value, bool):
+            raise SpecError(f"{source}: {key} = {value!r}: must be true or false")
+        out[key] = value
+    if out["overlap_param_gather"] and not (distributed_optimizer and out["overlap_grad_reduce"]):
+        raise SpecError(f"{source}: overlap_param_gather = true: needs distributed_optimizer = true and "
+                        "overlap_grad_reduce = true (Megatron-LM's validate_args: '--overlap-param-gather only "
+                        "supported with distributed optimizer', 'Must use --overlap-param-gather with "
+                        "--overlap-grad-reduce')")
+    return out
 
 
 def check_block_recompute(stages: tuple[Stage, ...], recompute_num_layers: int, source: str) -> None:

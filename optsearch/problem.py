@@ -24,6 +24,10 @@ class Problem:
     # s x s scores stored (costmodel.layer_activation_bytes) and, with the analytic profile, none moved. The library
     # default is off; the CLI sets it from the target (targets.engine_problem: on for upstream Megatron-LM).
     flash_attention: bool = False
+    # Megatron's --overlap-grad-reduce where it is valid (costmodel.overlap_grad_reduce_on). The library default is
+    # off; the CLI sets it from the target (targets.engine_problem: on for upstream Megatron-LM unless
+    # --no-overlap-grad-reduce).
+    overlap_grad_reduce: bool = False
 
     @property
     def iterations(self) -> int:

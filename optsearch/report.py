@@ -150,7 +150,8 @@ def dumps(obj: Any) -> str:
 
 def _knobs_text(plan: Plan) -> str:
     """'cp 4, distributed optimizer, ' where the plan sets them (empty for the defaults)."""
-    return (f"cp {plan.cp}, " if plan.cp != 1 else "") + ("distributed optimizer, " if plan.distributed_optimizer else "")
+    return ((f"cp {plan.cp}, " if plan.cp != 1 else "") + ("distributed optimizer, " if plan.distributed_optimizer else "")
+            + ("overlapped grad reduce, " if plan.overlap_grad_reduce else ""))
 
 
 def _virtual_text(plan: Plan) -> str:
@@ -224,7 +225,8 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
         # block recomputation only: plans without it keep their JSON
         **({} if plan.recompute_num_layers is None else {"recompute_num_layers": plan.recompute_num_layers}),
         **({"ep": plan.ep} if plan.ep != 1 else {}),  # expert parallelism: written only when set
-    } | {k: v for k, v in plan.to_dict().items() if k in ("cp", "distributed_optimizer")}  # when not the default
+    } | {k: v for k, v in plan.to_dict().items()
+         if k in ("cp", "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")}
     if plan.virtual_stages != 1:  # interleaved only: other plans keep today's JSON
         out["virtual_stages"] = plan.virtual_stages
     return out

@@ -34,7 +34,7 @@ from optsearch.candidates import (
     interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, memory_capacity_bytes, stage_parameters,
+    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, overlap_grad_reduce_on, memory_capacity_bytes, stage_parameters,
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param
@@ -447,7 +447,8 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
                   (plan.dp // 2, plan.micro_batch_size)):
         if dp >= 1 and b >= 1 and (dp, b) != (plan.dp, plan.micro_batch_size) and dp % plan.ep == 0:
             out.append(replace(plan, dp=dp, micro_batch_size=b,
-                               distributed_optimizer=distributed_optimizer_on(problem.job, dp, plan.cp)))
+                               distributed_optimizer=distributed_optimizer_on(problem.job, dp, plan.cp),
+                               overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, plan.cp, plan.virtual_stages)))
     return out
 
 

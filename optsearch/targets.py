@@ -202,22 +202,31 @@ def check_model(target: Target, problem: Problem) -> None:
         raise UnsupportedPlanError(f"model {problem.model.name}: {why}")
 
 
-def engine_problem(target: Target | str, problem: Problem, flash_attention: bool | None = None) -> Problem:
+def engine_problem(target: Target | str, problem: Problem, flash_attention: bool | None = None,
+                   overlap_grad_reduce: bool | None = None) -> Problem:
     """The problem priced with the target engine's attention. Upstream Megatron-LM runs Transformer Engine's
     attention by default (--transformer-impl transformer_engine, --attention-backend auto: flash or cuDNN fused
     attention where the GPU and head size allow, docs/cost-model.md section 14, "Flash attention"), and the launch
     says so (megatron.attention_backend_args): flash attention on unless flash_attention is False (the launch then
     says --attention-backend unfused). The FASOP fork (Megatron-LM-2, 2023) has no flash attention: off; asking for
-    it is a SpecError."""
+    it is a SpecError. Megatron's --overlap-grad-reduce: on for upstream Megatron-LM unless overlap_grad_reduce is
+    False (Problem.overlap_grad_reduce; the FASOP fork's launch does not emit it: off, and asking for it an error).
+    """
+    from dataclasses import replace
+
     from optsearch.problem import with_flash_attention
 
     name = target if isinstance(target, str) else target.name
     if name == "fasop":
+        if overlap_grad_reduce:
+            raise SpecError("--overlap-grad-reduce with --target fasop: optsearch's FASOP launch does not emit it; "
+                            "drop --overlap-grad-reduce")
         if flash_attention:
             raise SpecError("--flash-attention with --target fasop: the FASOP fork (Megatron-LM-2) has no flash "
                             "attention; drop --flash-attention")
         return with_flash_attention(problem, False)
     get_target(name)
+    problem = replace(problem, overlap_grad_reduce=overlap_grad_reduce is not False)
     return with_flash_attention(problem, flash_attention is not False)
 
 

@@ -28,7 +28,9 @@ from optsearch.candidates import (
     interleaving_allowed, kinds_split_allowed, max_stages, micro_batch_candidates, node_uses, tp_candidates,
     type_sequence_allowed,
 )
-from optsearch.costmodel import Estimate, distributed_optimizer_choices, estimate
+from optsearch.costmodel import (
+    Estimate, distributed_optimizer_choices, distributed_optimizer_on, estimate, overlap_grad_reduce_on,
+)
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
 from optsearch.problem import Problem
@@ -99,7 +101,12 @@ def _degree_candidates(problem: Problem, budget: Budget, options: SpaceOptions):
 def _optimizer_settings(problem: Problem, dp: int, cp: int) -> tuple[bool, ...]:
     """Brute force tries every distributed-optimizer setting of the space (both wherever dp x cp > 1 and the job
     leaves it open), although the search fixes it on there (costmodel.distributed_optimizer_on): equal optima check
-    that the choice loses nothing."""
+    that the choice loses nothing. With --overlap-grad-reduce (Problem.overlap_grad_reduce) that no longer holds: the
+    plain all-reduce is hidden whole while the distributed optimizer's all-gather stays exposed, so off can be faster
+    where it fits (docs/targets.md "Communication overlaps", not searched); brute force then takes the search's
+    setting, to check the formulation over the search's own space."""
+    if problem.overlap_grad_reduce:
+        return (distributed_optimizer_on(problem.job, dp, cp),)
     return distributed_optimizer_choices(problem.job, dp, cp)
 
 
@@ -218,7 +225,8 @@ def solve_exhaustive(
                     stages = tuple(Stage(node_type=t, num_layers=n, recompute=options.recompute_modes[0])
                                    for t, n in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
-                                distributed_optimizer=dist, virtual_stages=v)
+                                distributed_optimizer=dist, virtual_stages=v,
+                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v))
                     priced += 1
                     found = _least_recompute(problem, plan, options)
                     if found is None:

@@ -13,7 +13,7 @@ from optsearch.cli.options import (
     BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, HeadroomOpt, IterationsOpt,
     JsonOpt, LayoutOpt, MicroBatchOpt, NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt,
     RecomputeNumLayersOpt, RecomputeOpt, StagesOpt, TokensOpt, TpOpt, VirtualStagesOpt,
-    FlashAttentionOpt, problem_from_options,
+    FlashAttentionOpt, OverlapGradReduceOpt, problem_from_options,
 )
 from optsearch.costmodel import distributed_optimizer_on, estimate
 from optsearch.errors import InfeasibleError, OptsearchError, SpecError
@@ -63,6 +63,7 @@ def estimate_command(
     distributed_optimizer: DistributedOptimizerOpt = None,
     target: EstimateTargetOpt = None,
     flash_attention: FlashAttentionOpt = None,
+    overlap_grad_reduce: OverlapGradReduceOpt = None,
 ) -> None:
     """Price one plan: per-stage compute, p2p, gradient reduce (over dp x cp) and memory; iteration time, training
     time and USD.
@@ -82,13 +83,16 @@ def estimate_command(
             raise SpecError(f"--pp = {pp} but {plan_file} has {plan.pp} stages")
         if memory_headroom is not None:
             problem = replace(problem, memory_headroom=memory_headroom)
-        if target is not None or flash_attention is not None:
-            problem = engine_problem(target or recorded_target(plan_file), problem, flash_attention)
+        if target is not None or flash_attention is not None or overlap_grad_reduce is not None:
+            problem = engine_problem(target or recorded_target(plan_file), problem, flash_attention,
+                                     overlap_grad_reduce)
+        if overlap_grad_reduce is not None:  # else the file's own setting
+            plan = with_search_overlap(problem, plan)
     else:
         require_model_and_cluster(model, cluster, "without --plan")
         problem = problem_from_options(model, cluster, profile or "analytic", global_batch_size, iterations, tokens,
                                        memory_headroom=memory_headroom, target=target or "megatron",
-                                       flash_attention=flash_attention)
+                                       flash_attention=flash_attention, overlap_grad_reduce=overlap_grad_reduce)
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     est = estimate(problem, plan)
@@ -141,7 +145,17 @@ def hand_plan(problem, *, pp=None, tp=None, dp=None, micro_batch_size=None, stag
                               virtual_stages=virtual_stages, recompute_num_layers=recompute_num_layers)
     dist = _distributed_optimizer(problem.job, plan.dp, plan.cp, distributed_optimizer)
     _check_block_range(problem, plan, "--recompute-num-layers ")
-    return replace(plan, distributed_optimizer=dist, **({"ep": ep} if ep is not None else {}))
+    return with_search_overlap(problem, replace(plan, distributed_optimizer=dist, **({"ep": ep} if ep is not None else {})))
+
+
+def with_search_overlap(problem, plan: Plan) -> Plan:
+    """The plan with --overlap-grad-reduce as the search sets it for the problem (costmodel.overlap_grad_reduce_on:
+    on for the megatron target where valid unless --no-overlap-grad-reduce), so a hand plan with solve's knobs is the
+    plan solve wrote."""
+    from optsearch.costmodel import overlap_grad_reduce_on
+
+    on = overlap_grad_reduce_on(problem, plan.dp, plan.cp, plan.virtual_stages)
+    return replace(plan, overlap_grad_reduce=on, overlap_param_gather=plan.overlap_param_gather and on)
 
 
 def _check_block_range(problem, plan: Plan, name: str) -> None:

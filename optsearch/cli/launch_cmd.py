@@ -9,11 +9,13 @@ from typing import Annotated, Optional
 import typer
 
 from optsearch.cli import app
-from optsearch.cli.estimate_cmd import hand_plan, hand_plan_flags_given, plan_and_problem, require_model_and_cluster
+from optsearch.cli.estimate_cmd import (
+    hand_plan, hand_plan_flags_given, plan_and_problem, require_model_and_cluster, with_search_overlap,
+)
 from optsearch.cli.options import (
     BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, IterationsOpt, LayoutOpt, MicroBatchOpt,
     NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt, RecomputeNumLayersOpt, RecomputeOpt, StagesOpt,
-    TokensOpt, TpOpt, VirtualStagesOpt, FlashAttentionOpt,
+    TokensOpt, TpOpt, VirtualStagesOpt, FlashAttentionOpt, OverlapGradReduceOpt,
 )
 from optsearch.errors import SpecError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
@@ -75,6 +77,7 @@ def launch_command(
     recompute_num_layers: RecomputeNumLayersOpt = None,
     distributed_optimizer: DistributedOptimizerOpt = None,
     flash_attention: FlashAttentionOpt = None,
+    overlap_grad_reduce: OverlapGradReduceOpt = None,
 ) -> None:
     """Emit what launches the plan on Megatron-LM: arguments, partition strings, torchrun and Slurm scripts."""
     if fmt not in LAUNCH_FORMATS:
@@ -91,13 +94,17 @@ def launch_command(
                                          plan_reader=plan_for_launch)
         if pp is not None and pp != plan.pp:
             raise SpecError(f"--pp = {pp} but {plan_file} has {plan.pp} stages")
-        if flash_attention is not None:  # else the attention the file was solved for
-            problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention)
+        if flash_attention is not None or overlap_grad_reduce is not None:  # else as the file was solved for
+            problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention,
+                                     overlap_grad_reduce)
+        if overlap_grad_reduce is not None:
+            plan = with_search_overlap(problem, plan)
     else:
         require_model_and_cluster(model, cluster, "without PLAN.json")
         problem = build_problem(model, cluster, profile=profile or "analytic", global_batch_size=global_batch_size,
                                 iterations=iterations, tokens=tokens)
-        problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention)
+        problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention,
+                                 overlap_grad_reduce)
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
     files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,

@@ -163,6 +163,19 @@ FlashAttentionOpt = Annotated[
 ]
 
 
+OverlapGradReduceOpt = Annotated[
+    Optional[bool],
+    typer.Option("--overlap-grad-reduce/--no-overlap-grad-reduce",
+                 help="Upstream Megatron-LM target: the plan runs Megatron's --overlap-grad-reduce wherever there is a "
+                      "gradient exchange on the 1F1B schedule (dp x cp > 1, no interleaving, one layer kind), priced "
+                      "as bucketed behind the last micro-batch's backward (docs/cost-model.md section 7c) and emitted "
+                      "by launch. It never costs time or memory under the model, so it is the default; "
+                      "--no-overlap-grad-reduce prices and launches the reduce exposed. See docs/targets.md, "
+                      "\"Communication overlaps\".",
+                 show_default=False),
+]
+
+
 def _targets_help() -> str:
     from optsearch.targets import FASOP, MEGATRON
 
@@ -240,6 +253,7 @@ def problem_from_options(
     memory_headroom: float | None = None,
     target: str | None = None,
     flash_attention: bool | None = None,
+    overlap_grad_reduce: bool | None = None,
 ) -> Problem:
     """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides. With a
     target, priced with that engine's attention (targets.engine_problem; flash_attention: --[no-]flash-attention)."""
@@ -257,7 +271,7 @@ def problem_from_options(
     if target is not None:
         from optsearch.targets import engine_problem
 
-        problem = engine_problem(target, problem, flash_attention)
+        problem = engine_problem(target, problem, flash_attention, overlap_grad_reduce)
     return problem
 
 

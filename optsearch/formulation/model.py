@@ -37,6 +37,9 @@ from optsearch.costmodel import (
     cp_embedding_step_s, cp_full_recompute_working_bytes, cp_head_step_s, cp_layer_activation_bytes, cp_layer_step_s,
     cp_logits_bytes, distributed_optimizer_on, gradient_sync_s, optimizer_s, stage_send_s, state_bytes,
 )
+from optsearch.costmodel import (  # --overlap-grad-reduce (section 7c)
+    WEIGHT_BYTES_PER_PARAM, gradient_bytes, overlap_bucket_elements, overlap_grad_reduce_on, stage_forward_s,
+)
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
@@ -74,7 +77,8 @@ def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
     search decides (costmodel.distributed_optimizer_on)."""
     return Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages, ep=cand.ep,
                 cp=cand.cp, distributed_optimizer=distributed_optimizer_on(problem.job, cand.dp, cand.cp),
-                recompute_num_layers=recompute_num_layers, virtual_stages=cand.v)
+                recompute_num_layers=recompute_num_layers, virtual_stages=cand.v,
+                overlap_grad_reduce=overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,6 +129,26 @@ class Coefficients:
     virtual_stages: int = 1  # v: stage layer counts are multiples of v; sends and the pipeline rows scale with it
     wrap_inter_s: tuple[tuple[float, ...], ...] = ()  # [g][h]: v > 1, a send between the last (h) and first (g) stage
     wrap_intra_s: tuple[float, ...] = ()  # [g]: the same inside one node of g
+    # Megatron's --overlap-grad-reduce (costmodel section 7c; overlap_grad_reduce_on): the share of alpha[g] that
+    # overlaps with the backward (1, or g / (g + 2) with the distributed optimizer: the reduce-scatter); 0 when off.
+    grad_overlap_share: float = 0.0
+    forward_layer_s: tuple[float, ...] = ()  # [g]: a layer's forward of one micro-batch (costmodel.stage_forward_s)
+    forward_embedding_s: tuple[float, ...] = ()  # [g]: the first stage's embedding forward
+    forward_head_s: tuple[float, ...] = ()  # [g]: the last stage's head forward
+    bucket_elements: int = 0  # Megatron's bucket size on pipeline rank 0 (costmodel.overlap_bucket_elements)
+    tp: int = 1
+
+    @property
+    def allreduce_floor_s_per_param(self) -> tuple[float, ...]:
+        """[g] the part of alpha[g] that stays exposed whatever the overlap: every stage's A >= this x its
+        parameters (the bounds' rate; alpha itself when the overlap is off)."""
+        return tuple(a * (1.0 - self.grad_overlap_share) for a in self.allreduce_s_per_param)
+
+    def grad_buckets0(self, params: float) -> int:
+        """Buckets of stage 0's gradient buffer holding `params` dense parameters (costmodel.overlap_bucket_count)."""
+        if params <= 0:
+            return 1
+        return max(1, math.ceil(params / self.tp / self.bucket_elements))
 
     @property
     def has_embedding_allreduce(self) -> bool:
@@ -182,7 +206,22 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
         wrap_inter_s=tuple(tuple(stage_send_s(problem, h, g, False, w, mbs, tp, cp) if cand.v > 1 else 0.0
                                  for h in names) for g in names),
         wrap_intra_s=tuple(stage_send_s(problem, g, g, True, w, mbs, tp, cp) if cand.v > 1 else 0.0 for g in names),
+        **_grad_overlap_terms(problem, cand, names, dist),
     )
+
+
+def _grad_overlap_terms(problem: Problem, cand: Candidate, names: list[str], dist: bool) -> dict[str, Any]:
+    """Coefficients' --overlap-grad-reduce fields (costmodel section 7c), empty where the search leaves it off."""
+    if not overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v):
+        return {}
+    g = gradient_bytes(problem.job)
+    kind, tp, mbs, cp = problem.model.kinds[0], cand.tp, cand.micro_batch_size, cand.cp
+    return dict(
+        grad_overlap_share=g / (g + WEIGHT_BYTES_PER_PARAM) if dist else 1.0,
+        forward_layer_s=tuple(stage_forward_s(problem, h, {kind.name: 1}, tp, mbs, False, False, cp) for h in names),
+        forward_embedding_s=tuple(stage_forward_s(problem, h, {}, tp, mbs, True, False, cp) for h in names),
+        forward_head_s=tuple(stage_forward_s(problem, h, {}, tp, mbs, False, True, cp) for h in names),
+        bucket_elements=overlap_bucket_elements(cand.dp * cp), tp=tp)
 
 
 # ---- variable names ([A-Za-z0-9_] only) --------------------------------------------------------------------
@@ -720,17 +759,78 @@ def add_pattern_stage_time(f: Formulation) -> None:
 
 
 def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
-    """A >= sum_{g,n} alpha[g] (n P + P_fixed[s]) x[s,g,n];  O >= sum_{g,n} beta[g] (n P + P_fixed[s]) x[s,g,n]"""
+    """A >= sum_{g,n} alpha[g] (n P + P_fixed[s]) x[s,g,n];  O >= sum_{g,n} beta[g] (n P + P_fixed[s]) x[s,g,n]
+    (with --overlap-grad-reduce, alpha's exposed part only: add_pattern_overlapped_grad_reduce adds the rest)"""
     c = f.c
+    alpha = c.allreduce_floor_s_per_param
     for s in range(f.cand.pp):
         a, o = Lin.of((1, "A")), Lin.of((1, "O"))
         for (g, n) in f.patterns_of(s):
             params = n * c.layer_params[0] + c.fixed_params[s]
-            a.add(-(c.allreduce_s_per_param[g] * params + n * c.layer_allreduce_s(g, 0)), x_(s, g, n))
+            a.add(-(alpha[g] * params + n * c.layer_allreduce_s(g, 0)), x_(s, g, n))
             o.add(-(c.optimizer_s_per_param[g] * params + n * c.layer_optimizer_s(g, 0)), x_(s, g, n))
         f.lm.add(f"ar_{s}", a, ">=", 0, "time")
         f.lm.add(f"op_{s}", o, ">=", 0, "time")
 
+
+
+def _overlap_parts(f: Formulation, s: int) -> dict[tuple[int, int], tuple[float, float, float]]:
+    """(g, n) -> (rest, R, F) of stage s's pattern: the exposed part of its all-reduce and its experts' (rest), the
+    overlapped collective R = share x alpha[g] x dense parameters, and its forward of one micro-batch F."""
+    c, pp = f.c, f.cand.pp
+    out = {}
+    for (g, n) in f.patterns_of(s):
+        params = n * c.layer_params[0] + c.fixed_params[s]
+        rest = c.allreduce_floor_s_per_param[g] * params + n * c.layer_allreduce_s(g, 0)
+        forward = (n * c.forward_layer_s[g] + (c.forward_embedding_s[g] if s == 0 else 0.0)
+                   + (c.forward_head_s[g] if s == pp - 1 else 0.0))
+        out[(g, n)] = (rest, c.allreduce_s_per_param[g] * params * c.grad_overlap_share, forward)
+    return out
+
+
+def _minus_backward(f: Formulation, lin: Lin, j: int, parts, weight: float = 1.0) -> Lin:
+    """lin - weight W[j], W[j] = t[j] - e[j-1] - e[j] - sum_{g,n} F[j,g,n] x[j,g,n]: stage j's backward of one
+    micro-batch (its compute less its forward; t[j] >= compute + sends, so W[j] >= the backward, and any excess in
+    t[j] costs the iteration at least as much as it takes off A)."""
+    lin.add(-weight, t_(j))
+    for (g, n), (_, _, forward) in parts.items():
+        lin.add(weight * forward, x_(j, g, n))
+    if j > 0:
+        lin.add(weight, e_(j - 1))
+    if j < f.cand.pp - 1:
+        lin.add(weight, e_(j))
+    return lin
+
+
+def add_pattern_overlapped_grad_reduce(f: Formulation) -> None:
+    """--overlap-grad-reduce (costmodel section 7c, exposed_grad_reduce_s), one layer kind, v = 1. With rest and R
+    per pattern (_overlap_parts), n_b the buckets of stage 0's pattern, W[j] stage j's backward (_minus_backward):
+      s >= 1:  A >= sum x[s] (rest + R) - sum_{j<s} W[j]                  (one bucket, hidden by the stages before)
+      s = 0:   A >= sum x[0] (rest + R / n_b)
+               k A >= k sum x[0] (rest + R) - k sum_{n_b > k} x[0] R (1 - 1/n_b) - (k - 1) W[0]   each k = n_b >= 2
+    (the rows A >= sum x[s] rest are add_pattern_dp_allreduce_and_optimizer's). The row of k is exact for a pattern
+    with k buckets, lower for fewer (W[0] (k - 1) / k is more), and for more it asks at most rest + R / n_b."""
+    c, pp = f.c, f.cand.pp
+    parts = [_overlap_parts(f, s) for s in range(pp)]
+    for s in range(1, pp):
+        lin = Lin.of((1, "A"))
+        for (g, n), (rest, whole, _) in parts[s].items():
+            lin.add(-(rest + whole), x_(s, g, n))
+        for j in range(s):
+            _minus_backward(f, lin, j, parts[j], -1.0)
+        f.lm.add(f"og_{s}", lin, ">=", 0, "time")
+    buckets = {(g, n): c.grad_buckets0(n * c.layer_params[0] + c.fixed_params[0]) for (g, n) in parts[0]}
+    lin = Lin.of((1, "A"))
+    for (g, n), (rest, whole, _) in parts[0].items():
+        lin.add(-(rest + whole / buckets[(g, n)]), x_(0, g, n))
+    f.lm.add("og_0", lin, ">=", 0, "time")
+    for k in sorted({b for (g, n), b in buckets.items() if b >= 2 and parts[0][(g, n)][1] > 0}):
+        lin = Lin.of((k, "A"))
+        for (g, n), (rest, whole, _) in parts[0].items():
+            b = buckets[(g, n)]
+            lin.add(-k * (rest + whole - (whole * (1.0 - 1.0 / b) if b > k else 0.0)), x_(0, g, n))
+        _minus_backward(f, lin, 0, parts[0], -(k - 1))
+        f.lm.add(f"og_0_{k}", lin, ">=", 0, "time")
 
 
 # ---- what the target runs (targets.py) ---------------------------------------------------------------------
@@ -895,6 +995,8 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_pattern_cover(f)            # sum n x == L
         add_pattern_stage_time(f)       # t[s] >= compute + sends
         add_pattern_dp_allreduce_and_optimizer(f)
+        if c.grad_overlap_share > 0:
+            add_pattern_overlapped_grad_reduce(f)  # A >= the exposed gradient reduce (section 7c)
     else:                               # several layer kinds (T5): integer layer counts per kind
         add_recompute_choice(f)         # sum_r y[s,g,r] == z[s,g]
         add_layer_cover(f)              # sum n[.,.,.,k] == L_k

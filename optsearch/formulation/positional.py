@@ -203,7 +203,7 @@ def _blocks(f: Skeleton) -> _Blocks:
         step_s=np.array([_step_min(c, gg) for gg in range(G)])[g],
         rows=compute[rs, rg] + (send_in + send_out)[:, None], row_position=rs, row_low=lows,
         comm_rows=tuple(_stage_comm_s(c, per, compute.shape[2], expert)[rs, rg]
-                        for per, expert in ((c.allreduce_s_per_param, c.layer_allreduce_s),
+                        for per, expert in ((c.allreduce_floor_s_per_param, c.layer_allreduce_s),
                                             (c.optimizer_s_per_param, c.layer_optimizer_s))))
 
 
@@ -425,7 +425,7 @@ def comm_lower_s(f: Skeleton) -> float:
     """A + O >= (min_g alpha_g + min_g beta_g) x P_total / pp: some stage holds at least 1/pp of the parameters."""
     c = f.c
     total = sum(p * n for p, n in zip(c.layer_params, c.kind_layers)) + sum(c.fixed_params)
-    rate = min(c.allreduce_s_per_param) + min(c.optimizer_s_per_param)
+    rate = min(c.allreduce_floor_s_per_param) + min(c.optimizer_s_per_param)
     if any(c.expert_params):  # experts have their own per-parameter rates: the lesser rate over all parameters
         total += sum(x * n for x, n in zip(c.expert_params, c.kind_layers))
         rate = min(rate, min(c.expert_allreduce_s_per_param) + min(c.expert_optimizer_s_per_param))
