@@ -35,6 +35,10 @@ def run_one(spec: dict) -> dict:
     from optsearch.spec.budget import Budget
 
     problem = edited_problem(spec["model"], spec["cluster"], [])
+    if spec.get("target"):  # priced as the engine runs attention, as `solve --target` prices it
+        from optsearch.targets import engine_problem
+
+        problem = engine_problem(spec["target"], problem)
     options = space_from_target(spec["target"], problem) if spec.get("target") else SpaceOptions()
     budget = Budget(objective=spec["objective"], max_cost_usd=spec.get("max_cost_usd"),
                     max_time_s=spec.get("max_time_s"))

@@ -27,8 +27,9 @@ from optsearch.solver import process_age_s, solve
 from optsearch.edits import edited_problem
 from optsearch.spec.budget import Budget
 from optsearch.cli.options import space_from_target
+from optsearch.targets import engine_problem
 spec = json.loads(sys.argv[1])
-problem = edited_problem(spec["model"], spec["cluster"], [])
+problem = engine_problem("megatron", edited_problem(spec["model"], spec["cluster"], []))  # as solve prices it
 options = space_from_target("megatron", problem)
 budget = Budget(objective=spec["objective"], max_time_s=spec.get("max_time_s"), max_cost_usd=spec.get("max_cost_usd"))
 last = {}

@@ -20,7 +20,7 @@ from optsearch.solver import solve
 
 
 def main(model: str, cluster: str, minimize: str, limit_s: float, sets: list[str]) -> None:
-    problem = problem_from_options(model, cluster, "analytic", None, None, None, sets or None)
+    problem = problem_from_options(model, cluster, "analytic", None, None, None, sets or None, target="megatron")
     budget = budget_from_options(minimize, None, None, None, None)
     with_block = space_from_target("megatron", problem)
     for name, options in (("without block", replace(with_block, block_recompute=False)), ("with block", with_block)):

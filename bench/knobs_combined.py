@@ -44,9 +44,9 @@ def main(limit_s: float, out: str | None) -> None:
     rows = []
     for model, cluster, minimize, sets in CASES:
         budget = budget_from_options(minimize, None, None, None, None)
-        full = problem_from_options(model, cluster, "analytic", None, None, None, sets or None)
+        full = problem_from_options(model, cluster, "analytic", None, None, None, sets or None, target="megatron")
         plain = problem_from_options(model, cluster, "analytic", None, None, None,
-                                     [*sets, "job.distributed_optimizer=false"])
+                                     [*sets, "job.distributed_optimizer=false"], target="megatron")
         all_on = space_from_target("megatron", full)
         all_off = replace(space_from_target("megatron", plain), context_parallel_sizes=(1,), virtual_stages=(1,),
                           expert_parallel_sizes=(1,), block_recompute=False)

@@ -20,7 +20,8 @@ from optsearch.units import format_duration, format_usd
 
 
 def main(model: str, cluster: str, minimize: str, limit_s: float, which: str = "both", gbs: str | None = None) -> None:
-    problem = problem_from_options(model, cluster, "analytic", int(gbs) if gbs else None, None, None)
+    problem = problem_from_options(model, cluster, "analytic", int(gbs) if gbs else None, None, None,
+                                   target="megatron")
     budget = budget_from_options(minimize, None, None, None, None)
     target = space_from_target("megatron", problem)
     runs = {"with": target, "without": replace(target, virtual_stages=(1,))}

@@ -52,6 +52,10 @@ def run_one(spec: dict) -> dict:
         from optsearch.cli.options import space_from_target
 
         target = spec.get("target")
+        if target:  # priced as the engine runs attention, as `solve --target` prices it (targets.engine_problem)
+            from optsearch.targets import engine_problem
+
+            problem = engine_problem(target, problem)
         options = space_from_target(target, problem) if target else SpaceOptions()
         result = solve(problem, budget, solver=spec["method"], time_limit_s=limit, options=options)
     wall = process_age_s()

@@ -31,7 +31,9 @@ ORDER = ["none", "selective", "full"]
 
 
 def main(model: str, cluster: str, minimize: str, time_limit_s: float | None = None) -> None:
-    problem = problem_from_options(model, cluster, "analytic", None, None, None)
+    # priced as `solve --target megatron` prices it (flash attention where it runs, targets.engine_problem), all
+    # three spaces alike
+    problem = problem_from_options(model, cluster, "analytic", None, None, None, target="megatron")
     budget = budget_from_options(minimize, None, None, None, None)
     target_space = space_from_target("megatron", problem)
     spaces = {

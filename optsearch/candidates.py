@@ -18,6 +18,13 @@ of GPUs per node on every node used (same_gpus_per_node), and at most max_stages
 Interleaved pipeline (virtual_stages): one v for the whole plan from the allowed set; v > 1 only where
 interleaving_allowed (pp > 1, micro-batches a multiple of pp, one layer kind) and every stage's layers a multiple of v.
 A (gpu, layer kind, tp, b) missing from the profile makes that node type unusable for that candidate.
+Context parallelism (cp > 1, plan-wide): only on the node types context_parallel_node_types names, where set (the
+megatron target: the types that run flash attention).
+
+The library's default, SpaceOptions(), is the generic space (no engine target: recomputation per stage, no cp, no
+interleaving, no block recomputation), priced on a problem as build_problem makes it (no flash attention). What
+`optsearch solve --target megatron` searches is targets.target_space (the problem priced with upstream's attention,
+targets.engine_problem, and the space targets.space_options derives from it).
 """
 
 from __future__ import annotations
@@ -57,6 +64,10 @@ class SpaceOptions:
     context_parallel_sizes: tuple[int, ...] = (1,)
     # Interleaved pipeline: the model chunks per pipeline rank v the search may choose (plan-wide); (1,): none.
     virtual_stages: tuple[int, ...] = (1,)
+    # The node types that may hold a stage of a cp > 1 plan (node_uses); None: every type. The megatron target sets
+    # it to the types that run flash attention (targets.space_options): upstream's unfused attention has no context
+    # parallelism, and cp is one plan-wide value, so a cp > 1 plan runs on those types only (issue 15).
+    context_parallel_node_types: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,13 +138,18 @@ def profile_covers(problem: Problem, gpu: str, tp: int, micro_batch_size: int) -
     return all(problem.profile.has(gpu, kind, tp, micro_batch_size) for kind in kinds)
 
 
-def node_uses(problem: Problem, tp: int, dp: int, micro_batch_size: int, cp: int = 1) -> list[NodeUse]:
-    """Node types usable at (tp, dp, b, cp), in cluster order, with their whole-node block shape (w = tp x cp x dp)."""
+def node_uses(problem: Problem, tp: int, dp: int, micro_batch_size: int, cp: int = 1,
+              options: SpaceOptions | None = None) -> list[NodeUse]:
+    """Node types usable at (tp, dp, b, cp), in cluster order, with their whole-node block shape (w = tp x cp x dp).
+    With cp > 1, only the options' context_parallel_node_types (where set)."""
     w = tp * cp * dp
+    cp_types = options.context_parallel_node_types if options is not None and cp > 1 else None
     out = []
     for node in problem.cluster.node_types:
         gpn = node.gpus_per_node
         if tp > gpn or node.num_nodes_available == 0:
+            continue
+        if cp_types is not None and node.name not in cp_types:
             continue
         if w % gpn == 0:
             use = NodeUse(node=node, stages_per_block=1, nodes_per_block=w // gpn)
@@ -238,7 +254,7 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
 
     if plan.distributed_optimizer not in distributed_optimizer_choices(problem.job, plan.dp, plan.cp):
         return False
-    uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp)}
+    uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp, options)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):
         return False
     if not type_sequence_allowed(problem, tuple(s.node_type for s in plan.stages), options):

@@ -515,7 +515,7 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
             for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
-                uses = tuple(node_uses(problem, tp, dp, mbs, cp))
+                uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
                 if not uses:
                     continue
                 for ep in ep_candidates(problem, tp, dp, options):

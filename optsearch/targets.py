@@ -255,7 +255,10 @@ def context_parallel_attention_error(problem: Problem, node_types=None) -> str |
 
 
 def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOptions()) -> SpaceOptions:
-    """The search space the target runs: base narrowed by the target's capabilities (check_model first)."""
+    """The search space the target runs: base narrowed by the target's capabilities (check_model first), with
+    context parallelism only on the node types whose attention (as the problem prices it) has it
+    (context_parallel_space). The problem should be priced as the engine runs attention (engine_problem, or
+    target_space for both at once): on a problem without flash attention, upstream's target searches cp = 1 only."""
     check_model(target, problem)
     options = base
     if target.recompute != "per-stage":
@@ -273,6 +276,8 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
     else:  # the base names sizes: those the target runs
         options = replace(options, context_parallel_sizes=tuple(
             c for c in options.context_parallel_sizes if c in target.context_parallel_sizes) or (1,))
+    if options.context_parallel_sizes != (1,):
+        options = context_parallel_space(problem, options)
     if _measured_table(problem):
         # A table measured (or imported) at the model's full sequence cannot price a rank's s / cp tokens: dividing
         # its times by cp also divides fixed per-kernel and host costs (docs/cost-model.md 16a), and an imported AMP
@@ -285,6 +290,49 @@ def space_options(target: Target, problem: Problem, base: SpaceOptions = SpaceOp
         most = options.max_stages or problem.model.num_layers + 2
         options = replace(options, max_stages=min(most, target.encoder_decoder_max_pp))
     return options
+
+
+def check_context_parallel_attention(problem: Problem, plan, where: str = "plan") -> None:
+    """UnsupportedPlanError (exit 2) for a cp > 1 plan with a stage on a node type where upstream has no attention
+    backend with context parallelism (context_parallel_attention_error over the plan's node types): launch refuses it
+    (megatron.megatron_args, with the same message for where = "plan") and estimate refuses to price it."""
+    if plan.cp <= 1:
+        return
+    why = context_parallel_attention_error(problem, sorted({s.node_type for s in plan.stages}))
+    if why is not None:
+        raise UnsupportedPlanError(f"{where}: cp = {plan.cp}: {why}; re-plan with --max-cp 1")
+
+
+def context_parallel_node_types(problem: Problem) -> tuple[str, ...]:
+    """The cluster's node types on which upstream runs context parallelism with the attention the problem prices
+    (context_parallel_attention_error: flash attention there), in cluster order."""
+    return tuple(n.name for n in problem.cluster.node_types
+                 if context_parallel_attention_error(problem, [n.name]) is None)
+
+
+def context_parallel_space(problem: Problem, options: SpaceOptions) -> SpaceOptions:
+    """The space with cp > 1 only where upstream has an attention backend for it (issue 15): cp is one plan-wide
+    value, so a cp > 1 plan may hold stages only on node types that run flash attention
+    (SpaceOptions.context_parallel_node_types); where none does, cp = 1 alone. Every type runs it: unchanged."""
+    types = context_parallel_node_types(problem)
+    if not types:
+        return replace(options, context_parallel_sizes=(1,))
+    if len(types) == len(problem.cluster.node_types):
+        return options
+    if options.context_parallel_node_types is not None:
+        types = tuple(t for t in types if t in options.context_parallel_node_types)
+    return replace(options, context_parallel_node_types=types)
+
+
+def target_space(target: Target | str, problem: Problem, flash_attention: bool | None = None,
+                 base: SpaceOptions = SpaceOptions()) -> tuple[Problem, SpaceOptions]:
+    """What `optsearch solve --target NAME` searches, for library callers: the problem priced with the engine's
+    attention (engine_problem; flash_attention as --[no-]flash-attention) and the space the target runs on it
+    (space_options, context parallelism where that attention allows it). build_problem alone prices no flash
+    attention and SpaceOptions() is the generic per-stage space: neither is a target's."""
+    t = get_target(target) if isinstance(target, str) else target
+    priced = engine_problem(t, problem, flash_attention)
+    return priced, space_options(t, priced, base)
 
 
 def _measured_table(problem: Problem) -> bool:

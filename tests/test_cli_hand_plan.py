@@ -71,7 +71,9 @@ def test_default_follows_the_search_choice():
     base = ["estimate", *GPT2, "--tp", "1", "--micro-batch-size", "1", "--balance", "12-12-12-12"]
     assert _json(*base, "--dp", "4")["plan"]["distributed_optimizer"] is True
     assert "distributed_optimizer" not in _json(*base, "--dp", "1")["plan"]  # dp x cp = 1: nothing to shard
-    assert _json(*base, "--dp", "1", "--cp", "2")["plan"]["distributed_optimizer"] is True
+    # cp needs flash attention upstream (issue 15; estimate refuses gpt2-xl's heads of 100): gpt2-large's heads of 64
+    large = ["estimate", "-m", "gpt2-large", *GPT2[2:], "--tp", "1", "--micro-batch-size", "1", "--balance", "18-18"]
+    assert _json(*large, "--dp", "1", "--cp", "2")["plan"]["distributed_optimizer"] is True
 
 
 def _launch_args(text: str) -> list[str]:

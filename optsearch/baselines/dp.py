@@ -308,7 +308,7 @@ def _degrees(problem: Problem, options: SpaceOptions, knobs: Knobs, gpus: int, s
                     pp = gpus // (tp * cp * dp)
                     if pp > max_stages(problem, options) or (pp > 2 and L < pp - 2):
                         continue
-                    usable = {u.name for u in node_uses(problem, tp, dp, mbs, cp)}
+                    usable = {u.name for u in node_uses(problem, tp, dp, mbs, cp, options)}
                     if not set(counts) <= usable:
                         continue
                     eps = ep_candidates(problem, tp, dp, options) if knobs == "space" else [1]

@@ -93,7 +93,7 @@ def _degree_candidates(problem: Problem, budget: Budget, options: SpaceOptions):
         for mbs in micro_batch_candidates(problem, options):
             for cp in context_parallel_candidates(problem, options):
                 for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
-                    uses = node_uses(problem, tp, dp, mbs, cp)
+                    uses = node_uses(problem, tp, dp, mbs, cp, options)
                     if uses:
                         yield tp, dp, mbs, uses, cp
 

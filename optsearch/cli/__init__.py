@@ -20,6 +20,27 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+def _blank_flag_types() -> None:
+    """Recent typer prints a type column in --help with `<bool>` beside every flag (--json, --quiet,
+    --[no-]flash-attention, --help), options that take no value; leave that cell blank for flags, as click and older
+    typer do. typer without that column (no TyperOption.display_type_rich): nothing to do."""
+    from typer import core
+
+    option = getattr(core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "blank_for_flags", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.blank_for_flags = True
+    option.display_type_rich = display_type_rich
+
+
+_blank_flag_types()
+
+
 def _print_version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version

@@ -15,11 +15,11 @@ from optsearch.cli.options import (
     RecomputeNumLayersOpt, RecomputeOpt, StagesOpt, TokensOpt, TpOpt, VirtualStagesOpt,
     FlashAttentionOpt, OverlapGradReduceOpt, problem_from_options,
 )
-from optsearch.costmodel import distributed_optimizer_on, estimate
+from optsearch.costmodel import context_parallel_error, distributed_optimizer_on, estimate
 from optsearch.errors import InfeasibleError, OptsearchError, SpecError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
-from optsearch.targets import check_context_parallel_profile, engine_problem
+from optsearch.targets import check_context_parallel_attention, check_context_parallel_profile, engine_problem
 
 MAX_LAYOUT_EXPANSION = 1_000_000
 
@@ -69,7 +69,9 @@ def estimate_command(
     time and USD.
 
     Exit code 1 when a stage does not fit in GPU memory by this estimate (the table or JSON is printed first, then
-    one error line naming the worst stage; `launch` refuses such a plan), 2 on bad input.
+    one error line naming the worst stage; `launch` refuses such a plan), 2 on bad input, and 2 with nothing printed
+    for a plan upstream Megatron-LM cannot run as `launch` refuses it: cp > 1 with a stage on a GPU (or head size)
+    without flash attention, where upstream has no attention backend with context parallelism.
     """
     knobs = dict(tp=tp, dp=dp, micro_batch_size=micro_batch_size, stages=stages, balance=balance, layout=layout,
                  node_order=node_order, recompute=recompute, cp=cp, ep=ep, virtual_stages=virtual_stages,
@@ -94,7 +96,10 @@ def estimate_command(
                                        memory_headroom=memory_headroom, target=target or "megatron",
                                        flash_attention=flash_attention, overlap_grad_reduce=overlap_grad_reduce)
         plan = hand_plan(problem, pp=pp, **knobs)
-    check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
+    where = str(plan_file) if plan_file is not None else f"--cp {plan.cp}"
+    check_context_parallel_profile(problem, plan, where)
+    if context_parallel_error(problem.model, plan.cp) is None:  # else estimate names the model's rule
+        check_context_parallel_attention(problem, plan, where)  # as launch refuses it: nothing printed
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)

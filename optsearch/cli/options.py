@@ -187,15 +187,12 @@ TargetOpt = Annotated[str, typer.Option("--target", help=_targets_help())]
 
 
 def space_from_target(target: str, problem: Problem):
-    """The search space (SpaceOptions) of the engine target (optsearch.targets), refusing models it cannot run, for a
-    problem priced as that engine runs attention (targets.engine_problem): context parallelism only where every node
-    type runs flash attention (targets.context_parallel_attention_error)."""
-    from optsearch.targets import context_parallel_attention_error, get_target, space_options
+    """The search space (SpaceOptions) of the engine target (targets.space_options), refusing models it cannot run, for a
+    problem priced as that engine runs attention (targets.engine_problem): context parallelism only on the node types
+    that run flash attention (targets.context_parallel_node_types)."""
+    from optsearch.targets import get_target, space_options
 
-    options = space_options(get_target(target), problem)
-    if options.context_parallel_sizes != (1,) and context_parallel_attention_error(problem) is not None:
-        options = replace(options, context_parallel_sizes=(1,))
-    return options
+    return space_options(get_target(target), problem)
 
 
 def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | None:

@@ -147,8 +147,10 @@ def solve_command(
                      help="Largest context-parallel size searched (default: the target's, 8 for megatron, 1 for fasop; "
                           "1 turns context parallelism off). A measured or imported --profile table searches cp 1 only: "
                           "it holds times at the full sequence, which cannot price s / cp tokens; so do encoder-only "
-                          "(BERT), encoder-decoder and mixture-of-experts models. A value above what is searched is "
-                          "no error; a warning says why."),
+                          "(BERT), encoder-decoder and mixture-of-experts models. Upstream runs cp > 1 with flash "
+                          "attention only: a cp > 1 plan uses only the node types whose GPUs run it (compute "
+                          "capability 8.0+, head dimension a multiple of 8); where none does, cp 1 only. A value above what "
+                          "is searched is no error; a warning says why."),
     ] = None,
     out: Annotated[
         Optional[Path],
