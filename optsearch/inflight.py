@@ -138,15 +138,16 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 
 def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
                     stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1,
-                    slowest_s: float = 0.0) -> InFlightTables | None:
-    """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp) at v = 1, or None where the bound does
-    not apply (several layer kinds, mixture of experts). stages_s: the least sum of stage times; comm_s: the
+                    slowest_s: float = 0.0, ep: int = 1) -> InFlightTables | None:
+    """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp, ep), or None where the bound does
+    not apply (several layer kinds). Mixture of experts (round 8): the layer's state, steps and all-reduce at this
+    ep from moe_layer_terms, the rest unchanged. stages_s: the least sum of stage times; comm_s: the
     all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch); slowest_s: a lower bound on
     every plan's slowest stage (bounds.least_slowest_stage_s at this v, from node supply), taken in it(M_j) beside
     M_j: a plan's slowest stage is at least both."""
     model = problem.model
     kinds = model.kinds
-    if len(kinds) != 1 or model.is_moe:
+    if len(kinds) != 1 or (model.is_moe and cp != 1):  # experts: no cp (costmodel.context_parallel_error)
         return None
     kind = kinds[0]
     call = _calls(cache)
@@ -157,6 +158,10 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
     modes = list(RECOMPUTE_MODES)
     steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes] for g in names])
+    allreduce_per_layer = np.array(d.alpha, float) * model.layer_parameters(kind)
+    if model.is_moe:  # round 8: the expert terms at this ep, exact per layer (moe_layer_terms)
+        per_layer_state, a2a, allreduce_per_layer = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes)
+        steps = steps + a2a
     acts = np.array([[call(cp_layer_activation_bytes, problem, g, kind, tp, mbs, r, cp) for r in modes]
                      for g in names])
     working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
@@ -190,8 +195,10 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     tab = InFlightTables(marks=marks, iteration=iteration, caps=None, price=np.array(d.price_per_gpu_hour, float),
                          middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan),
                          slots=np.array(d.slots, dtype=np.int64),
-                         allreduce_per_layer=np.array(d.alpha, float) * model.layer_parameters(kind),
+                         allreduce_per_layer=allreduce_per_layer,
                          allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v)
+    if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
+        tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
     tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
@@ -412,6 +419,64 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     return None if not math.isfinite(best) else best
 
 
+def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, ep: int, modes: list[str]
+                    ) -> tuple[float, np.ndarray, np.ndarray]:
+    """A mixture-of-experts layer's terms in the in-flight bound at expert-parallel size ep (round 8; no context
+    parallelism with experts): (state bytes per GPU, [g, r] its all-to-alls per micro-batch, [g] its share of the
+    stage all-reduce), each the cost model's own value for one layer (costmodel.estimate), so the bound of the
+    module docstring holds as it does for a dense layer:
+      - state: (P - X) / tp x state_bytes(dp) + X / (tp ep) x expert_state_bytes_per_param(dp, ep), X the layer's
+        expert parameters (estimate's memory: dense / tp x state + experts / (tp ep) x expert state);
+      - all-to-alls: moe_layer_alltoall_s in mode r (4 per micro-batch, 6 under full recomputation; block
+        recomputation: 6 on its recomputed layers, 4 on the others, which is steps[full] and steps[none] as
+        _least_times combines them), on the placement's node span: a stage of w = tp dp > GPUs per node always
+        spans nodes; with w <= GPUs per node, tp ep <= w, so ep_ranks_per_node gives r = ep either way and the
+        span does not change the value;
+      - all-reduce: gradient_sync_s of P - X dense parameters plus expert_allreduce_s of X, each linear in its
+        parameter count (ring_allreduce_s, no latency term), at the span of w > GPUs per node, the lesser
+        bandwidth (a stage that straddles two nodes with w <= GPUs per node pays more, never less).
+    The dense path's allreduce_per_layer (min(alpha, alpha_e) x P, bounds.moe_rates) is replaced by the exact sum."""
+    from optsearch.costmodel import (
+        expert_allreduce_s, expert_state_bytes_per_param, gradient_sync_s, moe_layer_alltoall_s,
+    )
+    model, tp = problem.model, d.tp
+    dist = distributed_optimizer_on(problem.job, dp, 1)
+    P, X = float(model.layer_parameters(kind)), float(model.expert_parameters(kind))
+    state = (P - X) / tp * state_bytes(problem.job, dp, 1, dist) \
+        + X / (tp * ep) * expert_state_bytes_per_param(problem.job, dp, ep, dist)
+    spans = [d.w > u.node.gpus_per_node for u in d.uses]
+    a2a = np.array([[moe_layer_alltoall_s(problem, u.name, kind, tp, ep, mbs, r, s) for r in modes]
+                    for u, s in zip(d.uses, spans)])
+    allreduce = np.array([gradient_sync_s(problem, u.name, P - X, tp, dp, s, 1, dist)
+                          + expert_allreduce_s(problem, u.name, X, tp, dp, ep, s, dist) for u, s in zip(d.uses, spans)])
+    return state, a2a, allreduce
+
+
+def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int) -> tuple[float, float]:
+    """Lower bounds (all-reduce, optimizer) on the largest stage all-reduce and the largest optimizer step of every
+    plan of a mixture-of-experts candidate (round 8; no context parallelism with experts). Stage i on g_i holds D_i dense and
+    X_i expert parameters (sum_i D_i = D, the dense total with the embedding and head at pp, sum_i X_i = X):
+        max_i (a_d[g_i] D_i + a_e[g_i] X_i) >= (1 / pp) sum_i (...) >= (min_g a_d[g] D + min_g a_e[g] X) / pp,
+    the same for the optimizer (b_d, b_e), the maximum of a sum being at least the mean; a_d = gradient_sync_s,
+    a_e = expert_allreduce_s, b_d = optimizer_s, b_e = expert_optimizer_step_s per parameter (all linear in the
+    count), the all-reduce at the span w > GPUs per node (the least bandwidth a stage can have is taken by the
+    cost model whenever the stage spans nodes; a stage that fits in a node may still straddle two, which only
+    slows it). The dense path's floor, (min(a_d, a_e) + min(b_d, b_e)) (D + X) / pp (bounds.moe_rates), is never
+    above this one. The all-reduce part is also the floor _time_under_cost subtracts from a bucket's all-reduce
+    (InFlightTables.allreduce_floor): it(M_j) counts at most that much for it."""
+    from optsearch.costmodel import expert_allreduce_s, expert_optimizer_step_s, gradient_sync_s, optimizer_s
+    model, tp = problem.model, d.tp
+    dist = distributed_optimizer_on(problem.job, dp, 1)
+    X = float(sum(model.expert_parameters(k) * k.num_layers for k in model.kinds))
+    D = d.all_params(pp) - X
+    spans = [d.w > u.node.gpus_per_node for u in d.uses]
+    a_d = min(gradient_sync_s(problem, u.name, 1.0, tp, dp, s, 1, dist) for u, s in zip(d.uses, spans))
+    a_e = min(expert_allreduce_s(problem, u.name, 1.0, tp, dp, ep, s, dist) for u, s in zip(d.uses, spans))
+    b_d = min(optimizer_s(problem, u.name, 1.0, tp, dp, 1, dist) for u in d.uses)
+    b_e = min(expert_optimizer_step_s(problem, u.name, 1.0, tp, dp, ep, dist) for u in d.uses)
+    return (a_d * D + a_e * X) / pp, (b_d * D + b_e * X) / pp
+
+
 def least_embedding_allreduce_s(problem: Problem, d: DegreeTerms, pp: int) -> float:
     """A lower bound on the tied-embedding all-reduce of every plan of a candidate (costmodel.embedding_allreduce_s:
     the first and the last stage exchange the word embedding's gradient when pp > 1): its least value over every
@@ -456,11 +521,14 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
             + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp)
+        if problem.model.is_moe and cand.cp == 1:  # round 8: dense and expert parameters at their own rates
+            comm_s = max(comm_s, sum(moe_comm_floor_s(problem, d, pp, cand.dp, cand.ep))
+                         + least_embedding_allreduce_s(problem, d, pp))
         slowest_s = float(slowest_floor(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
         if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
             return CandidateBound(False)  # the same answer)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
-                                         cache, cand.v, slowest_s)
+                                         cache, cand.v, slowest_s, cand.ep)
     tab = kept[cand.key]
     if tab is None:
         return bound
