@@ -71,7 +71,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from optsearch.bounds import CandidateBound, DegreeTerms, _calls, sender_send_min_s, slowest_floor
+from optsearch.bounds import CandidateBound, DegreeTerms, _calls, grad_overlap_floor, sender_send_min_s, slowest_floor
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, embedding_allreduce_s, memory_capacity_bytes, state_bytes,
@@ -447,9 +447,19 @@ def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, e
     spans = [d.w > u.node.gpus_per_node for u in d.uses]
     a2a = np.array([[moe_layer_alltoall_s(problem, u.name, kind, tp, ep, mbs, r, s) for r in modes]
                     for u, s in zip(d.uses, spans)])
-    allreduce = np.array([gradient_sync_s(problem, u.name, P - X, tp, dp, s, 1, dist)
-                          + expert_allreduce_s(problem, u.name, X, tp, dp, ep, s, dist) for u, s in zip(d.uses, spans)])
+    dense = _exposed_dense(problem, dist, [gradient_sync_s(problem, u.name, P - X, tp, dp, s, 1, dist)
+                                           for u, s in zip(d.uses, spans)])
+    allreduce = np.array([a + expert_allreduce_s(problem, u.name, X, tp, dp, ep, s, dist)
+                          for a, u, s in zip(dense, d.uses, spans)])
     return state, a2a, allreduce
+
+
+def _exposed_dense(problem: Problem, distributed: bool, dense: list[float]) -> tuple[float, ...]:
+    """The dense part of MoE all-reduces as a floor: whole, or with --overlap-grad-reduce (Problem.overlap_grad_reduce,
+    upstream's default in solve) only its exposed floor, bounds.grad_overlap_floor (costmodel._overlap_grad_reduce
+    hides the dense reduce-scatter behind the backward; the experts' exchange stays exposed). Applied to every
+    candidate of such a problem, also where the overlap is off for it (dp = 1): lower, still valid."""
+    return grad_overlap_floor(problem, distributed, tuple(dense)) if problem.overlap_grad_reduce else tuple(dense)
 
 
 def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int) -> tuple[float, float]:
@@ -470,7 +480,8 @@ def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int
     X = float(sum(model.expert_parameters(k) * k.num_layers for k in model.kinds))
     D = d.all_params(pp) - X
     spans = [d.w > u.node.gpus_per_node for u in d.uses]
-    a_d = min(gradient_sync_s(problem, u.name, 1.0, tp, dp, s, 1, dist) for u, s in zip(d.uses, spans))
+    a_d = min(_exposed_dense(problem, dist, [gradient_sync_s(problem, u.name, 1.0, tp, dp, s, 1, dist)
+                                             for u, s in zip(d.uses, spans)]))
     a_e = min(expert_allreduce_s(problem, u.name, 1.0, tp, dp, ep, s, dist) for u, s in zip(d.uses, spans))
     b_d = min(optimizer_s(problem, u.name, 1.0, tp, dp, 1, dist) for u in d.uses)
     b_e = min(expert_optimizer_step_s(problem, u.name, 1.0, tp, dp, ep, dist) for u in d.uses)
