@@ -631,6 +631,56 @@ def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
     return [item for _, _, item in ranked]
 
 
+CPSAT_BUDGET_MARGIN = 2.0  # the budget rows' allowance, in units of _check's bound on CP-SAT's tick error
+
+
+def cpsat_tick_error_s(problem: Problem, f, ticks: int) -> float:
+    """A bound on how far CP-SAT's rounding can move T (seconds per iteration) from the plan's own value: half a tick
+    per rounded coefficient along a pipeline's rows, (layers + 8) x (m + pp + 2) of them (the bound _check allows)."""
+    return 0.5 / ticks * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
+
+
+def _relax_budget_rows(problem: Problem, f) -> None:
+    """Raise the right-hand sides of the model's time and cost budget rows by CPSAT_BUDGET_MARGIN x the bound on
+    CP-SAT's rounding of that row at a plan (cpsat_tick_error_s; the cost row: that times the most any plan of the
+    candidate can rent per iteration-second, pp blocks at the dearest block price), so that every plan that meets
+    the budget is a point of CP-SAT's integer model (_budget_allowance reads the allowance back).
+
+    Without it a plan that sits exactly at the budget (CHECK_REL and BUDGET_REL are 10^-6; a tick error of one part
+    in 10^4 is common, e.g. 1-microsecond ticks on a 100 s iteration) was not a point of the integer model: CP-SAT
+    called the model infeasible, and before a plan was known the other backend re-checked it (issue 14, round 8:
+    GPT-3 13B on FASOP's cluster, time under B at the only plan's own cost: CBC's re-check ran to its limit, 4-12 s,
+    and the first plan came at 6.5 s). With an incumbent such a plan was cut off silently. Plans the allowance lets
+    in that break the budget are cut off by _solve_model's rounding cuts, and the cost model decides every answer.
+    The rows are rebuilt (Constraint is frozen) and renamed (bud_time_cpsat, bud_cost_cpsat): a second call on the
+    same model relaxes nothing more."""
+    rows = {i: con for i, con in enumerate(f.lm.constraints) if con.name in ("bud_time", "bud_cost") and con.sense == "<="}
+    ticks = None
+    for _ in range(3):  # the allowance may coarsen the tick (ticks_per_s sees the rows' right-hand sides): re-check
+        now = ticks_per_s(f.lm)
+        if ticks is not None and now >= ticks:
+            break
+        ticks = now
+        err_s = CPSAT_BUDGET_MARGIN * cpsat_tick_error_s(problem, f, ticks)
+        for i, con in rows.items():
+            name = "time" if con.name == "bud_time" else "cost"
+            extra = err_s if name == "time" else err_s * f.cand.pp * max(f.c.price_scaled)
+            f.lm.constraints[i] = replace(con, name=f"{con.name}_cpsat", rhs=con.rhs + extra)
+
+
+def _budget_allowance(f) -> dict[str, float]:
+    """How far above the budget (relative to limit x (1 + BUDGET_REL)) the relaxed rows of _relax_budget_rows let a
+    plan in: "time" and "cost", from the rows' right-hand sides and the budget's own limits."""
+    out: dict[str, float] = {}
+    for con in f.lm.constraints:
+        if con.name == "bud_time_cpsat" and f.budget.max_time_s:
+            out["time"] = con.rhs / (f.budget.max_time_s * (1 + BUDGET_REL) / f.c.iterations) - 1
+        elif con.name == "bud_cost_cpsat" and f.budget.max_cost_usd:
+            base = f.budget.max_cost_usd * (1 + BUDGET_REL) * SECONDS_PER_HOUR * PRICE_SCALE / f.c.iterations
+            out["cost"] = con.rhs / base - 1
+    return out
+
+
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
     """Solve one candidate's model: (solution, (plan, estimate) or None, how many solves).
 
@@ -644,6 +694,9 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     budget, cand = f.budget, f.cand
     solves = 0
+    if isinstance(engine, CpSat):
+        _relax_budget_rows(problem, f)
+    relaxed = _budget_allowance(f)  # also where CP-SAT relaxed the rows before another backend's re-check
     while True:
         left = None if deadline is None else deadline - time.perf_counter()
         if solves and left is not None and left <= 0:  # out of time after a cut: this candidate stays open
@@ -664,7 +717,14 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
         over = [(name, lin) for name, limit, value, lin in (
             ("time", budget.max_time_s, est.training_time_s, Lin.of((1.0, "T"))),
             ("cost", budget.max_cost_usd, est.cost_usd, cost_rate_expr(f) if budget.max_cost_usd else None))
-            if limit is not None and limit * (1 + BUDGET_REL) < value <= limit * (1 + BUDGET_REL) * (1 + CHECK_REL)]
+            if limit is not None and limit * (1 + BUDGET_REL) < value
+            <= limit * (1 + BUDGET_REL) * (1 + max(CHECK_REL, relaxed.get(name, 0.0)))]
+        if over and solves > MAX_ROUNDING_CUTS and any(
+                value > limit * (1 + BUDGET_REL) * (1 + CHECK_REL) for limit, value in (
+                    (budget.max_time_s, est.training_time_s), (budget.max_cost_usd, est.cost_usd)) if limit is not None):
+            # Still over the budget by more than the model's own rounding after every cut: only the relaxation of
+            # _relax_budget_rows let it in. No plan, no proof: the candidate stays open (never a plan that breaks B).
+            return Solution("unknown", {}, None, None), None, solves
         if not over or solves > MAX_ROUNDING_CUTS:
             return sol, (plan, est), solves
         for name, lin in over:
