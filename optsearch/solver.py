@@ -599,6 +599,27 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 
 
 MAX_ROUNDING_CUTS = 20
+MODEL_PROBE_S = 1.0  # an interleaved candidate's model, tried for this long before its sibling's positional bound
+# (CP-SAT's deterministic time; the wall clock caps it at 4 x that, or the deadline)
+
+
+def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: SpaceOptions, memo: Memo,
+                 item: Bounded, incumbent_value: float, limit_s: float):
+    """An interleaved (v > 1) candidate's own model with the incumbent's cut, for at most limit_s, before the v = 1
+    sibling's positional bound: (solution, (plan, estimate) or None, solves, formulation). "optimal" or "infeasible"
+    closes the candidate as the loop's own model solve would (the same model, the same cut); anything else leaves it
+    to the positional bound, as before.
+
+    Issue 14, round 8: at the front of the time rows' queues sit interleaved candidates whose sibling positional
+    bound costs 1-4 s of CPU each on the large pools (GPT-3 175B / Llama-2 70B on mixed-pool-8k / 3k, 8-16 stages
+    of 64-128 replicas) and whose models, with an incumbent's cut, CP-SAT closes in 0.04-0.12 s (Llama-2 70B, time
+    under B on mixed-pool-3k: 3 candidates in 9 s, each model infeasible under the cut after its 2 s bound)."""
+    sk = memo.skeleton(item.cand)
+    f = build(problem, budget, item.cand, options, incumbent_value, INCUMBENT_REL, skel=sk)
+    if isinstance(engine, CpSat):  # CP-SAT's deterministic time: the same probe whatever the machine's load
+        engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": MODEL_PROBE_S})
+    sol, found, solves = _solve_model(problem, engine, f, limit_s, None)
+    return sol, found, solves, f
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
@@ -912,6 +933,7 @@ def solve(
     bounded_here = 0  # candidates whose positional bound was computed
     inflight_here = 0  # candidates whose in-flight bound was computed (inflight.py)
     harvested: set[tuple[int, ...]] = set()  # v = 1 siblings whose quick plans were offered (below)
+    probed = 0  # interleaved candidates whose model was tried before their positional bound (_model_probe)
 
     def report(item: Bounded) -> None:
         if progress is not None:
@@ -982,6 +1004,23 @@ def solve(
                 heapq.heappush(queue, (sharper, key, i, replace(item, lower_bound=sharper, inflight=True)))
                 continue
             lower = max(lower, sharper)
+        if (item.level == REFINED and item.cand.v > 1 and incumbent is not None and slower_than_s == 0.0
+                and not first_plan_only and MODEL_PROBE_S > 0.0 and memo.skeleton(item.cand).most is not None):
+            # An interleaved candidate's model, briefly, before its sibling's positional bound (_model_probe).
+            probe_s = 4 * MODEL_PROBE_S if deadline is None else min(4 * MODEL_PROBE_S, deadline - time.perf_counter())
+            if probe_s > 0.0:
+                sol, found, solves, f = _model_probe(problem, engine, budget, options, memo, item, incumbent[0],
+                                                     probe_s)
+                milps += solves
+                probed += 1
+                if found is not None:
+                    plan, est = found
+                    _check(problem, f, sol, plan, est, engine.name, slower_than_s)
+                    incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
+                if sol.status in ("optimal", "infeasible"):  # closed: its best plan is known, or none beats the cut
+                    explored += 1
+                    report(item)
+                    continue
         if item.level == REFINED:
             # The positional bound (formulation/positional.py), and plans found without a solver: the quick plans
             # and those of the positional programme. The best that meets the budget may become the incumbent.
@@ -1126,6 +1165,8 @@ def solve(
     if seed_s is not None:
         stats["seed_s"] = seed_s
     stats.update(inflight_bounded=float(inflight_here), positional_bounded=float(bounded_here))
+    if probed:
+        stats["models_probed"] = float(probed)
     if incumbent is not None:
         stats["first_plan_s"] = elapsed if first_plan_s is None else first_plan_s
     if rechecked:
