@@ -600,6 +600,27 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 
 
 MAX_ROUNDING_CUTS = 20
+MODEL_PROBE_S = 1.0  # an interleaved candidate's model, tried for this long before its sibling's positional bound
+# (CP-SAT's deterministic time; the wall clock caps it at 4 x that, or the deadline)
+
+
+def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: SpaceOptions, memo: Memo,
+                 item: Bounded, incumbent_value: float, limit_s: float):
+    """An interleaved (v > 1) candidate's own model with the incumbent's cut, for at most limit_s, before the v = 1
+    sibling's positional bound: (solution, (plan, estimate) or None, solves, formulation). "optimal" or "infeasible"
+    closes the candidate as the loop's own model solve would (the same model, the same cut); anything else leaves it
+    to the positional bound, as before.
+
+    Issue 14, round 8: at the front of the time rows' queues sit interleaved candidates whose sibling positional
+    bound costs 1-4 s of CPU each on the large pools (GPT-3 175B / Llama-2 70B on mixed-pool-8k / 3k, 8-16 stages
+    of 64-128 replicas) and whose models, with an incumbent's cut, CP-SAT closes in 0.04-0.12 s (Llama-2 70B, time
+    under B on mixed-pool-3k: 3 candidates in 9 s, each model infeasible under the cut after its 2 s bound)."""
+    sk = memo.skeleton(item.cand)
+    f = build(problem, budget, item.cand, options, incumbent_value, INCUMBENT_REL, skel=sk)
+    if isinstance(engine, CpSat):  # CP-SAT's deterministic time: the same probe whatever the machine's load
+        engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": MODEL_PROBE_S})
+    sol, found, solves = _solve_model(problem, engine, f, limit_s, None)
+    return sol, found, solves, f
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
@@ -632,6 +653,56 @@ def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
     return [item for _, _, item in ranked]
 
 
+CPSAT_BUDGET_MARGIN = 2.0  # the budget rows' allowance, in units of _check's bound on CP-SAT's tick error
+
+
+def cpsat_tick_error_s(problem: Problem, f, ticks: int) -> float:
+    """A bound on how far CP-SAT's rounding can move T (seconds per iteration) from the plan's own value: half a tick
+    per rounded coefficient along a pipeline's rows, (layers + 8) x (m + pp + 2) of them (the bound _check allows)."""
+    return 0.5 / ticks * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
+
+
+def _relax_budget_rows(problem: Problem, f) -> None:
+    """Raise the right-hand sides of the model's time and cost budget rows by CPSAT_BUDGET_MARGIN x the bound on
+    CP-SAT's rounding of that row at a plan (cpsat_tick_error_s; the cost row: that times the most any plan of the
+    candidate can rent per iteration-second, pp blocks at the dearest block price), so that every plan that meets
+    the budget is a point of CP-SAT's integer model (_budget_allowance reads the allowance back).
+
+    Without it a plan that sits exactly at the budget (CHECK_REL and BUDGET_REL are 10^-6; a tick error of one part
+    in 10^4 is common, e.g. 1-microsecond ticks on a 100 s iteration) was not a point of the integer model: CP-SAT
+    called the model infeasible, and before a plan was known the other backend re-checked it (issue 14, round 8:
+    GPT-3 13B on FASOP's cluster, time under B at the only plan's own cost: CBC's re-check ran to its limit, 4-12 s,
+    and the first plan came at 6.5 s). With an incumbent such a plan was cut off silently. Plans the allowance lets
+    in that break the budget are cut off by _solve_model's rounding cuts, and the cost model decides every answer.
+    The rows are rebuilt (Constraint is frozen) and renamed (bud_time_cpsat, bud_cost_cpsat): a second call on the
+    same model relaxes nothing more."""
+    rows = {i: con for i, con in enumerate(f.lm.constraints) if con.name in ("bud_time", "bud_cost") and con.sense == "<="}
+    ticks = None
+    for _ in range(3):  # the allowance may coarsen the tick (ticks_per_s sees the rows' right-hand sides): re-check
+        now = ticks_per_s(f.lm)
+        if ticks is not None and now >= ticks:
+            break
+        ticks = now
+        err_s = CPSAT_BUDGET_MARGIN * cpsat_tick_error_s(problem, f, ticks)
+        for i, con in rows.items():
+            name = "time" if con.name == "bud_time" else "cost"
+            extra = err_s if name == "time" else err_s * f.cand.pp * max(f.c.price_scaled)
+            f.lm.constraints[i] = replace(con, name=f"{con.name}_cpsat", rhs=con.rhs + extra)
+
+
+def _budget_allowance(f) -> dict[str, float]:
+    """How far above the budget (relative to limit x (1 + BUDGET_REL)) the relaxed rows of _relax_budget_rows let a
+    plan in: "time" and "cost", from the rows' right-hand sides and the budget's own limits."""
+    out: dict[str, float] = {}
+    for con in f.lm.constraints:
+        if con.name == "bud_time_cpsat" and f.budget.max_time_s:
+            out["time"] = con.rhs / (f.budget.max_time_s * (1 + BUDGET_REL) / f.c.iterations) - 1
+        elif con.name == "bud_cost_cpsat" and f.budget.max_cost_usd:
+            base = f.budget.max_cost_usd * (1 + BUDGET_REL) * SECONDS_PER_HOUR * PRICE_SCALE / f.c.iterations
+            out["cost"] = con.rhs / base - 1
+    return out
+
+
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
     """Solve one candidate's model: (solution, (plan, estimate) or None, how many solves).
 
@@ -645,6 +716,9 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     budget, cand = f.budget, f.cand
     solves = 0
+    if isinstance(engine, CpSat):
+        _relax_budget_rows(problem, f)
+    relaxed = _budget_allowance(f)  # also where CP-SAT relaxed the rows before another backend's re-check
     while True:
         left = None if deadline is None else deadline - time.perf_counter()
         if solves and left is not None and left <= 0:  # out of time after a cut: this candidate stays open
@@ -665,7 +739,14 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
         over = [(name, lin) for name, limit, value, lin in (
             ("time", budget.max_time_s, est.training_time_s, Lin.of((1.0, "T"))),
             ("cost", budget.max_cost_usd, est.cost_usd, cost_rate_expr(f) if budget.max_cost_usd else None))
-            if limit is not None and limit * (1 + BUDGET_REL) < value <= limit * (1 + BUDGET_REL) * (1 + CHECK_REL)]
+            if limit is not None and limit * (1 + BUDGET_REL) < value
+            <= limit * (1 + BUDGET_REL) * (1 + max(CHECK_REL, relaxed.get(name, 0.0)))]
+        if over and solves > MAX_ROUNDING_CUTS and any(
+                value > limit * (1 + BUDGET_REL) * (1 + CHECK_REL) for limit, value in (
+                    (budget.max_time_s, est.training_time_s), (budget.max_cost_usd, est.cost_usd)) if limit is not None):
+            # Still over the budget by more than the model's own rounding after every cut: only the relaxation of
+            # _relax_budget_rows let it in. No plan, no proof: the candidate stays open (never a plan that breaks B).
+            return Solution("unknown", {}, None, None), None, solves
         if not over or solves > MAX_ROUNDING_CUTS:
             return sol, (plan, est), solves
         for name, lin in over:
@@ -853,6 +934,7 @@ def solve(
     bounded_here = 0  # candidates whose positional bound was computed
     inflight_here = 0  # candidates whose in-flight bound was computed (inflight.py)
     harvested: set[tuple[int, ...]] = set()  # v = 1 siblings whose quick plans were offered (below)
+    probed = 0  # interleaved candidates whose model was tried before their positional bound (_model_probe)
 
     def report(item: Bounded) -> None:
         if progress is not None:
@@ -923,6 +1005,23 @@ def solve(
                 heapq.heappush(queue, (sharper, key, i, replace(item, lower_bound=sharper, inflight=True)))
                 continue
             lower = max(lower, sharper)
+        if (item.level == REFINED and item.cand.v > 1 and incumbent is not None and slower_than_s == 0.0
+                and not first_plan_only and MODEL_PROBE_S > 0.0 and memo.skeleton(item.cand).most is not None):
+            # An interleaved candidate's model, briefly, before its sibling's positional bound (_model_probe).
+            probe_s = 4 * MODEL_PROBE_S if deadline is None else min(4 * MODEL_PROBE_S, deadline - time.perf_counter())
+            if probe_s > 0.0:
+                sol, found, solves, f = _model_probe(problem, engine, budget, options, memo, item, incumbent[0],
+                                                     probe_s)
+                milps += solves
+                probed += 1
+                if found is not None:
+                    plan, est = found
+                    _check(problem, f, sol, plan, est, engine.name, slower_than_s)
+                    incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
+                if sol.status in ("optimal", "infeasible"):  # closed: its best plan is known, or none beats the cut
+                    explored += 1
+                    report(item)
+                    continue
         if item.level == REFINED:
             # The positional bound (formulation/positional.py), and plans found without a solver: the quick plans
             # and those of the positional programme. The best that meets the budget may become the incumbent.
@@ -1067,6 +1166,8 @@ def solve(
     if seed_s is not None:
         stats["seed_s"] = seed_s
     stats.update(inflight_bounded=float(inflight_here), positional_bounded=float(bounded_here))
+    if probed:
+        stats["models_probed"] = float(probed)
     if incumbent is not None:
         stats["first_plan_s"] = elapsed if first_plan_s is None else first_plan_s
     if rechecked:
