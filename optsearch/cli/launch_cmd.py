@@ -15,7 +15,7 @@ from optsearch.cli.options import (
     NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt, RecomputeNumLayersOpt, RecomputeOpt, StagesOpt,
     TokensOpt, TpOpt, VirtualStagesOpt, FlashAttentionOpt,
 )
-from optsearch.errors import SpecError
+from optsearch.errors import SpecError, UnsupportedPlanError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
 from optsearch.problem import build_problem
 from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
@@ -100,9 +100,14 @@ def launch_command(
         problem = engine_problem("fasop" if fmt == "fasop" else "megatron", problem, flash_attention)
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
-    files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
-                                master_port=master_port, allow_no_fit=allow_no_fit,
-                                out_dir=None if out is None else str(out))
+    try:
+        files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
+                                    master_port=master_port, allow_no_fit=allow_no_fit,
+                                    out_dir=None if out is None else str(out))
+    except UnsupportedPlanError as ex:
+        if plan_file is not None:
+            raise
+        raise UnsupportedPlanError(hand_plan_advice(str(ex), plan.cp)) from None
     if out is None:  # the printed files carry the notes as comments: not again on stderr
         for i, (name, text) in enumerate(files.items()):
             if len(files) > 1:
@@ -120,3 +125,11 @@ def launch_command(
         if name.endswith((".sh", ".sbatch")):  # scripts are executable, as far as the umask lets them be
             os.chmod(path, 0o777 & ~_umask())
         stderr.print(f"wrote {path}", highlight=False, markup=False)
+
+
+def hand_plan_advice(message: str, cp: int) -> str:
+    """A refusal's advice for a hand-given plan: its cp is the user's --cp, so the solver's re-plan advice becomes
+    dropping it."""
+    for advice in ("re-plan with --max-cp 1", "re-plan with --target fasop (cp = 1)"):
+        message = message.replace(advice, f"drop --cp {cp}")
+    return message

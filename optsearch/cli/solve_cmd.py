@@ -183,6 +183,9 @@ def solve_command(
         options = space_from_target(target, problem)
         if expert_parallel is not None:
             options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
+            if not problem.model.is_moe:  # like --max-cp above what can run: no error, but say it does nothing
+                stderr.print(f"[yellow]warning:[/yellow] --expert-parallel {expert_parallel}: {problem.model.name} has "
+                             f"no experts (a dense model); the option changes nothing", highlight=False)
         if max_cp is not None:
             note = max_cp_note(max_cp, target, problem, options)
             if note is not None:
@@ -198,12 +201,16 @@ def solve_command(
                            progress=progress)
         if result.plan is None:
             if result.status == "timeout":
-                raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
-            try:
-                reason = no_plan_reason(problem, budget, solver=solver, options=options, time_limit_s=left())
-            except OutOfTime:
-                reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
-                          f"--time-limit {time_limit:g} s")
+                reason = f"no plan found within --time-limit {time_limit:g} s; raise the limit"
+            else:
+                try:
+                    reason = no_plan_reason(problem, budget, solver=solver, options=options, time_limit_s=left())
+                except OutOfTime:
+                    reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
+                              f"--time-limit {time_limit:g} s")
+            if as_json:  # stdout still carries one JSON object; --out stays unwritten
+                stdout.out(dumps({"status": result.status, "objective": budget.objective, "plan": None,
+                                  "reason": reason}), end="", highlight=False)
             raise InfeasibleError(reason)
     scope = ""
     if left_out:  # the proof holds over the node types searched, no further
@@ -226,4 +233,11 @@ def solve_command(
     if out is not None:
         stderr.print(f"wrote {out}")
     if result.status != "optimal":
-        stderr.print(f"[yellow]not proven optimal: {result.message}; best bound {format_usd(result.bound) if result.objective == 'cost' and result.bound else result.bound}[/yellow]")
+        stderr.print(f"[yellow]not proven optimal: {result.message}; best bound {bound_text(result)}[/yellow]")
+
+
+def bound_text(result) -> str:
+    """The solver's lower bound in the objective's unit: dollars, or a duration (the time objective is seconds)."""
+    if result.bound is None:
+        return "none"
+    return format_usd(result.bound) if result.objective == "cost" else format_duration(result.bound)

@@ -1,0 +1,47 @@
+"""A new user's review (round 8): CLI messages and output on the toy specs (in-process, each well under a second)."""
+
+from __future__ import annotations
+
+import json
+
+from optsearch.cli.solve_cmd import bound_text
+from optsearch.search import SearchResult
+
+from test_cli_errors import run_cli, toy  # noqa: F401 (toy is a fixture)
+
+
+def test_the_time_bound_is_printed_as_a_duration():
+    time_result = SearchResult(method="cbc", status="feasible", objective="time", solve_time_s=1.0, bound=1880292.5208664334)
+    cost_result = SearchResult(method="cbc", status="feasible", objective="cost", solve_time_s=1.0, bound=52046.3)
+    assert bound_text(time_result) == "21d 18h"
+    assert bound_text(cost_result) == "$52,046"
+
+
+def test_solve_json_with_no_plan_prints_the_status_and_reason(toy, tmp_path):
+    model, cluster = toy
+    out = tmp_path / "plan.json"
+    run = run_cli("solve", "-m", str(model), "-c", str(cluster), "--max-time", "1s", "--json", "-q", "--out", str(out))
+    assert run.code == 1
+    got = json.loads(run.stdout)
+    assert got["status"] == "infeasible" and got["plan"] is None
+    assert got["reason"].startswith("no plan finishes within 1 s"), got
+    assert run.error_line == f"error: {got['reason']}"
+    assert not out.exists()
+
+
+def test_expert_parallel_on_a_dense_model_is_warned_about(toy):
+    model, cluster = toy
+    run = run_cli("solve", "-m", str(model), "-c", str(cluster), "--expert-parallel", "3", "-q")
+    assert run.code == 0
+    assert "warning: --expert-parallel 3: toy has no experts" in run.stderr, run.stderr
+
+
+def test_launch_refusing_a_hand_plans_cp_says_drop_cp(toy):
+    """A hand plan's cp is the user's --cp: drop it, not 're-plan with --max-cp 1' / '--target fasop (cp = 1)'."""
+    model, cluster = toy
+    hand = ["--tp", "1", "--dp", "1", "--micro-batch-size", "1", "--stages", "fast:2,fast:2", "--cp", "2"]
+    line = run_cli("launch", "-m", str(model), "-c", str(cluster), *hand).error_line
+    assert line.endswith("; drop --cp 2"), line
+    line = run_cli("launch", "-m", "gpt2-xl", "-c", "fasop-a100-a10", "--tp", "1", "--dp", "1", "--micro-batch-size",
+                   "1", "--stages", "a100:24,a100:24", "--cp", "2", "--format", "fasop").error_line
+    assert "no context parallelism; drop --cp 2, or launch it for upstream" in line, line
