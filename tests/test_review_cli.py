@@ -45,3 +45,25 @@ def test_launch_refusing_a_hand_plans_cp_says_drop_cp(toy):
     line = run_cli("launch", "-m", "gpt2-xl", "-c", "fasop-a100-a10", "--tp", "1", "--dp", "1", "--micro-batch-size",
                    "1", "--stages", "a100:24,a100:24", "--cp", "2", "--format", "fasop").error_line
     assert "no context parallelism; drop --cp 2, or launch it for upstream" in line, line
+
+
+HEAD = "run_id,group,source,model,cluster,global_batch_size,tp,dp,micro_batch_size,stages,measured_iteration_s,oom\n"
+
+
+def test_validate_names_a_row_with_the_wrong_field_count(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(HEAD + "r1,g,s,gpt2-xl,fasop-a10,64,1,4,1,a10:24,a10:24,1.0,0\n")  # the stages comma unquoted
+    line = run_cli("validate", str(bad)).error_line
+    assert line == (f"error: {bad} row 2 (r1): 13 fields where the header has 12 (a comma inside a field must be "
+                    f"quoted, e.g. \"a100:12,a100:12\")"), line
+    bad.write_text(HEAD + "r1,g,s,gpt2-xl,fasop-a10,64,1,4,1\n")
+    assert run_cli("validate", str(bad)).error_line == f"error: {bad} row 2 (r1): 9 fields where the header has 12"
+
+
+def test_validate_with_no_run_predicted_to_fit_says_so(tmp_path):
+    runs = tmp_path / "runs.csv"
+    runs.write_text(HEAD + 'r1,g,s,gpt2-xl,fasop-a10,64,1,1,1,"a10:48",,1\n')  # 1.5 B parameters on one 24 GB A10
+    run = run_cli("validate", str(runs))
+    assert run.code == 0, run.stderr
+    assert "group g: 0 timed of 1;" in run.stdout and "no top pick (no run is predicted to fit)" in run.stdout
+    assert "None" not in run.stdout, run.stdout
