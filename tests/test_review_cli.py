@@ -67,3 +67,22 @@ def test_validate_with_no_run_predicted_to_fit_says_so(tmp_path):
     assert run.code == 0, run.stderr
     assert "group g: 0 timed of 1;" in run.stdout and "no top pick (no run is predicted to fit)" in run.stdout
     assert "None" not in run.stdout, run.stdout
+
+
+def test_the_check_command_in_docs_specs_runs_on_the_docs_own_examples(tmp_path):
+    """docs/specs.md suggests an estimate command on its two example files: it must price a plan that fits."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs/specs.md").read_text()
+    for block in re.findall(r"```yaml\n(.*?)```", text, re.S):
+        name = re.search(r"^name: (\S+)", block, re.M)
+        if name and name.group(1) in ("my-1b", "my-cluster"):
+            (tmp_path / f"{name.group(1)}.yaml").write_text(block)
+    (command,) = re.findall(r"`(optsearch estimate -m my-1b\.yaml [^`]*)`", text)
+    args = shlex.split(command.replace("\n", " "))[1:]
+    args = [str(tmp_path / a) if a.endswith(".yaml") else a for a in args]
+    run = run_cli(*args, "--json")
+    assert run.code == 0, run.stderr
+    assert json.loads(run.stdout)["fits"] is True
