@@ -86,3 +86,12 @@ def test_the_check_command_in_docs_specs_runs_on_the_docs_own_examples(tmp_path)
     run = run_cli(*args, "--json")
     assert run.code == 0, run.stderr
     assert json.loads(run.stdout)["fits"] is True
+
+
+def test_help_names_choices_and_no_type_beside_flags():
+    solve = run_cli("solve", "--help").stdout
+    assert "[cost|time]" in solve and "[cpsat|cbc]" in solve and "<bool>" not in solve
+    assert "-o" in solve.split("--out", 1)[1].split("\n", 1)[0]  # as launch --out
+    assert "[megatron|fasop|torchrun|slurm]" in run_cli("launch", "--help").stdout
+    assert "one object per frontier plan" in " ".join(run_cli("pareto", "--help").stdout.split())
+    assert "{RUNS.csv...}" not in run_cli("validate", "--help").stdout

@@ -37,7 +37,7 @@ def launch_command(
     ] = None,
     model: PlanModelOpt = None,
     cluster: PlanClusterOpt = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "megatron",
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar=f"[{'|'.join(LAUNCH_FORMATS)}]", help=FORMAT_HELP)] = "megatron",
     out: Annotated[
         Optional[Path],
         typer.Option("--out", "-o", help="Write the files into this folder (created if missing; files replaced "

@@ -20,7 +20,7 @@ from optsearch.spec.base import validate
 from optsearch.spec.budget import Budget
 from optsearch.units import format_duration, format_usd, parse_duration_s, parse_money_usd
 
-MinimizeOpt = Annotated[str, typer.Option("--minimize", help="What to minimize: cost (USD for the run) or time.")]
+MinimizeOpt = Annotated[str, typer.Option("--minimize", metavar="[cost|time]", help="What to minimize: cost (USD for the run) or time.")]
 MaxTimeOpt = Annotated[
     Optional[str], typer.Option("--max-time", help="Wall-clock budget for the whole training: 90m, 36h, 7d, 1d12h or seconds.")
 ]
@@ -32,7 +32,7 @@ MaxGpusOpt = Annotated[
 ]
 MaxRateOpt = Annotated[Optional[str], typer.Option("--max-usd-per-hour", help="Rent at most this many USD per hour.")]
 SolverOpt = Annotated[
-    str, typer.Option("--solver", help="cpsat (OR-Tools CP-SAT, the default: fastest in bench/) or cbc (MILP via PuLP's bundled CBC).")
+    str, typer.Option("--solver", metavar="[cpsat|cbc]", help="cpsat (OR-Tools CP-SAT, the default: fastest in bench/) or cbc (MILP via PuLP's bundled CBC).")
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
@@ -151,7 +151,7 @@ def solve_command(
     ] = None,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", help="Write the result JSON here (atomically), with the problem it was solved for "
+        typer.Option("--out", "-o", help="Write the result JSON here (atomically), with the problem it was solved for "
                                    "(specs, their sha256, job, edits, budget), so that `estimate --plan`, `launch` and "
                                    "`calibrate` need nothing else. It carries no timing: a proven optimum (or a solve "
                                    "stopped by --gap) writes a byte-identical file from the same inputs; a solve "

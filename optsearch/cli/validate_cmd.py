@@ -27,7 +27,7 @@ def _fmt(value, pct: bool = False, sign: bool = False) -> str:
 def validate_command(
     runs_csvs: Annotated[
         list[Path],
-        typer.Argument(metavar="RUNS.csv...", help="Validation sets: CSVs of recorded runs (docs/validation.md); "
+        typer.Argument(metavar="RUNS.csv", help="Validation sets: CSVs of recorded runs (docs/validation.md); "
                                                    "several are priced together, each row in its own group."),
     ],
     profile: ProfileOpt = "analytic",
