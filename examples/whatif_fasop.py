@@ -36,17 +36,26 @@ def run(time_limit_s: float | None, points: int, out: Path, solver: str = "cpsat
     return result
 
 
+class CheckFailed(RuntimeError):
+    """The script's answer broke one of its own checks (raised, not asserted: `python -O` strips asserts)."""
+
+
+def require(ok: bool, message: str) -> None:
+    if not ok:
+        raise CheckFailed(message)
+
+
 def check(points: list[whatif.Point]) -> None:
     costs = []
     for p in points:
         if p.plan is None:
-            assert p.result.status in ("infeasible", "timeout") and p.reason, p
-            assert not costs, "a looser budget than a feasible one cannot be infeasible"
+            require(p.result.status in ("infeasible", "timeout") and bool(p.reason), f"no plan and no reason: {p}")
+            require(not costs, "a looser budget than a feasible one cannot be infeasible")
             continue
-        assert p.estimate.training_time_s <= p.budget.max_time_s, "plan breaks its time budget"
+        require(p.estimate.training_time_s <= p.budget.max_time_s, "plan breaks its time budget")
         costs.append(p.estimate.cost_usd)
-    assert costs, "no point has a plan"
-    assert all(b <= a * (1 + 1e-9) for a, b in zip(costs, costs[1:])), f"cost rose as the budget loosened: {costs}"
+    require(bool(costs), "no point has a plan")
+    require(all(b <= a * (1 + 1e-9) for a, b in zip(costs, costs[1:])), f"cost rose as the budget loosened: {costs}")
 
 
 def print_points(points: list[whatif.Point]) -> None:

@@ -163,7 +163,7 @@ def _both_limits_hint(problem: Problem, budget: Budget, *, solver: str, options:
     """For --max-time and --max-cost that each can be met but not together: the nearest plan on each side (the
     cheapest within the time, the fastest within the cost), instead of the fastest plan overall."""
     from optsearch.solver import solve
-    from optsearch.units import format_duration, format_usd
+    from optsearch.units import format_budget_duration, format_duration, format_usd
 
     # under a time limit the two probes share it: half each
     each_s = None if time_limit_s is None else time_limit_s / 2
@@ -175,10 +175,10 @@ def _both_limits_hint(problem: Problem, budget: Budget, *, solver: str, options:
     if cheapest.estimate is not None:
         c = cheapest.estimate
         best = "the cheapest" if cheapest.status == "optimal" else "the cheapest found"
-        parts.append(f"within {format_duration(budget.max_time_s)} {best} plan costs {format_usd(c.cost_usd)} "
+        parts.append(f"within {format_budget_duration(budget.max_time_s)} {best} plan costs {format_usd(c.cost_usd)} "
                      f"({format_duration(c.training_time_s)})")
     elif each_s is not None and cheapest.status == "timeout":
-        parts.append(f"the cheapest plan within {format_duration(budget.max_time_s)} was not found in the "
+        parts.append(f"the cheapest plan within {format_budget_duration(budget.max_time_s)} was not found in the "
                      f"{each_s:.1f} s of --time-limit left for it")
     if fastest.estimate is not None:
         f = fastest.estimate

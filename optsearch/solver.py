@@ -1205,7 +1205,7 @@ def process_age_s() -> float:
 def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = DEFAULT_SOLVER, options: SpaceOptions = SpaceOptions(),
                        time_limit_s: float | None = None) -> str:
     """Name the budget that binds and the nearest feasible value (re-solving with that budget dropped)."""
-    from optsearch.units import format_duration, format_usd
+    from optsearch.units import format_budget_duration, format_duration, format_usd
 
     base = budget.model_copy(update={"max_time_s": None, "max_cost_usd": None})
     fastest = solve(problem, base.model_copy(update={"objective": "time"}), solver=solver, options=options,
@@ -1221,20 +1221,23 @@ def explain_infeasible(problem: Problem, budget: Budget, *, solver: str = DEFAUL
     assert est is not None
     parts = []
     if budget.max_time_s is not None and est.training_time_s > budget.max_time_s:
-        return (f"no plan finishes within {format_duration(budget.max_time_s)}: the fastest feasible plan takes "
+        best = "the fastest" if fastest.status == "optimal" else "the fastest found"  # as infeasible.py's hints
+        return (f"no plan finishes within {format_budget_duration(budget.max_time_s)}: {best} feasible plan takes "
                 f"{format_duration(est.training_time_s)} and costs {format_usd(est.cost_usd)}")
     if budget.max_cost_usd is not None:
         cheapest = solve(problem, base.model_copy(update={"objective": "cost"}), solver=solver, options=options,
                          time_limit_s=time_limit_s)
         if cheapest.estimate is not None and cheapest.estimate.cost_usd > budget.max_cost_usd:
             c = cheapest.estimate
-            return (f"no plan costs at most {format_usd(budget.max_cost_usd)}: the cheapest feasible plan costs "
+            best = "the cheapest" if cheapest.status == "optimal" else "the cheapest found"
+            return (f"no plan costs at most {format_usd(budget.max_cost_usd)}: {best} feasible plan costs "
                     f"{format_usd(c.cost_usd)} and takes {format_duration(c.training_time_s)}")
         parts.append("--max-cost")
     if budget.max_time_s is not None:
         parts.append("--max-time")
+    best = "the fastest" if fastest.status == "optimal" else "the fastest found"
     return (f"no plan meets {' and '.join(parts) or 'the limits'} together: each alone can be met "
-            f"(the fastest plan takes {format_duration(est.training_time_s)} for {format_usd(est.cost_usd)})")
+            f"({best} plan takes {format_duration(est.training_time_s)} for {format_usd(est.cost_usd)})")
 
 
 def _memory_message(problem: Problem, options: SpaceOptions) -> str:

@@ -67,7 +67,7 @@ def parse_duration_s(text: str, *, option: str = "duration", max_s: float = MAX_
             ) from None
         value = sum(float(n) * _DURATION_UNIT_S[u] for n, u in parts)
     if not math.isfinite(value) or value <= 0:
-        raise SpecError(f"{option} = {text!r}: must be a positive duration")
+        raise SpecError(f"{option} = {text!r}: must be a finite, positive duration")
     if value > max_s:
         raise SpecError(f"{option} = {text!r}: must be at most {max_s / SECONDS_PER_YEAR:g} years ({max_s:,.0f} s)")
     return value
@@ -82,7 +82,7 @@ def parse_money_usd(text: str, *, option: str = "money", max_usd: float = MAX_US
     except ValueError:
         raise SpecError(f"{option} = {text!r}: not an amount of USD; use a plain number such as 250000") from None
     if not math.isfinite(value) or value <= 0:
-        raise SpecError(f"{option} = {text!r}: must be a positive amount of USD")
+        raise SpecError(f"{option} = {text!r}: must be a finite, positive amount of USD")
     if value > max_usd:
         raise SpecError(f"{option} = {text!r}: must be at most {format_usd(max_usd)}")
     return value
@@ -103,6 +103,25 @@ def format_duration(seconds: float) -> str:
         return f"{hrs}h {mins}m"
     days, hrs = divmod(int(round(seconds / 3600)), 24)
     return f"{days}d {hrs}h" if hrs else f"{days}d"
+
+
+def format_budget_duration(seconds: float) -> str:
+    """A duration the user gave (--max-time), echoed without rounding: format_duration where that reads back to the
+    same seconds, else every d/h/m/s part ('1d 12h 30m', not '1d 12h'); parse_duration_s reads either back."""
+    short = format_duration(seconds)
+    if not math.isfinite(seconds) or seconds < 60:
+        return short
+    try:
+        if parse_duration_s(short) == seconds:
+            return short
+    except SpecError:
+        pass
+    days, rest = divmod(seconds, SECONDS_PER_DAY)
+    hrs, rest = divmod(rest, SECONDS_PER_HOUR)
+    mins, secs = divmod(rest, SECONDS_PER_MINUTE)
+    parts = [f"{int(days)}d" if days else "", f"{int(hrs)}h" if hrs else "", f"{int(mins)}m" if mins else "",
+             f"{secs:g}s" if secs else ""]
+    return " ".join(p for p in parts if p)
 
 
 def format_usd(usd: float) -> str:

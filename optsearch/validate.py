@@ -134,6 +134,11 @@ def _load_runs(path: Path) -> list[Run]:
     runs: list[Run] = []
     for number, row in enumerate(reader, start=2):
         where = f"{path} row {number} ({row.get('run_id')})"
+        if None in row or None in row.values():  # DictReader: extra fields under the key None, missing ones None
+            found = len(reader.fieldnames) + len(row.get(None) or []) - sum(v is None for v in row.values())
+            raise SpecError(f"{where}: {found} fields where the header has {len(reader.fieldnames)}"
+                            + (" (a comma inside a field must be quoted, e.g. \"a100:12,a100:12\")"
+                               if found > len(reader.fieldnames) else ""))
         oom_text = (row["oom"] or "").strip()
         if oom_text not in ("0", "1"):
             raise SpecError(f"{where}: oom = {oom_text!r}: must be 0 or 1")

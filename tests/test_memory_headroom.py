@@ -54,7 +54,7 @@ def test_default_headroom_and_cli_option():
     bad = subprocess.run(cmd + ["--memory-headroom", "1.5"], capture_output=True, text=True)
     assert bad.returncode == 2 and "--memory-headroom" in bad.stderr
     nan = subprocess.run(cmd + ["--memory-headroom", "nan"], capture_output=True, text=True)
-    assert nan.returncode == 2 and "'--memory-headroom': nan: must be a number from 0 to 0.9" in nan.stderr
+    assert nan.returncode == 2 and "error: --memory-headroom = 'nan': must be a number from 0 to 0.9" in nan.stderr
 
 
 def test_a_plan_file_records_its_headroom_and_target(tmp_path):

@@ -58,6 +58,24 @@ def _top(version: bool = typer.Option(False, "--version", callback=_print_versio
     """Plan Transformer training on heterogeneous GPU clusters."""
 
 
+def _no_type_beside_flags() -> None:
+    """Recent typer shows a type column for every option, <bool> beside flags that take no value (--json,
+    --[no-]flash-attention, --help): show none there. The one place that does it for every flag; a typer without
+    display_type_rich (older releases print no such column) is left as it is."""
+    from typer.core import TyperOption
+
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None:
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich
+
+
+_no_type_beside_flags()
+
 # Each module registers its commands on `app`.
 from optsearch.cli import catalog_cmd, estimate_cmd, import_cmd, launch_cmd, profile_cmd, solve_cmd, compare_cmd, whatif_cmd  # noqa: E402,F401
 from optsearch.cli import validate_cmd  # noqa: E402,F401

@@ -17,7 +17,7 @@ from optsearch.cli.options import (
     NodeOrderOpt, PlanClusterOpt, PlanModelOpt, PlanProfileOpt, PpOpt, RecomputeNumLayersOpt, RecomputeOpt, StagesOpt,
     TokensOpt, TpOpt, VirtualStagesOpt, FlashAttentionOpt, OverlapGradReduceOpt,
 )
-from optsearch.errors import SpecError
+from optsearch.errors import SpecError, UnsupportedPlanError
 from optsearch.megatron import DEFAULT_MASTER_PORT, LAUNCH_FORMATS, launch_files, plan_for_launch
 from optsearch.problem import build_problem
 from optsearch.report import _umask, check_output_folder, stderr, stdout, write_atomic
@@ -39,7 +39,7 @@ def launch_command(
     ] = None,
     model: PlanModelOpt = None,
     cluster: PlanClusterOpt = None,
-    fmt: Annotated[str, typer.Option("--format", "-f", help=FORMAT_HELP)] = "megatron",
+    fmt: Annotated[str, typer.Option("--format", "-f", metavar=f"[{'|'.join(LAUNCH_FORMATS)}]", help=FORMAT_HELP)] = "megatron",
     out: Annotated[
         Optional[Path],
         typer.Option("--out", "-o", help="Write the files into this folder (created if missing; files replaced "
@@ -107,9 +107,14 @@ def launch_command(
                                  overlap_grad_reduce)
         plan = hand_plan(problem, pp=pp, **knobs)
     check_context_parallel_profile(problem, plan, str(plan_file) if plan_file is not None else f"--cp {plan.cp}")
-    files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
-                                master_port=master_port, allow_no_fit=allow_no_fit,
-                                out_dir=None if out is None else str(out))
+    try:
+        files, notes = launch_files(problem, plan, fmt, allow_recompute_superset=recompute_superset,
+                                    master_port=master_port, allow_no_fit=allow_no_fit,
+                                    out_dir=None if out is None else str(out))
+    except UnsupportedPlanError as ex:
+        if plan_file is not None:
+            raise
+        raise UnsupportedPlanError(hand_plan_advice(str(ex), plan.cp)) from None
     if out is None:  # the printed files carry the notes as comments: not again on stderr
         for i, (name, text) in enumerate(files.items()):
             if len(files) > 1:
@@ -127,3 +132,11 @@ def launch_command(
         if name.endswith((".sh", ".sbatch")):  # scripts are executable, as far as the umask lets them be
             os.chmod(path, 0o777 & ~_umask())
         stderr.print(f"wrote {path}", highlight=False, markup=False)
+
+
+def hand_plan_advice(message: str, cp: int) -> str:
+    """A refusal's advice for a hand-given plan: its cp is the user's --cp, so the solver's re-plan advice becomes
+    dropping it."""
+    for advice in ("re-plan with --max-cp 1", "re-plan with --target fasop (cp = 1)"):
+        message = message.replace(advice, f"drop --cp {cp}")
+    return message

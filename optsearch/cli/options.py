@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from optsearch.errors import InfeasibleError
+from optsearch.errors import InfeasibleError, SpecError
 from optsearch.problem import Problem, build_problem
 
 ModelOpt = Annotated[
@@ -134,7 +134,7 @@ DistributedOptimizerOpt = Annotated[
 def _headroom(value: float | None) -> float | None:
     # Checked here rather than with min/max: click's range check lets nan through to a "<= 0.9" message.
     if value is not None and not 0.0 <= value <= 0.9:
-        raise typer.BadParameter(f"{value!r}: must be a number from 0 to 0.9")
+        raise SpecError(f"--memory-headroom = {str(value)!r}: must be a number from 0 to 0.9")  # as every other option
     return value
 
 

@@ -20,7 +20,7 @@ from optsearch.spec.base import validate
 from optsearch.spec.budget import Budget
 from optsearch.units import format_duration, format_usd, parse_duration_s, parse_money_usd
 
-MinimizeOpt = Annotated[str, typer.Option("--minimize", help="What to minimize: cost (USD for the run) or time.")]
+MinimizeOpt = Annotated[str, typer.Option("--minimize", metavar="[cost|time]", help="What to minimize: cost (USD for the run) or time.")]
 MaxTimeOpt = Annotated[
     Optional[str], typer.Option("--max-time", help="Wall-clock budget for the whole training: 90m, 36h, 7d, 1d12h or seconds.")
 ]
@@ -32,7 +32,7 @@ MaxGpusOpt = Annotated[
 ]
 MaxRateOpt = Annotated[Optional[str], typer.Option("--max-usd-per-hour", help="Rent at most this many USD per hour.")]
 SolverOpt = Annotated[
-    str, typer.Option("--solver", help="cpsat (OR-Tools CP-SAT, the default: fastest in bench/) or cbc (MILP via PuLP's bundled CBC).")
+    str, typer.Option("--solver", metavar="[cpsat|cbc]", help="cpsat (OR-Tools CP-SAT, the default: fastest in bench/) or cbc (MILP via PuLP's bundled CBC).")
 ]
 TimeLimitOpt = Annotated[
     Optional[float],
@@ -154,7 +154,7 @@ def solve_command(
     ] = None,
     out: Annotated[
         Optional[Path],
-        typer.Option("--out", help="Write the result JSON here (atomically), with the problem it was solved for "
+        typer.Option("--out", "-o", help="Write the result JSON here (atomically), with the problem it was solved for "
                                    "(specs, their sha256, job, edits, budget), so that `estimate --plan`, `launch` and "
                                    "`calibrate` need nothing else. It carries no timing: a proven optimum (or a solve "
                                    "stopped by --gap) writes a byte-identical file from the same inputs; a solve "
@@ -187,6 +187,9 @@ def solve_command(
         options = space_from_target(target, problem)
         if expert_parallel is not None:
             options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
+            if not problem.model.is_moe:  # like --max-cp above what can run: no error, but say it does nothing
+                stderr.print(f"[yellow]warning:[/yellow] --expert-parallel {expert_parallel}: {problem.model.name} has "
+                             f"no experts (a dense model); the option changes nothing", highlight=False)
         if max_cp is not None:
             note = max_cp_note(max_cp, target, problem, options)
             if note is not None:
@@ -202,12 +205,16 @@ def solve_command(
                            progress=progress)
         if result.plan is None:
             if result.status == "timeout":
-                raise InfeasibleError(f"no plan found within --time-limit {time_limit:g} s; raise the limit")
-            try:
-                reason = no_plan_reason(problem, budget, solver=solver, options=options, time_limit_s=left())
-            except OutOfTime:
-                reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
-                          f"--time-limit {time_limit:g} s")
+                reason = f"no plan found within --time-limit {time_limit:g} s; raise the limit"
+            else:
+                try:
+                    reason = no_plan_reason(problem, budget, solver=solver, options=options, time_limit_s=left())
+                except OutOfTime:
+                    reason = (f"no plan meets the budgets ({budget.describe()}); finding the one that binds ran past "
+                              f"--time-limit {time_limit:g} s")
+            if as_json:  # stdout still carries one JSON object; --out stays unwritten
+                stdout.out(dumps({"status": result.status, "objective": budget.objective, "plan": None,
+                                  "reason": reason}), end="", highlight=False)
             raise InfeasibleError(reason)
     scope = ""
     if left_out:  # the proof holds over the node types searched, no further
@@ -230,4 +237,11 @@ def solve_command(
     if out is not None:
         stderr.print(f"wrote {out}")
     if result.status != "optimal":
-        stderr.print(f"[yellow]not proven optimal: {result.message}; best bound {format_usd(result.bound) if result.objective == 'cost' and result.bound else result.bound}[/yellow]")
+        stderr.print(f"[yellow]not proven optimal: {result.message}; best bound {bound_text(result)}[/yellow]")
+
+
+def bound_text(result) -> str:
+    """The solver's lower bound in the objective's unit: dollars, or a duration (the time objective is seconds)."""
+    if result.bound is None:
+        return "none"
+    return format_usd(result.bound) if result.objective == "cost" else format_duration(result.bound)

@@ -27,7 +27,7 @@ def _fmt(value, pct: bool = False, sign: bool = False) -> str:
 def validate_command(
     runs_csvs: Annotated[
         list[Path],
-        typer.Argument(metavar="RUNS.csv...", help="Validation sets: CSVs of recorded runs (docs/validation.md); "
+        typer.Argument(metavar="RUNS.csv", help="Validation sets: CSVs of recorded runs (docs/validation.md); "
                                                    "several are priced together, each row in its own group."),
     ],
     profile: ProfileOpt = "analytic",
@@ -63,9 +63,10 @@ def validate_command(
             f"{row['peak_memory_share']:>5.0%}", highlight=False, markup=False)
     out("", highlight=False)
     for name, g in result["groups"].items():
+        pick = (f"top pick {g['top_pick']} (regret {_fmt(g['top_pick_regret'], True, sign=True)})"
+                if g["top_pick"] is not None else "no top pick (no run is predicted to fit)")
         out(f"group {name}: {g['timed']} timed of {g['runs']}; Spearman {_fmt(g['spearman'])}; "
-            f"mean |error| {_fmt(g['mean_abs_error'], True)}; top pick {g['top_pick']} "
-            f"(regret {_fmt(g['top_pick_regret'], True, sign=True)})", highlight=False, markup=False)
+            f"mean |error| {_fmt(g['mean_abs_error'], True)}; {pick}", highlight=False, markup=False)
     mem = result["memory"]
     out(f"all: {result['timed']} timed of {result['runs']}; Spearman {_fmt(result['spearman'])}; "
         f"mean |error| {_fmt(result['mean_abs_error'], True)}; median predicted/measured "

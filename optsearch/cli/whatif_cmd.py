@@ -44,6 +44,12 @@ JsonListOpt = Annotated[
                                 "profile's coverage note, left_out_node_types) plus budget, how (solved, reused or "
                                 "implied), reason, label and cluster."),
 ]
+ParetoJsonOpt = Annotated[
+    bool,
+    typer.Option("--json", help="Print a JSON array, one object per frontier plan, fastest first: solve --json's keys "
+                                "(message with the profile's coverage note, left_out_node_types) plus budget (the "
+                                "deadline the plan was solved under), how, label and cluster."),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q",
                                         help="No progress bar on stderr (drawn only when stderr is a terminal).")]
 
@@ -322,7 +328,7 @@ def whatif_command(
     ] = False,
     minimize: Annotated[
         Optional[str],
-        typer.Option("--minimize", help="cost or time; default: cost under a time sweep, time under a cost sweep, "
+        typer.Option("--minimize", metavar="[cost|time]", help="cost or time; default: cost under a time sweep, time under a cost sweep, "
                                         "else cost."),
     ] = None,
     max_time: MaxTimeOpt = None,
@@ -432,7 +438,7 @@ def pareto_command(
     flash_attention: FlashAttentionOpt = None,
     csv_path: CsvOpt = None,
     plot: PlotOpt = None,
-    as_json: JsonListOpt = False,
+    as_json: ParetoJsonOpt = False,
     quiet: QuietOpt = False,
 ) -> None:
     """The exact Pareto frontier of (training time, USD cost): every non-dominated plan, fastest first.

@@ -23,11 +23,11 @@ class Budget(Spec):
                                            description="At most this rental rate, USD/hour.")
 
     def describe(self) -> str:
-        from optsearch.units import format_duration, format_usd
+        from optsearch.units import format_budget_duration, format_usd
 
         parts = [f"minimize {self.objective}"]
         if self.max_time_s is not None:
-            parts.append(f"--max-time {format_duration(self.max_time_s)}")
+            parts.append(f"--max-time {format_budget_duration(self.max_time_s)}")
         if self.max_cost_usd is not None:
             parts.append(f"--max-cost {format_usd(self.max_cost_usd)}")
         if self.max_gpus is not None:
