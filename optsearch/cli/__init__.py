@@ -20,6 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+
 def _blank_flag_types() -> None:
     """Recent typer prints a type column in --help with `<bool>` beside every flag (--json, --quiet,
     --[no-]flash-attention, --help), options that take no value; leave that cell blank for flags, as click and older
@@ -57,24 +58,6 @@ def _top(version: bool = typer.Option(False, "--version", callback=_print_versio
                                       help="Print optsearch's version and exit.")) -> None:
     """Plan Transformer training on heterogeneous GPU clusters."""
 
-
-def _no_type_beside_flags() -> None:
-    """Recent typer shows a type column for every option, <bool> beside flags that take no value (--json,
-    --[no-]flash-attention, --help): show none there. The one place that does it for every flag; a typer without
-    display_type_rich (older releases print no such column) is left as it is."""
-    from typer.core import TyperOption
-
-    shown = getattr(TyperOption, "display_type_rich", None)
-    if shown is None:
-        return
-
-    def display_type_rich(self, ctx):
-        return None if getattr(self, "is_flag", False) else shown(self, ctx)
-
-    TyperOption.display_type_rich = display_type_rich
-
-
-_no_type_beside_flags()
 
 # Each module registers its commands on `app`.
 from optsearch.cli import catalog_cmd, estimate_cmd, import_cmd, launch_cmd, profile_cmd, solve_cmd, compare_cmd, whatif_cmd  # noqa: E402,F401
