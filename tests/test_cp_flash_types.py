@@ -127,9 +127,9 @@ def test_estimate_refuses_cp_where_upstream_has_no_attention_for_it(extra):
     assert len(lines) == 1
     assert lines[0] == ("error: --cp 2: cp = 2: node type a10 runs no flash attention (model gpt2-xl: head dimension "
                         "100 (flash attention needs a multiple of 8, at most 256)), and Transformer Engine's unfused "
-                        "attention has no context parallelism; re-plan with --max-cp 1")
+                        "attention has no context parallelism; drop --cp 2")
     launch = run_cli("launch", *HAND[1:], "--format", "megatron")
-    assert launch.code == 2 and "re-plan with --max-cp 1" in launch.stderr
+    assert launch.code == 2 and "drop --cp 2" in launch.stderr
     assert launch.stderr.split("cp = 2: ", 1)[1] == run.stderr.split("cp = 2: ", 1)[1]  # the same reason
 
 

@@ -16,7 +16,7 @@ from optsearch.cli.options import (
     FlashAttentionOpt, OverlapGradReduceOpt, problem_from_options,
 )
 from optsearch.costmodel import context_parallel_error, distributed_optimizer_on, estimate
-from optsearch.errors import InfeasibleError, OptsearchError, SpecError
+from optsearch.errors import InfeasibleError, OptsearchError, SpecError, UnsupportedPlanError
 from optsearch.plan import RECOMPUTE_MODES, Plan, load_plan, parse_balance, parse_stages
 from optsearch.report import dumps, estimate_table, stderr, stdout, totals_table
 from optsearch.targets import check_context_parallel_attention, check_context_parallel_profile, engine_problem
@@ -99,7 +99,12 @@ def estimate_command(
     where = str(plan_file) if plan_file is not None else f"--cp {plan.cp}"
     check_context_parallel_profile(problem, plan, where)
     if context_parallel_error(problem.model, plan.cp) is None:  # else estimate names the model's rule
-        check_context_parallel_attention(problem, plan, where)  # as launch refuses it: nothing printed
+        try:  # as launch refuses it: nothing printed; a hand plan's advice is to drop its --cp, as launch's
+            check_context_parallel_attention(problem, plan, where)
+        except UnsupportedPlanError as ex:
+            if plan_file is not None:
+                raise
+            raise UnsupportedPlanError(hand_plan_advice(str(ex), plan.cp)) from None
     est = estimate(problem, plan)
     if as_json:
         stdout.out(dumps({"plan": plan.to_dict(), **est.to_dict()}), end="", highlight=False)
@@ -329,3 +334,11 @@ def _layout_expansion_chars(layout: str) -> int:
             return size
         text = pattern.sub(lambda m: m.group(1) * int(m.group(2)), text)
     return len(text)
+
+
+def hand_plan_advice(message: str, cp: int) -> str:
+    """A refusal's advice for a hand-given plan: its cp is the user's --cp, so the solver's re-plan advice becomes
+    dropping it."""
+    for advice in ("re-plan with --max-cp 1", "re-plan with --target fasop (cp = 1)"):
+        message = message.replace(advice, f"drop --cp {cp}")
+    return message

@@ -10,7 +10,7 @@ import typer
 
 from optsearch.cli import app
 from optsearch.cli.estimate_cmd import (
-    hand_plan, hand_plan_flags_given, plan_and_problem, require_model_and_cluster, with_search_overlap,
+    hand_plan, hand_plan_advice, hand_plan_flags_given, plan_and_problem, require_model_and_cluster, with_search_overlap,
 )
 from optsearch.cli.options import (
     BalanceOpt, CpOpt, DistributedOptimizerOpt, DpOpt, EpOpt, GlobalBatchOpt, IterationsOpt, LayoutOpt, MicroBatchOpt,
@@ -132,11 +132,3 @@ def launch_command(
         if name.endswith((".sh", ".sbatch")):  # scripts are executable, as far as the umask lets them be
             os.chmod(path, 0o777 & ~_umask())
         stderr.print(f"wrote {path}", highlight=False, markup=False)
-
-
-def hand_plan_advice(message: str, cp: int) -> str:
-    """A refusal's advice for a hand-given plan: its cp is the user's --cp, so the solver's re-plan advice becomes
-    dropping it."""
-    for advice in ("re-plan with --max-cp 1", "re-plan with --target fasop (cp = 1)"):
-        message = message.replace(advice, f"drop --cp {cp}")
-    return message
