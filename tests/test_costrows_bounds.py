@@ -106,15 +106,19 @@ def test_the_embedding_allreduce_by_end_types_lies_below_every_plan_and_is_reach
     assert least <= 1 + 1e-9, least
 
 
-@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+@settings(max_examples=3, derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(slow_nic_instances())
 def test_the_inflight_cost_bound_by_end_types_lies_below_every_plan(case):
     """With no budget and with the deadline at each plan's own time (the tightest it meets), with the rent by end
-    types refined to the end and as far as a cutoff decides (the plan's own cost, half of it)."""
+    types refined to the end and as far as a cutoff decides (the plan's own cost, half of it); tied embeddings, and
+    the same instance untied (the exact rent alone)."""
     problem, options = case
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     assert _least_inflight_ratio(problem, options) >= 1 - REL
+    model = problem.model.model_copy(update={"tied_embeddings": False})  # untied: the exact rent by ends alone
+    untied = replace(problem, model=model, profile=AnalyticProfile(model=model, gpus=problem.gpus))
+    assert _least_inflight_ratio(untied, options) >= 1 - REL
 
 
 def _least_inflight_ratio(problem, options, strength: float = 1.0) -> float:
@@ -178,3 +182,31 @@ def test_the_inflight_cost_bound_by_end_types_is_tight_where_the_ends_decide_the
     assert 1 - REL <= least <= 1.02, least
     with mock.patch.object(inflight_module, "ends_extra_s", lambda *args: None):  # round 7's walk
         assert min(r[0] for r in _ratios_by_pp(problem, options, 2)) > 1.1
+
+
+@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(slow_nic_instances())
+def test_a_cutoff_only_stops_the_refinement_where_it_decides(case):
+    """For every candidate and cutoffs around its full bound V (refined to the end): the bound under a cutoff c is at
+    most V (so it lies below every plan V does) and at least min(V, c) (it decides against c as V does)."""
+    problem, options = case
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    memo = Memo(problem, options)
+    seen = set()
+    for cand, _ in _plans(problem, options):
+        if cand.key in seen or cand.pp < 2:
+            continue
+        seen.add(cand.key)
+        d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        budget = Budget(objective="cost")
+        full = sharpened(problem, memo.inflight, d, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls)
+        assert full.feasible
+        V = full.cost_per_iteration_usd * problem.iterations
+        for f in (0.5, 0.9, 0.97, 0.99, 0.999, 1.0, 1.01, 2.0):
+            got = sharpened(problem, memo.inflight, d, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls,
+                            f * V)
+            value = got.cost_per_iteration_usd * problem.iterations
+            assert value <= V * (1 + REL), (cand, f, value, V)
+            assert value >= min(V, f * V) * (1 - 1e-6), (cand, f, value, V)
+    assume(seen)
