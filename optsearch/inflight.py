@@ -66,8 +66,9 @@ interval. Proof and tests: docs/solver.md, "The in-flight bound, round 5"; tests
 
 from __future__ import annotations
 
+import heapq
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -82,6 +83,7 @@ from optsearch.search import BOUND_SLACK
 
 CHUNK = 48  # marks per vectorized pass of the rent programme
 BISECTION = 16  # steps of the search for the best multiplier
+REFINE_BATCH = 4  # intervals refined together by _cost_by_ends (one vectorized programme)
 ROUND_UP = 1 + 1e-9  # quotients are rounded up before the floor: a cap may only be too large
 
 
@@ -102,6 +104,8 @@ class InFlightTables:
     allreduce_per_layer: np.ndarray | None = None  # [g] alpha[g] x a layer's parameters (round 7: the budget walk)
     allreduce_floor: float = 0.0  # the all-reduce part of it(M_j): alpha_min x P_total / pp
     v: int = 1  # model chunks per rank: every cap a multiple of v
+    ends_extra: np.ndarray | None = None  # [a, b] the least embedding all-reduce with ends on (a, b), less the one
+    # in it(M_j) (round 8, _ends_rent); None: the cost walk keeps the Lagrangian rent alone
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -231,6 +235,10 @@ class _LazyCaps:
     def __getitem__(self, ix: slice) -> np.ndarray:
         return self.fn(self.marks[ix])
 
+    def at(self, ix: np.ndarray) -> np.ndarray:
+        """caps at the marks of the given interval indices."""
+        return self.fn(self.marks[ix])
+
 
 def _holds(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     """[M] whether the positions can hold L layers (every middle one at least one) on their best types."""
@@ -309,16 +317,20 @@ def _rent(tab: InFlightTables, upto: int) -> None:
 
 
 def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_time_s: float | None = None,
-                   max_cost_usd: float | None = None, max_usd_per_hour: float | None = None
-                   ) -> tuple[float, float] | None:
+                   max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
+                   cutoff_usd: float = math.inf) -> tuple[float, float] | None:
     """(iteration s, cost USD per iteration) lower bounds over every plan of the candidate that meets the limits
     (minimizing time the cost bound is 0: the walk does not visit every interval); None
     when no interval does (no plan meets the budget). Minimizing time, the walk stops at the first interval that
-    meets the limits (it(M_j) grows with j); minimizing cost, once R(inf) x it(M_j) reaches the best product."""
+    meets the limits (it(M_j) grows with j); minimizing cost, once R(inf) x it(M_j) reaches the best product.
+    cutoff_usd (minimizing cost, round 8): the incumbent's cost; the rent by end types (_cost_by_ends) is refined only
+    as far as it decides whether the bound reaches it. Any value gives a valid bound."""
     slack = BOUND_SLACK
     if objective == "time" and max_cost_usd is not None and tab.allreduce_per_layer is not None:
         best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour)
         return None if best is None else (best * (1 - 1e-9), 0.0)
+    if objective == "cost" and tab.ends_extra is not None and len(tab.middle) >= 2:
+        return _cost_by_ends(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd)
     n = len(tab.marks)
     best_it, best_cost = math.inf, math.inf
     j = 0
@@ -348,6 +360,129 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     if objective != "cost":  # the walk stopped at the first interval that meets the limits: no bound on the cost
         best_cost = 0.0
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
+
+
+def _ends_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[M, a, b] the least rent of the positions (pp >= 2) with position 0 on type a and position pp - 1 on type b,
+    over every assignment of types to the middle positions that holds L layers with every middle position holding at
+    least one (caps [M, g, i] = k[g, i](M_j); an end may be empty, on any type): w (p_a + p_b + C[L - k_a0 - k_b])
+    with C[l] the least sum of prices of the middle positions holding >= l layers, by a dynamic programme over the
+    positions (the multiple-choice knapsack of the Lagrangian rent solved exactly, round 8; inf where nothing holds).
+    Node supply and whole-node blocks are still dropped: both only raise a plan's rent."""
+    M, G, pp = caps.shape
+    L = tab.L
+    k = np.minimum(np.maximum(caps, 0.0), L).astype(np.int64)  # caps hold whole layers (floats of integers)
+    price = tab.price
+    ell = np.arange(L + 1)
+    rows = np.arange(M)[:, None, None]
+    C = np.full((M, L + 1), np.inf)
+    C[:, 0] = 0.0
+    for i in range(1, pp - 1):
+        ki = k[:, :, i]  # [M, g]
+        src = np.maximum(ell[None, None, :] - ki[:, :, None], 0)  # [M, g, l]: what the earlier positions must hold
+        val = np.where((ki >= 1)[:, :, None], price[None, :, None] + C[rows, src], np.inf)
+        C = val.min(axis=1)
+    need = np.maximum(L - k[:, :, 0][:, :, None] - k[:, :, pp - 1][:, None, :], 0)  # [M, a, b]
+    return tab.w * (price[None, :, None] + price[None, None, :] + C[rows, need]) * (1 - 1e-12)
+
+
+def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
+                  max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
+                  cutoff_usd: float = math.inf) -> tuple[float, float] | None:
+    """inflight_bound minimizing cost, with each interval's rent taken exactly per pair of end types (_ends_rent)
+    and the tied embedding's all-reduce at that pair's least (round 8, docs/solver.md "Round 8: cost-side bounds and
+    incumbents (costrows)").
+
+    A plan of interval j with its first stage on a and its last on b costs per iteration at least
+    R_ab(M_j) x (it(M_j) + ends_extra[a, b]) =: V_j(a, b): R_ab is the least rent of the positions with those ends
+    that hold L layers under the caps k(M_j), and it(M_j) counts the embedding all-reduce at its least over every
+    pair (least_embedding_allreduce_s), which ends_extra[a, b] >= 0 raises to the least with ends a and b. So the
+    plans of interval j that meet the limits cost at least V_j = min over the pairs that meet them. R_ab >= R(M_j)
+    (the Lagrangian rent relaxes the same programme), so V_j >= P_j := R(M_j) it(M_j), the plain walk's value, and
+    P_j >= R(inf) it(M_j), which grows with j. The bound is min_j V_j, computed lazily: intervals in ascending P_j,
+    each refined only while P_j is below both the best V_j found and the target (cutoff_usd, the incumbent: a
+    candidate whose bound reaches it is pruned, and one whose bound is below it needs no sharper value); the value
+    returned is min(best V_j, the least P_j not refined, R(inf) it(M_j) of the first interval not walked), a lower
+    bound on every V_j. The iteration bound is the plain walk's (pairs only remove plans). The plain walk runs first,
+    and where it already reaches the target nothing is refined."""
+    plain = inflight_bound(replace(tab, ends_extra=None), iterations, "cost", max_time_s, max_cost_usd,
+                           max_usd_per_hour)
+    if plain is None:
+        return None
+    target = cutoff_usd / iterations * 3600.0  # USD/h x s, the unit of R x it
+    if plain[1] * 3600.0 >= target:
+        return plain
+    slack = BOUND_SLACK
+    n = len(tab.marks)
+    extra = tab.ends_extra
+    best = math.inf  # the least V_j refined
+    skipped = math.inf  # the least P_j of the intervals that meet the limits and were not queued
+    queue: list[tuple[float, int]] = []  # (P_j, j), refined in ascending P_j
+    j = 0
+    while True:
+        limit = min(best, target)
+        while j < n and tab.floor_rent * tab.iteration[j] < limit:
+            if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
+                j = n  # it grows with j: no later interval meets the deadline
+                break
+            stop = min(j + CHUNK, n)
+            _rent(tab, stop)
+            rent, it = tab.rent[j:stop], tab.iteration[j:stop]
+            ok = np.isfinite(rent)
+            if max_usd_per_hour is not None:
+                ok &= rent <= max_usd_per_hour * slack
+            if max_cost_usd is not None:
+                ok &= rent * it * iterations / 3600.0 <= max_cost_usd * slack
+            if max_time_s is not None:
+                ok &= it * iterations <= max_time_s * slack
+            product = rent * it
+            for x in np.nonzero(ok)[0]:
+                if product[x] < limit:
+                    heapq.heappush(queue, (float(product[x]), j + int(x)))
+                else:
+                    skipped = min(skipped, float(product[x]))
+            j = stop
+        if not queue or queue[0][0] >= min(best, target):
+            break
+        batch = []
+        while queue and queue[0][0] < min(best, target) and len(batch) < REFINE_BATCH:
+            batch.append(heapq.heappop(queue)[1])
+        ix = np.array(batch)
+        exact = _ends_rent(tab, tab.caps.at(ix))  # [J, a, b]
+        times = tab.iteration[ix][:, None, None] + extra[None]  # [J, a, b]
+        good = np.isfinite(exact)
+        if max_usd_per_hour is not None:
+            good &= exact <= max_usd_per_hour * slack
+        if max_cost_usd is not None:
+            good &= exact * times * iterations / 3600.0 <= max_cost_usd * slack
+        if max_time_s is not None:
+            good &= times * iterations <= max_time_s * slack
+        if good.any():
+            best = min(best, float((exact * times)[good].min()))
+    tail = tab.floor_rent * tab.iteration[j] if j < n else math.inf
+    value = min(best, queue[0][0] if queue else math.inf, skipped, tail)
+    if not math.isfinite(value):
+        return None  # every interval that meets the limits was refined and none holds a plan that meets them
+    return plain[0], max(plain[1], value / 3600.0 * (1 - 1e-9))
+
+
+def ends_extra_s(problem: Problem, d: DegreeTerms, pp: int) -> np.ndarray | None:
+    """[a, b] the least tied-embedding all-reduce of a plan of the candidate whose first stage is on type a and last
+    on type b (costmodel.embedding_allreduce_s, across nodes; within one node too where a == b and a plan of one
+    type can put all pp stages on one node of a: costmodel.place's ends_same_node), less
+    least_embedding_allreduce_s (the part it(M_j) already counts): >= 0. Zeros when the embeddings are untied (no
+    such all-reduce: the rent by ends, exact per interval, is still sharper than the Lagrangian rent; Llama-2 70B,
+    mixed-pool-8k, cost: 36 -> 15 positional bounds to a 1 % gap). None when pp = 1 (no ends to pair)."""
+    if pp <= 1:
+        return None
+    names = [u.name for u in d.uses]
+    if not problem.model.tied_embeddings:
+        return np.zeros((len(names), len(names)))
+    pair = np.array([[embedding_allreduce_s(problem, a, b, False, d.w, d.tp) for b in names] for a in names])
+    for x, u in enumerate(d.uses):
+        if pp * d.w <= u.node.gpus_per_node:
+            pair[x, x] = min(pair[x, x], embedding_allreduce_s(problem, u.name, u.name, True, d.w, d.tp))
+    return np.maximum(pair - least_embedding_allreduce_s(problem, d, pp), 0.0)
 
 
 ALLREDUCE_LEVELS = 12  # thresholds of the all-reduce per interval in the budget walk (any grid is valid)
@@ -520,11 +655,11 @@ def least_layer_work_s(d: DegreeTerms, L: int) -> float:
 
 
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
-              cache: dict | None = None) -> CandidateBound:
+              cache: dict | None = None, cutoff_usd: float = math.inf) -> CandidateBound:
     """bound (a refined bound of the v = 1 candidate `cand` under `budget`) with this module's bound taken beside it:
     the larger iteration and cost lower bounds, or infeasible when no interval meets the budget. Both are lower
     bounds over the plans that meet the budget, so their maximum is one. The tables are kept in `kept` by the
-    candidate's key (solver.Memo)."""
+    candidate's key (solver.Memo). cutoff_usd: see inflight_bound (the incumbent's cost; any value is valid)."""
     if not bound.feasible:
         return bound
     if cand.key not in kept:
@@ -540,12 +675,14 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
             return CandidateBound(False)  # the same answer)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
                                          cache, cand.v, slowest_s, cand.ep)
+        if kept[cand.key] is not None:  # round 8: the cost walk's rent by end types, with their embedding all-reduce
+            kept[cand.key].ends_extra = ends_extra_s(problem, d, pp)
     tab = kept[cand.key]
     if tab is None:
         return bound
     got = inflight_bound(tab, problem.iterations, budget.objective if budget is not None else "cost",
                          *((budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour) if budget is not None
-                           else (None, None, None)))
+                           else (None, None, None)), cutoff_usd=cutoff_usd)
     if got is None:
         return CandidateBound(False)
     iteration, cost = got

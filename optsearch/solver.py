@@ -237,13 +237,16 @@ def _bounded(problem: Problem, budget: Budget, terms: DegreeTerms, cand: Candida
     return Bounded(cand, cost_lb if budget.objective == "cost" else time_lb, terms, REFINED if refined else CHEAP)
 
 
-def _inflight_bounded(memo: Memo, budget: Budget, item: Bounded, slower_than_s: float = 0.0) -> float | None:
+def _inflight_bounded(memo: Memo, budget: Budget, item: Bounded, slower_than_s: float = 0.0,
+                      cutoff: float = math.inf) -> float | None:
     """The candidate's in-flight-aware bound (inflight.py) in objective units, never below its queued bound, or None
     when it proves that no plan of the candidate meets the budget. With v > 1 it is the interleaved schedule's own
     (its in-flight chunks, sends and pipeline formula), not the v = 1 sibling's relaxed by f_v, which sat up to 25 %
-    below the interleaved candidates' plans at the front of the queue (GPT-3 175B, mixed-pool-8k)."""
+    below the interleaved candidates' plans at the front of the queue (GPT-3 175B, mixed-pool-8k). cutoff: the
+    incumbent's value (minimizing cost, the rent by end types is refined only as far as it decides against it)."""
     cand, terms = item.cand, item.terms
-    got = sharpened(memo.problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls)
+    got = sharpened(memo.problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls,
+                    cutoff if budget.objective == "cost" else math.inf)
     if not got.feasible:
         return None
     out = _bounded(memo.problem, budget, terms, cand, True, got, slower_than_s)
@@ -980,7 +983,7 @@ def solve(
             # The in-flight-aware bound (inflight.py, round 5): about 5 ms against 10-90 ms for the positional bound
             # in the CLI's space; a candidate it lifts past the incumbent skips the positional bound, one it lifts
             # past the queue's front goes back in.
-            sharper = _inflight_bounded(memo, budget, item, slower_than_s)
+            sharper = _inflight_bounded(memo, budget, item, slower_than_s, incumbent[0] if incumbent else math.inf)
             inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate meets the budget, or beats the incumbent
