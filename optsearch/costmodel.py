@@ -343,7 +343,11 @@ def sequence_parallel_on(job: JobSpec, tp: int) -> bool:
 def distributed_optimizer_on(job: JobSpec, dp: int, cp: int = 1) -> bool:
     """The search's choice of Megatron's distributed optimizer: on wherever dp x cp > 1 unless the job forces it off
     (job.distributed_optimizer = false). Under this cost model it never costs time or memory (gradient_sync_s,
-    state_bytes, optimizer_s; tests/test_context_parallel.py checks it over random plans), so on is optimal."""
+    state_bytes, optimizer_s; tests/test_context_parallel.py checks it over random plans), so on is optimal.
+    Not so under --overlap-grad-reduce (Problem.overlap_grad_reduce): the plain all-reduce can hide whole behind the
+    backward while the distributed optimizer's all-gather stays exposed, so off can be faster (5 % on
+    tests/test_overlap_seams.py's instance); the search keeps it on there too (not searched, docs/targets.md
+    "Communication overlaps"), and candidates.in_search_space and brute force take the same setting."""
     return job.distributed_optimizer is not False and dp * cp > 1
 
 

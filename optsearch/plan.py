@@ -48,8 +48,9 @@ class Plan:
     # (pipeline rank) splits its num_layers into this many equal chunks; chunk k of rank r is virtual stage k pp + r.
     virtual_stages: int = 1
     # Megatron's --overlap-grad-reduce (issue 15): the stage's gradient reduce-scatter / all-reduce runs in buckets
-    # during the last micro-batch's backward (costmodel.overlapped_grad_reduce_s). Off unless a validation row says
-    # the run used it; the search never sets it and `launch` does not emit it.
+    # during the last micro-batch's backward (costmodel.overlapped_grad_reduce_s). solve sets it where the target runs
+    # it (costmodel.overlap_grad_reduce_on: upstream Megatron-LM, dp x cp > 1, v = 1, one layer kind) and launch emits
+    # it; a validation row sets it where the run used it.
     overlap_grad_reduce: bool = False
     # Megatron's --overlap-param-gather (issue 15; needs the distributed optimizer and overlap_grad_reduce): the
     # parameter all-gather runs during the next iteration's first forward instead of after the optimizer step

@@ -419,7 +419,7 @@ def _interleaved_rebalanced(plan: Plan, options: SpaceOptions) -> list[Plan]:
         even = [q + (1 if i < r else 0) for i in range(pp)]
         for split in {tuple(rounded), tuple(even)}:
             if min(split) >= 1:
-                out.append(replace(plan, virtual_stages=v, stages=tuple(
+                out.append(replace(plan, virtual_stages=v, overlap_grad_reduce=False, stages=tuple(
                     replace(stage, num_layers=v * n) for stage, n in zip(plan.stages, split))))
     return out
 
@@ -427,8 +427,8 @@ def _interleaved_rebalanced(plan: Plan, options: SpaceOptions) -> list[Plan]:
 def _interleaved(plan: Plan, options: SpaceOptions) -> list[Plan]:
     """A v = 1 plan interleaved: the same stages with each v > 1 of the space that divides every stage's layers
     (Megatron splits a rank's layers into v equal chunks). Incumbents only; Memo.runnable drops those that leave the
-    search space or do not fit."""
-    return [replace(plan, virtual_stages=v) for v in options.virtual_stages
+    search space or do not fit. --overlap-grad-reduce is off at v > 1 (costmodel.overlap_grad_reduce_on)."""
+    return [replace(plan, virtual_stages=v, overlap_grad_reduce=False) for v in options.virtual_stages
             if v > 1 and plan.virtual_stages == 1 and all(s.num_layers % v == 0 for s in plan.stages)]
 
 
