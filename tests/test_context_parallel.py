@@ -241,13 +241,14 @@ def test_targets_search_cp_only_where_the_engine_has_it():
     # of 64 have it on an A10 once priced as the megatron target runs attention (engine_problem)
     problem = engine_problem("megatron", build_problem("gpt2-large", "fasop-a10"))
     assert space_options(MEGATRON, problem).context_parallel_sizes == (1, 2, 4, 8)
-    cp2 = Plan(tp=1, dp=2, micro_batch_size=1, cp=2, distributed_optimizer=True,
-               stages=parse_balance("18-18", "a10"))
+    cp2 = Plan(tp=1, dp=2, micro_batch_size=1, cp=2, distributed_optimizer=True, overlap_grad_reduce=True,
+               stages=parse_balance("18-18", "a10"))  # the target overlaps the gradient reduce (dp x cp > 1)
     assert in_search_space(problem, cp2, space_options(MEGATRON, problem))
     assert not in_search_space(problem, cp2, SpaceOptions())  # the default space: cp = 1
     fork = build_problem("gpt2-xl", "fasop-a10")  # the fork runs its own models only, and no cp
     assert space_options(FASOP, fork).context_parallel_sizes == (1,)
-    assert not in_search_space(fork, replace(cp2, stages=parse_balance("24-24", "a10")), space_options(FASOP, fork))
+    assert not in_search_space(fork, replace(cp2, stages=parse_balance("24-24", "a10"), overlap_grad_reduce=False),
+                               space_options(FASOP, fork))
 
 
 def test_launch_emits_cp_and_the_distributed_optimizer_from_the_plan():
