@@ -37,8 +37,8 @@ from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, overlap_grad_reduce_on, memory_capacity_bytes, stage_parameters,
     state_bytes,
 )
-from optsearch.costmodel import expert_state_bytes_per_param
-from optsearch.errors import ConsistencyError, OptsearchError, SpecError
+from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
+from optsearch.errors import ConsistencyError, OptsearchError, ProfileError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
 from optsearch.formulation.linear import Backend, Lin, Solution
@@ -804,6 +804,9 @@ def solve(
     engine = backend(solver)
     if not 0.0 <= gap < 1.0:
         raise SpecError(f"--gap = {gap!r}: must be at least 0 and below 1 (a fraction: 0.01 is 1 %)")
+    if (pipe := pipe_engine_of(problem)) is not None:  # the formulation and its bounds price Megatron-LM's 1F1B
+        raise ProfileError(f"profile: its eager_engine runs the {pipe} pipeline schedule, priced for validate only; "
+                           "solve plans Megatron-LM's 1F1B schedule (use a profile without eager_engine)")
     if memo is None:
         memo = Memo(problem, options)
     elif memo.problem is not problem or memo.options != options:
