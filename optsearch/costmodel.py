@@ -746,17 +746,19 @@ def dp_allreduce_s(
 
 
 def embedding_allreduce_s(problem: Problem, first: str, last: str, same_node: bool, gpus_per_stage: int,
-                          tp: int) -> float:
+                          tp: int, grad_bytes: float | None = None) -> float:
     """Tied embeddings with pp > 1: the first and the last stage all-reduce the word-embedding gradient
     (V h / t elements x gradient bytes) between the two ranks that hold it, every (tp, dp) pair at once.
 
     Same node: the intra-node all-reduce bandwidth; otherwise the slower of the two NICs, each shared by the
     stage's GPUs on that node (as a pipeline send, p2p_send_s). 0 for untied embeddings (the caller passes pp > 1).
+    grad_bytes: bytes per element when the engine reduces in another dtype than the job's gradients (6c).
     """
     model = problem.model
     if not model.tied_embeddings:
         return 0.0
-    message = model.vocab_size * model.hidden_size / tp * gradient_bytes(problem.job)
+    per_element = gradient_bytes(problem.job) if grad_bytes is None else grad_bytes
+    message = model.vocab_size * model.hidden_size / tp * per_element
     if same_node:
         bandwidth = intra_node_allreduce_bytes_per_s(problem.node(first))
     else:
@@ -1562,17 +1564,7 @@ def deepspeed_tied_allreduce_s(problem: Problem, first: str, last: str, same_nod
                                tp: int) -> float:
     """The engine's tied-embedding all-reduce: section 7b's embedding_allreduce_s with V h / t fp16 elements (the
     module's own gradient), whatever the job's gradient dtype. 0 for untied embeddings."""
-    model = problem.model
-    if not model.tied_embeddings:
-        return 0.0
-    message = model.vocab_size * model.hidden_size / tp * DEEPSPEED_TIED_GRAD_BYTES
-    if same_node:
-        bandwidth = intra_node_allreduce_bytes_per_s(problem.node(first))
-    else:
-        bandwidth = min(inter_node_bytes_per_s_per_gpu(problem.node(first), gpus_per_stage),
-                        inter_node_bytes_per_s_per_gpu(problem.node(last), gpus_per_stage))
-    latency = nccl_allreduce_latency_s(problem.node(first), 2, 1 if same_node else 2)
-    return ring_allreduce_s(message, 2, bandwidth) + latency
+    return embedding_allreduce_s(problem, first, last, same_node, gpus_per_stage, tp, DEEPSPEED_TIED_GRAD_BYTES)
 
 
 # DeepSpeed 0.3.13's fp16 step as AMP's fork runs it. Megatron v1.1.5 hands DeepSpeed apex's FusedAdam
