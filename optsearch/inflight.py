@@ -344,13 +344,7 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         stop = min(j + CHUNK, n)
         _rent(tab, stop)
         rent, it = tab.rent[j:stop], tab.iteration[j:stop]
-        ok = np.isfinite(rent)
-        if max_usd_per_hour is not None:
-            ok &= rent <= max_usd_per_hour * slack
-        if max_cost_usd is not None:
-            ok &= rent * it * iterations / 3600.0 <= max_cost_usd * slack
-        if max_time_s is not None:
-            ok &= it * iterations <= max_time_s * slack
+        ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
             best_it = min(best_it, float(it[ok].min()))
             best_cost = min(best_cost, float((rent[ok] * it[ok]).min()))
@@ -428,13 +422,7 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
             stop = min(j + CHUNK, n)
             _rent(tab, stop)
             rent, it = tab.rent[j:stop], tab.iteration[j:stop]
-            ok = np.isfinite(rent)
-            if max_usd_per_hour is not None:
-                ok &= rent <= max_usd_per_hour * slack
-            if max_cost_usd is not None:
-                ok &= rent * it * iterations / 3600.0 <= max_cost_usd * slack
-            if max_time_s is not None:
-                ok &= it * iterations <= max_time_s * slack
+            ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
             product = rent * it
             for x in np.nonzero(ok)[0]:
                 if product[x] < limit:
@@ -553,6 +541,21 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         j = stop
     return None if not math.isfinite(best) else best
 
+
+
+def _meets(rent: np.ndarray, it: np.ndarray, iterations: int, max_time_s: float | None, max_cost_usd: float | None,
+           max_usd_per_hour: float | None) -> np.ndarray:
+    """[j] whether interval j's (rent, iteration) lower bounds meet every budget (each with BOUND_SLACK): a plan of
+    the interval meets a budget only if they do."""
+    slack = BOUND_SLACK
+    ok = np.isfinite(rent)
+    if max_usd_per_hour is not None:
+        ok &= rent <= max_usd_per_hour * slack
+    if max_cost_usd is not None:
+        ok &= rent * it * iterations / 3600.0 <= max_cost_usd * slack
+    if max_time_s is not None:
+        ok &= it * iterations <= max_time_s * slack
+    return ok
 
 def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, ep: int, modes: list[str]
                     ) -> tuple[float, np.ndarray, np.ndarray]:
