@@ -106,6 +106,8 @@ class InFlightTables:
     v: int = 1  # model chunks per rank: every cap a multiple of v
     ends_extra: np.ndarray | None = None  # [a, b] the least embedding all-reduce with ends on (a, b), less the one
     # in it(M_j) (round 8, _ends_rent); None: the cost walk keeps the Lagrangian rent alone
+    base_iteration: np.ndarray | None = None  # [j] it(M_j) without the whole-reduce floor (--overlap-grad-reduce):
+    # the expression whose all-reduce part is allreduce_floor, to which the budget walk adds; None: iteration itself
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -142,13 +144,15 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 
 def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
                     stages_s: float, comm_s: float, cache: dict | None = None, v: int = 1,
-                    slowest_s: float = 0.0, ep: int = 1) -> InFlightTables | None:
+                    slowest_s: float = 0.0, ep: int = 1, whole_s: float = 0.0) -> InFlightTables | None:
     """The tables of the module docstring for (tp = d.tp, dp, b = mbs, cp, pp, ep), or None where the bound does
     not apply (several layer kinds). Mixture of experts (round 8): the layer's state, steps and all-reduce at this
     ep from moe_layer_terms, the rest unchanged. stages_s: the least sum of stage times; comm_s: the
     all-reduce and optimizer floor (both from bounds.candidate_bound's aggregate branch); slowest_s: a lower bound on
     every plan's slowest stage (bounds.least_slowest_stage_s at this v, from node supply), taken in it(M_j) beside
-    M_j: a plan's slowest stage is at least both."""
+    M_j: a plan's slowest stage is at least both. whole_s (--overlap-grad-reduce, 0 without): the whole-reduce floor,
+    the whole all-reduce, optimizer and embedding all-reduce floors: it(M_j) is also at least
+    (m - 1/v) max(M_j, stages_s / pp) + whole_s (see whole_reduce_floor_s)."""
     model = problem.model
     kinds = model.kinds
     if len(kinds) != 1 or (model.is_moe and cp != 1):  # experts: no cp (costmodel.context_parallel_error)
@@ -188,6 +192,10 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     # 1F1B, interleaved: ((m v - 1) max t + sum t) / v + comm (v = 1: (m - 1) max t + sum t + comm)
     slowest = np.maximum(marks, slowest_s)  # the slowest stage of a plan in interval j: >= M_j and >= slowest_s
     iteration = (m - 1 / v) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) / v + comm_s
+    base = None
+    if whole_s > 0:  # both expressions bound every plan of the interval: so does their maximum
+        base = iteration
+        iteration = np.maximum(base, (m - 1 / v) * np.maximum(slowest, stages_s / pp) + whole_s)
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
@@ -200,7 +208,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
                          middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan),
                          slots=np.array(d.slots, dtype=np.int64),
                          allreduce_per_layer=allreduce_per_layer,
-                         allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v)
+                         allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v, base_iteration=base)
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
@@ -521,7 +529,10 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         ok = np.isfinite(rent) & (rent * it <= budget) & (it < best)
         if max_usd_per_hour is not None:
             ok &= rent <= max_usd_per_hour * slack
-        times = it[:, None] + extra[None, :]  # [J, q]
+        # the bucket's all-reduce adds to the expression that counts allreduce_floor for it (base_iteration); the
+        # whole-reduce floor (in it, when larger) already holds every stage's whole reduce: taken beside, not added
+        base = it if tab.base_iteration is None else tab.base_iteration[j:stop]
+        times = np.maximum(base[:, None] + extra[None, :], it[:, None])  # [J, q]
         # R(j, c_q) >= R(j): a bucket whose time x its interval's own rent breaks the budget is out already
         keep = ok[:, None] & (times < best) & (rent[:, None] * times <= budget)
         if max_time_s is not None:
@@ -642,6 +653,23 @@ def least_embedding_allreduce_s(problem: Problem, d: DegreeTerms, pp: int) -> fl
     return min(values)
 
 
+def whole_reduce_floor_s(problem: Problem, d: DegreeTerms, pp: int) -> float:
+    """With --overlap-grad-reduce (d.alpha_full set; 0 without): W = (alpha_full_min + beta_min) P_total / pp + the
+    least embedding all-reduce, with it(M_j) >= (m - 1/v) max(M_j, stages_s / pp) + W (issue 14, round 8, floor). The cost
+    model's iteration is pipeline + max_s A_s + E + max_s O_s. At v = 1, pipeline = (m - 1) max t + sum t, and
+    stage s's exposed reduce is at least its whole one less the backwards that hide it (costmodel.exposed_grad_reduce_s:
+    R_s - sum_{j<s} W_j, stage 0 R_0 - W_0 (n - 1) / n), each backward at most its stage time t_j, so
+    sum t + max A >= every stage's whole reduce (R_s + rest_s, the all-reduce priced without the overlap), whose
+    largest is at least alpha_full_min P_total / pp (the mean over the stages, each at least its type's rate x its
+    parameters; bounds.cheap_bounds' form). At v > 1 the overlap is off (overlap_grad_reduce_on): max A is whole,
+    and pipeline >= (m - 1/v) max t. max O >= beta_min P_total / pp, E >= least_embedding_allreduce_s, and
+    max t >= M_j, >= stages_s / pp. The sum t this spends is the one the old expression counts beside alpha_min P / pp:
+    the budget walk adds a bucket's all-reduce to the old expression only (InFlightTables.base_iteration)."""
+    if not d.alpha_full:
+        return 0.0
+    return (d.alpha_full_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp)
+
+
 def least_layer_work_s(d: DegreeTerms, L: int) -> float:
     """A lower bound on the layers' share of the sum of stage times over every plan of a one-kind candidate, from node
     supply: at most slots[g] stages run on g, each with at most NMAX[g] layers, so at most slots[g] NMAX[g] layers
@@ -677,7 +705,7 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
             return CandidateBound(False)  # the same answer)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
-                                         cache, cand.v, slowest_s, cand.ep)
+                                         cache, cand.v, slowest_s, cand.ep, whole_reduce_floor_s(problem, d, pp))
         if kept[cand.key] is not None:  # round 8: the cost walk's rent by end types, with their embedding all-reduce
             kept[cand.key].ends_extra = ends_extra_s(problem, d, pp)
     tab = kept[cand.key]
