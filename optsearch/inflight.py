@@ -446,13 +446,7 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
         ix = np.array(batch)
         exact = _ends_rent(tab, tab.caps.at(ix))  # [J, a, b]
         times = tab.iteration[ix][:, None, None] + extra[None]  # [J, a, b]
-        good = np.isfinite(exact)
-        if max_usd_per_hour is not None:
-            good &= exact <= max_usd_per_hour * slack
-        if max_cost_usd is not None:
-            good &= exact * times * iterations / 3600.0 <= max_cost_usd * slack
-        if max_time_s is not None:
-            good &= times * iterations <= max_time_s * slack
+        good = _meets(exact, times, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if good.any():
             best = min(best, float((exact * times)[good].min()))
     tail = tab.floor_rent * tab.iteration[j] if j < n else math.inf
