@@ -28,7 +28,7 @@ from optsearch.baselines.exhaustive import count_plans
 
 from test_costgap_bounds import slow_nic_instances
 from test_inflight_bound import _plans
-from test_solver import MAX_PLANS, assert_backends_equal_brute_force, make_problem
+from test_solver import MAX_PLANS, make_problem
 
 REL = 1e-9
 

@@ -14,20 +14,18 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
 
-from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
+from optsearch.baselines.exhaustive import count_plans
 from optsearch.bounds import CandidateBound
 from optsearch.candidates import SpaceOptions
-from optsearch.costmodel import distributed_optimizer_on, overlap_grad_reduce_on
 from optsearch.formulation.model import Candidate
 from optsearch.inflight import sharpened
-from optsearch.plan import Plan, Stage
 from optsearch.search import budget_violations
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
 from test_inflight_bound import _budgets
 from test_overlap_solve import _pipeline_problem
-from test_solver import MAX_PLANS, instances, usable_degrees
+from test_solver import MAX_PLANS, instances, plans_as_searched, usable_degrees
 
 
 def _overlapped_plans(problem, options):
@@ -36,15 +34,8 @@ def _overlapped_plans(problem, options):
     for tp, mbs, dp, uses in usable_degrees(problem, options):
         for pp in range(1, options.max_stages + 1):
             cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses)
-            for types in type_sequences(list(uses), pp, None, tp * dp):
-                for parts in partitions(problem.model.num_layers, pp):
-                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs,
-                                stages=tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)),
-                                distributed_optimizer=distributed_optimizer_on(problem.job, dp),
-                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp))
-                    priced = _least_recompute(problem, plan, options)
-                    if priced is not None:
-                        yield cand, priced[0], priced[1]
+            for plan, est in plans_as_searched(problem, options, tp, mbs, dp, uses, pp):
+                yield cand, plan, est
 
 
 def _least_ratios(problem, options) -> tuple[float, float, int]:

@@ -29,7 +29,7 @@ from optsearch.spec.budget import Budget
 sys.path.insert(0, str(Path(__file__).parent))
 from test_inflight_bound import _budgets  # noqa: E402
 from test_moe import moe_instances  # noqa: E402
-from test_solver import MAX_PLANS, usable_degrees  # noqa: E402
+from test_solver import usable_degrees  # noqa: E402
 
 
 def _every_mode(problem: Problem, plan: Plan):

@@ -95,16 +95,13 @@ def _check_bounds_below_overlapped_plans(problem, options, budget) -> int:
     from unittest import mock
 
     from optsearch import bounds as bounds_module
-    from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
     from optsearch.bounds import candidate_bound, degree_terms
     from optsearch.candidates import max_stages
-    from optsearch.costmodel import distributed_optimizer_on
     from optsearch.formulation.model import skeleton
     from optsearch.formulation.positional import positional_bound
-    from optsearch.plan import Plan
     from optsearch.search import objective_value
 
-    from test_solver import usable_degrees
+    from test_solver import plans_as_searched, usable_degrees
 
     compared = 0
     for tp, mbs, dp, uses in usable_degrees(problem, options):
@@ -115,22 +112,14 @@ def _check_bounds_below_overlapped_plans(problem, options, budget) -> int:
                 bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
             sk = skeleton(problem, Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses), options)
             positional = positional_bound(sk, budget).bound if sk.patterns is not None else -math.inf
-            for types in type_sequences(list(uses), pp, None, tp * dp):
-                for parts in partitions(problem.model.num_layers, pp):
-                    plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs,
-                                stages=tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)),
-                                distributed_optimizer=distributed_optimizer_on(problem.job, dp),
-                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp))
-                    found = _least_recompute(problem, plan, options)
-                    if found is None:
-                        continue
-                    est = found[1]
-                    compared += 1
-                    for bound in bounds:
-                        assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
-                        assert bound.cost_per_iteration_usd <= est.usd_per_hour * est.iteration_time_s / 3600 * (
-                            1 + 1e-9), (found[0], bound)
-                    assert positional <= objective_value(est, budget.objective) * (1 + 1e-9), (found[0], positional)
+            for found in plans_as_searched(problem, options, tp, mbs, dp, uses, pp):
+                est = found[1]
+                compared += 1
+                for bound in bounds:
+                    assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
+                    assert bound.cost_per_iteration_usd <= est.usd_per_hour * est.iteration_time_s / 3600 * (
+                        1 + 1e-9), (found[0], bound)
+                assert positional <= objective_value(est, budget.objective) * (1 + 1e-9), (found[0], positional)
     return compared
 
 

@@ -39,6 +39,26 @@ def usable_degrees(problem, options):
                     yield tp, mbs, dp, uses
 
 
+def plans_as_searched(problem, options, tp, mbs, dp, uses, pp):
+    """(plan, estimate) of every type sequence and layer split of the candidate (tp, mbs, dp, uses, pp), each at its
+    least recomputation (exhaustive._least_recompute; None skipped) and with the distributed optimizer and
+    --overlap-grad-reduce as the search sets them (costmodel.distributed_optimizer_on, overlap_grad_reduce_on):
+    the plans the bound tests compare every bound with."""
+    from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
+    from optsearch.costmodel import distributed_optimizer_on, overlap_grad_reduce_on
+    from optsearch.plan import Plan, Stage
+
+    for types in type_sequences(list(uses), pp, None, tp * dp):
+        for parts in partitions(problem.model.num_layers, pp):
+            plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs,
+                        stages=tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)),
+                        distributed_optimizer=distributed_optimizer_on(problem.job, dp),
+                        overlap_grad_reduce=overlap_grad_reduce_on(problem, dp))
+            found = _least_recompute(problem, plan, options)
+            if found is not None:
+                yield found
+
+
 def make_problem(*, layers: int, hidden: int, heads: int, gbs: int, node_types: list[dict], gpus: list[GpuSpec],
                  distributed_optimizer: bool = False, seq: int = 512) -> Problem:
     model = ModelSpec(
@@ -437,13 +457,11 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     from unittest import mock
 
     from optsearch import bounds as bounds_module
-    from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
     from optsearch.bounds import bound_over_compositions, candidate_bound, composition_bounds, degree_terms
     from optsearch.candidates import max_stages
     from optsearch.formulation.model import Candidate, skeleton
     from optsearch.formulation.positional import _least_rent, _most_cover, positional_bound
     from optsearch.formulation.positional import tables as positional_tables
-    from optsearch.plan import Plan, Stage
 
     compared = 0
     for tp, mbs, dp, uses in usable_degrees(problem, options):
@@ -454,23 +472,19 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
                 bounds.append(candidate_bound(problem, terms, pp, budget, refined=True))
             values = []
             per_plan = []  # (time, iteration, USD per iteration)
-            for types in type_sequences(list(uses), pp, None, tp * dp):
-                for parts in partitions(problem.model.num_layers, pp):
-                    stages = tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts))
-                    found = _least_recompute(problem, Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages),
-                                             options)
-                    if found is None or budget_violations(*found, budget):
-                        continue
-                    est = found[1]
-                    values.append((objective_value(est, budget.objective), est.training_time_s))
-                    compared += 1
-                    per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
-                    per_plan.append((est.training_time_s, est.iteration_time_s, per_iteration))
-                    for bound in bounds:
-                        assert bound.feasible, (found[0], bound)
-                        assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
-                        assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (found[0], bound)
-                        assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
+            for found in plans_as_searched(problem, options, tp, mbs, dp, uses, pp):
+                if budget_violations(*found, budget):
+                    continue
+                est = found[1]
+                values.append((objective_value(est, budget.objective), est.training_time_s))
+                compared += 1
+                per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
+                per_plan.append((est.training_time_s, est.iteration_time_s, per_iteration))
+                for bound in bounds:
+                    assert bound.feasible, (found[0], bound)
+                    assert bound.iteration_s <= est.iteration_time_s * (1 + 1e-9), (found[0], bound)
+                    assert bound.rate_usd_per_hour <= est.usd_per_hour * (1 + 1e-9), (found[0], bound)
+                    assert bound.cost_per_iteration_usd <= per_iteration * (1 + 1e-9), (found[0], bound)
             comps = composition_bounds(problem, terms, pp)
             if comps is not None and per_plan:
                 w = sorted(t for t, _, _ in per_plan)[len(per_plan) // 2]
