@@ -505,9 +505,10 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     priced by the cost model, or None (never a proof that none exists; incumbents only).
 
     Minimizing time under a cost budget B (cost under a deadline D: the same with time and cost swapped), the capped
-    quantity is minimized without its cap, from the quick plans of the DESCENT_SEEDS least bounded (v = 1)
-    candidates of each (cp, tp) under the cost objective (bounds under B), by the plain hill-climb of
-    _neighbour_search (_climb) over the budget without B, and the descent stops at the first plan that meets B.
+    quantity is minimized without its cap: from the cheapest quick plan of the first DESCENT_SEEDS (v = 1)
+    candidates of each (cp, tp) that have one, in order of their bounds under the cost objective and B (at most
+    QUICK_SEEDS tried of each), by the plain hill-climb of _neighbour_search (_climb) over the budget without B,
+    stopping at the first plan that meets B (or a seed's quick plan that does).
     Where B lies a few per cent above the cheapest plan, the plans that meet it are a thin slice of the space: the
     time walk reaches them last (they are slow), and a cost search under B reaches them only where its bound order
     does, which on the large pools is far from the plans' own order (issue 14, round 9: Megatron 1T on
@@ -521,21 +522,23 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     cap = "max_cost_usd" if quantity == "cost" else "max_time_s"
     relaxed = budget.model_copy(update={"objective": quantity, cap: None})
     bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}))
-    per_group: dict[tuple[int, int], int] = {}
+    gave: dict[tuple[int, int], int] = {}  # of each (cp, tp): seeds that gave a plan, and seeds tried
+    tried: dict[tuple[int, int], int] = {}
     best = None
     for item in bounded:
         group = (item.cand.cp, item.cand.tp)
-        if item.cand.v != 1 or per_group.get(group, 0) >= DESCENT_SEEDS:
+        if item.cand.v != 1 or gave.get(group, 0) >= DESCENT_SEEDS or tried.get(group, 0) >= QUICK_SEEDS:
             continue
         if deadline is not None and time.perf_counter() > deadline:
-            return None
-        per_group[group] = per_group.get(group, 0) + 1
+            break
+        tried[group] = tried.get(group, 0) + 1
         plans = memo.quick_plans(memo.skeleton(item.cand))
         if (hit := _best_meeting(budget, plans)) is not None:
             return hit
         own = _best_meeting(relaxed, plans)
-        if own is not None and (best is None or own[0] < best[0]):
-            best = own
+        if own is not None:
+            gave[group] = gave.get(group, 0) + 1
+            best = own if best is None or own[0] < best[0] else best
     if best is None:
         return None
     got = _climb(memo, relaxed, bounded, best, deadline, wide=False,
