@@ -59,7 +59,7 @@ def _own_seeds_meet(problem, options, budget) -> bool:
 def test_time_under_a_budget_just_above_the_cheapest_plan_has_a_plan_before_any_loop_works(monkeypatch):
     """FASOP-like, time under B = 1.01 x the cheapest plan's cost. The fast plans the time order seeds first all break
     B (checked), and the seed search's own seeds are switched off (FIRST_PLAN_SEEDS = 0: on Megatron 1T / mixed-pool-3k
-    its 400 seeds end before the 910th, the first with a quick plan under B). Every search loop stops at its first
+    its 400 seeds end before the 623rd, the first with a quick plan under B). Every search loop stops at its first
     in-flight bound (_WorkClock). Before _budget_descent the first plan came only from the seed search's loop, after
     its first in-flight bound (first_plan_s past MISSED_S); on the large pools that loop gave none within the limit
     ("stopped at the time limit before any plan that meets the budget was found", a defect where one exists). Now a
