@@ -323,14 +323,17 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
-           wide: bool) -> Priced:
+           wide: bool, until: Callable[[Priced], bool] | None = None) -> Priced:
     """One hill-climb of _neighbour_search, until deadline (time.perf_counter()). wide: the pipeline depth also
     halved, doubled and x 4 (_climb_depths) and each neighbour's quick plans with their interleaved variants
     (_climb_plans); a budget search runs it from where the plain climb stops (budgetrows: the wide steps cost about
     3x as much, and run from the start they left Llama-2 70B, time under B, at 1.19e6 s when its share ran out
-    where the plain climb reaches 1.05e6 s)."""
+    where the plain climb reaches 1.05e6 s). until: stop at the first plan (the start included) for which it holds
+    (_budget_descent)."""
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     best = start
+    if until is not None and until(best):
+        return best
     plan = start[1]
     at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1)
     seen: set[tuple[int, ...]] = {at}
@@ -349,6 +352,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         if moved is not None:
             best, at = moved
             seen.add(at)
+            if until is not None and until(best):
+                return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
         near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
@@ -369,6 +374,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         if moved is None:
             return best
         best, at = moved
+        if until is not None and until(best):
+            return best
 
 
 def _climb_depths(pp: int) -> list[int]:
@@ -477,6 +484,68 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
     left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
     whole = solve(problem, budget, solver=solver, time_limit_s=left, options=options, memo=memo, first_plan_only=True)
     return out + [(whole, time.perf_counter())]
+
+
+DESCENT_SEEDS = 2  # v = 1 candidates of each (cp, tp) whose quick plans start _budget_descent (in bound order)
+DESCENT_SHARE = 0.25  # of the time left, at most, for _budget_descent (before the seed search)
+
+
+def _capped_quantity(budget: Budget) -> str | None:
+    """The quantity a budget search caps beside its objective: "cost" minimizing time under a cost budget, "time"
+    minimizing cost under a deadline; None for any other budget."""
+    if budget.objective == "time" and budget.max_cost_usd is not None:
+        return "cost"
+    if budget.objective == "cost" and budget.max_time_s is not None:
+        return "time"
+    return None
+
+
+def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> Priced | None:
+    """A first plan that meets a budget search's cap, from the cheap side: a plan of the space that meets `budget`,
+    priced by the cost model, or None (never a proof that none exists; incumbents only).
+
+    Minimizing time under a cost budget B (cost under a deadline D: the same with time and cost swapped), the capped
+    quantity is minimized without its cap: from the cheapest quick plan of the first DESCENT_SEEDS (v = 1)
+    candidates of each (cp, tp) that have one, in order of their bounds under the cost objective and B (at most
+    QUICK_SEEDS tried of each), by the plain hill-climb of _neighbour_search (_climb) over the budget without B,
+    stopping at the first plan that meets B (or a seed's quick plan that does).
+    Where B lies a few per cent above the cheapest plan, the plans that meet it are a thin slice of the space: the
+    time walk reaches them last (they are slow), and a cost search under B reaches them only where its bound order
+    does, which on the large pools is far from the plans' own order (issue 14, round 9: Megatron 1T on
+    mixed-pool-3k, B = $16.27M, 2.4 % above the cheapest plan the grid knew: the first quick plan under B is the
+    356th v = 1 candidate in cost-bound order, 3.3 s of CPU of quick plans, and the first-plan-only cost search under
+    B took 13 s of CPU; the climb on cost from the seeds' $17.3M plan passes under B at its second move, 0.5 s)."""
+    quantity = _capped_quantity(budget)
+    if quantity is None:
+        return None
+    deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
+    cap = "max_cost_usd" if quantity == "cost" else "max_time_s"
+    relaxed = budget.model_copy(update={"objective": quantity, cap: None})
+    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}))
+    gave: dict[tuple[int, int], int] = {}  # of each (cp, tp): seeds that gave a plan, and seeds tried
+    tried: dict[tuple[int, int], int] = {}
+    best = None
+    for item in bounded:
+        group = (item.cand.cp, item.cand.tp)
+        if item.cand.v != 1 or gave.get(group, 0) >= DESCENT_SEEDS or tried.get(group, 0) >= QUICK_SEEDS:
+            continue
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        tried[group] = tried.get(group, 0) + 1
+        plans = memo.quick_plans(memo.skeleton(item.cand))
+        if (hit := _best_meeting(budget, plans)) is not None:
+            return hit
+        own = _best_meeting(relaxed, plans)
+        if own is not None:
+            gave[group] = gave.get(group, 0) + 1
+            best = own if best is None or own[0] < best[0] else best
+    if best is None:
+        return None
+    got = _climb(memo, relaxed, bounded, best, deadline, wide=False,
+                 until=lambda priced: not budget_violations(priced[1], priced[2], budget))
+    if budget_violations(got[1], got[2], budget):
+        return None
+    return objective_value(got[2], budget.objective), got[1], got[2]
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
@@ -821,6 +890,7 @@ def solve(
             incumbent = (objective_value(warm_est, budget.objective), warm_start, warm_est, None)
     seed_s = None
     seed_plans: list = []  # the seed search's plans that meet the budget, each climbed from (below)
+    descent = None  # _budget_descent's plan, one of seed_plans
     other = "time" if budget.objective == "cost" else "cost"
     # A budget search whose first plan comes from the seed or the loop: that plan is climbed from once (below).
     climb = (incumbent is None and not first_plan_only and slower_than_s == 0.0
@@ -831,8 +901,12 @@ def solve(
         # the own seeds, fast plans that break a cost budget, another 0.9 s of CPU before the seed search began,
         # and the first plan came at 3.4 s). The seed search computes the per-(tp, dp, b, cp) terms that both
         # searches share (Memo). Its plan is an incumbent only, never a proof.
-        share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
         seed_first_s = None  # when the seed search's first plan that meets the budget was known
+        found = _budget_descent(memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
+        if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
+            descent = incumbent = (found[0], found[1], found[2], None)
+            seed_first_s = time.perf_counter() - start
+        share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
         for seed, known in _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share,
                                         options, memo):
             if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
@@ -842,6 +916,8 @@ def solve(
                 if incumbent is None or value < incumbent[0]:
                     incumbent = seed_plans[0]
                 seed_first_s = known - start if seed_first_s is None else seed_first_s
+        if descent is not None:  # climbed from after the seed search's plans (a quarter share)
+            seed_plans.append(descent)
         seed_s = time.perf_counter() - start
     else:
         seed_first_s = None
@@ -904,7 +980,7 @@ def solve(
         # The first start (the whole space's seed, as before the cp = 1, v = 1 part was searched first) gets the
         # whole share, the others a quarter each: every climb's time is taken from the loop's.
         starts = seed_plans + ([incumbent] if all(incumbent is not p for p in seed_plans) else [])
-        if seed_plans and starts[-1] is incumbent and incumbent[0] < seed_plans[0][0]:
+        if seed_plans and starts[-1] is incumbent and incumbent is not descent and incumbent[0] < seed_plans[0][0]:
             # The own seeds beat every seed plan: no climb, as before the seed search came first (be56267). Climbing
             # from the seed plans cost GPT-2 XL, mixed-pool-8k, cost under 7 days 3.3 s of CPU for plans dearer than
             # the own seeds' (the optimum), and Llama-2 70B, time under B = $7.34M, 1.19e6 s against 1.05e6 s.
