@@ -223,6 +223,24 @@ def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | No
     return f"--max-cp {max_cp}: the largest context-parallel size searched is {largest}; {why}"
 
 
+def context_parallel_types_note(problem: Problem, options) -> str | None:
+    """One line for solve when cp > 1 is searched on some of the cluster's node types only (targets.
+    context_parallel_space: SpaceOptions.context_parallel_node_types, the types that run flash attention), naming
+    them and why the others have cp 1 only; None where cp > 1 is not searched or every type has it."""
+    from optsearch.candidates import context_parallel_candidates
+    from optsearch.targets import context_parallel_attention_error
+
+    types = options.context_parallel_node_types
+    if types is None or max(context_parallel_candidates(problem, options), default=1) <= 1:
+        return None
+    others = [n.name for n in problem.cluster.node_types if n.name not in types]
+    if not others:
+        return None
+    why = "; ".join(context_parallel_attention_error(problem, [n]) or f"node type {n} is left out" for n in others)
+    return (f"cp > 1 is searched on {', '.join(types) or 'no node type'} only ({why}); "
+            f"plans on {', '.join(others)} use cp 1")
+
+
 def profile_coverage(problem: Problem, options=None) -> dict[str, str]:
     """Check the profile covers the cluster's node types before any search (optsearch.coverage): none covered is a
     ProfileError (exit 2); node types left out are said on stderr as a warning (always: it limits what the answer
