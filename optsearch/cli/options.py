@@ -125,10 +125,11 @@ DistributedOptimizerOpt = Annotated[
     Optional[bool],
     typer.Option("--distributed-optimizer/--no-distributed-optimizer",
                  help=_NO_FILE + "Megatron's distributed optimizer (--use-distributed-optimizer: optimizer states "
-                                 "sharded over the dp x cp ranks). Default: what `solve` chooses for the plan, on "
-                                 "wherever dp x cp > 1 unless the job sets job.distributed_optimizer = false "
-                                 "(costmodel.distributed_optimizer_on), so a plan given with solve's knobs prices as "
-                                 "solve's plan file. Against what the job forces: refused.",
+                                 "sharded over the dp x cp ranks). Default: on wherever dp x cp > 1 unless the job "
+                                 "sets job.distributed_optimizer = false (costmodel.distributed_optimizer_on), what "
+                                 "`solve` chooses except under --overlap-grad-reduce, where it may choose off "
+                                 "(its plan then says no 'distributed optimizer': give --no-distributed-optimizer). "
+                                 "Against what the job forces: refused.",
                  show_default=False),
 ]
 def _headroom(value: float | None) -> float | None:
