@@ -29,7 +29,7 @@ from optsearch.candidates import (
     type_sequence_allowed,
 )
 from optsearch.costmodel import (
-    Estimate, distributed_optimizer_choices, distributed_optimizer_on, estimate, overlap_grad_reduce_on,
+    Estimate, distributed_optimizer_choices, estimate, overlap_grad_reduce_on,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
