@@ -18,8 +18,8 @@ def _p3_p4d(tmp_path):
     """One V100 node type (no flash attention) and one A100 type, as tests/test_cp_flash_types.py builds it."""
     cluster = tmp_path / "p3-p4d.json"
     p3, p4d = build_problem("gpt2-small", "aws-p3").cluster, build_problem("gpt2-small", "aws-p4d").cluster
-    cluster.write_text(json.dumps({"name": "p3-p4d", "node_types": [
-        p3.node_types[0].model_dump(mode="json"), p4d.node_types[0].model_dump(mode="json")]}))
+    cluster.write_text(json.dumps({"name": "p3-p4d", "node_types": [  # one node of each: a small space
+        {**n.node_types[0].model_dump(mode="json"), "num_nodes_available": 1} for n in (p3, p4d)]}))
     return cluster, p3.node_types[0].name, p4d.node_types[0].name
 
 
@@ -37,9 +37,9 @@ def test_the_note_names_the_types_and_why(tmp_path):
 
 def test_solve_prints_the_note_once_and_not_when_quiet_or_capped(tmp_path):
     cluster, v100, a100 = _p3_p4d(tmp_path)
-    args = ["solve", "--model", "gpt2-small", "--cluster", str(cluster), "--minimize", "cost", "--time-limit", "20"]
-    run = run_cli(*args)
-    assert run.code in (0, None), run.stderr
+    args = ["solve", "--model", "gpt2-small", "--cluster", str(cluster), "--minimize", "cost", "--time-limit", "3"]
+    run = run_cli(*args)  # the note comes before the search: said whether or not a plan is found in the limit
+    assert run.code in (0, None, 1) and "Traceback" not in run.stderr, run.stderr
     notes = [line for line in run.stderr.splitlines() if line.startswith("note: cp > 1 is searched on")]
     assert len(notes) == 1 and notes[0].endswith(f"plans on {v100} use cp 1"), run.stderr
     assert "note: cp > 1" not in run_cli(*args, "--quiet").stderr
