@@ -90,6 +90,7 @@ class DegreeTerms:
     # these are the whole collective's rates, for sum_s t_s + A >= every stage's whole reduce (overlap_iteration_s).
     alpha_full: tuple[float, ...] = ()  # [g]; empty when the overlap is off
     alpha_full_min: float = 0.0
+    distributed_optimizer: bool | None = None  # the setting these terms are at (degree_terms' dist)
 
     def all_params(self, pp: int) -> float:
         """P_total: every layer, the embedding and the head (with the tied copy when pp > 1)."""
@@ -113,17 +114,18 @@ def _calls(cache: dict | None):
 
 
 def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
-                 cp: int = 1, cache: dict | None = None) -> DegreeTerms:
+                 cp: int = 1, cache: dict | None = None, dist: bool | None = None) -> DegreeTerms:
     """The terms at (tp, dp, b, ep, cp). Context parallelism enters every per-layer term through the cost model's cp_*
-    functions, and the distributed optimizer as the search decides it (distributed_optimizer_on), so every bound below
-    holds for each cp and either optimizer setting: they bound the same coefficients the model uses.
+    functions, and the distributed optimizer at `dist` (None: as the search decides it, distributed_optimizer_on;
+    a candidate that sets it, formulation.model.Candidate.dist, takes the terms at its own setting), so every bound
+    below holds for each cp and either optimizer setting: they bound the same coefficients the model uses.
     Mixture of experts: steps include the expert all-to-alls at this ep (exact); alpha, beta and the state bytes are
     the lesser of the dense and the expert per-parameter rates (moe_rates), so every bound over parameters holds."""
     model = problem.model
     names = [u.name for u in uses]
     w = tp * cp * dp
     kinds = model.kinds
-    dist = distributed_optimizer_on(problem.job, dp, cp)
+    dist = distributed_optimizer_on(problem.job, dp, cp) if dist is None else dist
     spans = {u.name: w > u.node.gpus_per_node for u in uses}
     call = _calls(cache)
     step = {g: [call(cp_layer_step_s, problem, g, k, tp, mbs, "none", cp)
@@ -136,7 +138,7 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
                   for u in uses)
     sends = [s for row in inter for s in row] + [s for s in intra if s is not None]  # each send computed once
     state = state_bytes(problem.job, dp, cp, dist)
-    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache) for g in names]
+    nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache, dist) for g in names]
     alpha = tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses)
     alpha_full: tuple[float, ...] = ()
     if problem.overlap_grad_reduce:  # --overlap-grad-reduce may hide the reduce: only its exposed floor (section 7c)
@@ -185,6 +187,7 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         least_stage_params=model_terms[2],
         alpha_full=alpha_full,
         alpha_full_min=min(alpha_full) if alpha_full else 0.0,
+        distributed_optimizer=dist,
     )
 
 
@@ -215,7 +218,7 @@ def moe_rates(problem: Problem, uses: tuple[NodeUse, ...], tp: int, dp: int, ep:
 
 
 def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs: int, ep: int = 1,
-                         cp: int = 1, cache: dict | None = None) -> int:
+                         cp: int = 1, cache: dict | None = None, dist: bool | None = None) -> int:
     """NMAX[g]: the most layers one stage of this type can hold, over EVERY recomputation mode and layer kind.
 
     A stage of n >= 1 layers in mode r needs at least reserve + [r = full] W + n min_k (state P_k / tp + act[r, k])
@@ -228,7 +231,7 @@ def max_layers_per_stage(problem: Problem, node_type: str, tp: int, dp: int, mbs
     another order) and capped at the model's layers."""
     model = problem.model
     call = _calls(cache)  # memoized per-layer calls (the same values)
-    dist = distributed_optimizer_on(problem.job, dp, cp)
+    dist = distributed_optimizer_on(problem.job, dp, cp) if dist is None else dist  # degree_terms' setting
     state = state_bytes(problem.job, dp, cp, dist)
     expert_state = expert_state_bytes_per_param(problem.job, dp, ep, dist) if model.is_moe else state
     key = ("max_layers_per_stage", node_type, tp, mbs, ep, cp, state, expert_state)  # everything it depends on

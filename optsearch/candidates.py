@@ -250,17 +250,14 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
         return False
     if plan.cp not in context_parallel_candidates(problem, options):
         return False
-    from optsearch.costmodel import distributed_optimizer_choices, distributed_optimizer_on, overlap_grad_reduce_on
+    from optsearch.costmodel import distributed_optimizer_choices, overlap_grad_reduce_on
 
     if plan.distributed_optimizer not in distributed_optimizer_choices(problem.job, plan.dp, plan.cp):
         return False
     # --overlap-grad-reduce: the search's own setting only (an interleaved variant of a v = 1 plan must not keep its
-    # flag: launch refuses it), and the distributed optimizer as the search fixes it (under the overlap off can be
-    # faster, not searched: docs/targets.md "Communication overlaps"; brute force takes the same setting)
+    # flag: launch refuses it). The distributed optimizer: either setting of the space (under the overlap the search
+    # tries both, costmodel.distributed_optimizer_settings; elsewhere on, which never loses)
     if plan.overlap_grad_reduce != overlap_grad_reduce_on(problem, plan.dp, plan.cp, v):
-        return False
-    if problem.overlap_grad_reduce and plan.distributed_optimizer != distributed_optimizer_on(problem.job, plan.dp,
-                                                                                               plan.cp):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp, options)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):

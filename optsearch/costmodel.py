@@ -346,9 +346,46 @@ def distributed_optimizer_on(job: JobSpec, dp: int, cp: int = 1) -> bool:
     state_bytes, optimizer_s; tests/test_context_parallel.py checks it over random plans), so on is optimal.
     Not so under --overlap-grad-reduce (Problem.overlap_grad_reduce): the plain all-reduce can hide whole behind the
     backward while the distributed optimizer's all-gather stays exposed, so off can be faster (5 % on
-    tests/test_overlap_seams.py's instance); the search keeps it on there too (not searched, docs/targets.md
-    "Communication overlaps"), and candidates.in_search_space and brute force take the same setting."""
+    tests/test_overlap_seams.py's instance): there the search tries both (distributed_optimizer_settings)."""
     return job.distributed_optimizer is not False and dp * cp > 1
+
+
+def distributed_optimizer_settings(problem: Problem, dp: int, cp: int = 1, virtual_stages: int = 1
+                                   ) -> tuple[bool, ...]:
+    """The distributed-optimizer settings the search tries at (dp, cp, v), the search's own first: both, on and
+    off, where --overlap-grad-reduce is on for such plans (overlap_grad_reduce_on) and the job leaves the optimizer
+    open (job.distributed_optimizer unset). There neither dominates (docs/cost-model.md 7e): off hides the whole
+    all-reduce behind the backward but steps the optimizer on unsharded states and holds them whole; on keeps its
+    parameter all-gather exposed. Elsewhere only distributed_optimizer_on: without the overlap on never costs time
+    or memory."""
+    on = distributed_optimizer_on(problem.job, dp, cp)
+    if on and problem.job.distributed_optimizer is None and overlap_grad_reduce_on(problem, dp, cp, virtual_stages):
+        return (True, False)
+    return (on,)
+
+
+def distributed_optimizer_off_dominated(problem: Problem, node_types: list[str], tp: int, dp: int,
+                                        cp: int = 1) -> bool:
+    """True where, at these degrees, the distributed optimizer on is at least as fast as off for every plan on these
+    node types, so the search need not try off (docs/cost-model.md 7e). Both bandwidths of a type are checked, within
+    a node and across nodes (a stage of w <= GPUs per node may still straddle two, costmodel.place). A plan and
+    its copy with the optimizer on differ only in A (the exposed exchange) and O (the optimizer step), and each is
+    linear in a stage's parameters P_s. Per parameter on type g: rs = the reduce-scatter (g of the g + 2 bytes of
+    gradient_sync_s), ag = the all-gather (the other 2), ar = off's all-reduce, dO = off's optimizer step less on's.
+    With rs <= ar every stage's overlapped part is exposed no more with on (exposed_grad_reduce_s is monotone in it,
+    the same backward windows and buckets), so A_on_s <= A_off_s + ag P_s; with ag <= dO on every type
+    max_s A_on - max_s A_off <= max_s ag P_s <= max_s dO P_s <= max_s O_off - max_s O_on. And on needs no more memory.
+    Mixture-of-experts models: not claimed (False)."""
+    if problem.model.is_moe:
+        return False
+    g = gradient_bytes(problem.job)
+    for name, spans in ((n, s) for n in node_types for s in (False, True)):
+        on = gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True)
+        off = gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, False)
+        saved = optimizer_s(problem, name, 1.0, tp, dp, cp, False) - optimizer_s(problem, name, 1.0, tp, dp, cp, True)
+        if on * g / (g + WEIGHT_BYTES_PER_PARAM) > off or on * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) > saved:
+            return False
+    return True
 
 
 def overlap_grad_reduce_on(problem: Problem, dp: int, cp: int = 1, virtual_stages: int = 1) -> bool:

@@ -162,7 +162,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     tp, m, L = d.tp, d.m, model.num_layers
     names = [u.name for u in d.uses]
     G = len(names)
-    dist = distributed_optimizer_on(problem.job, dp, cp)
+    dist = _terms_dist(problem, d, dp, cp)
     per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
     modes = list(RECOMPUTE_MODES)
     steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes] for g in names])
@@ -583,7 +583,7 @@ def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, e
         expert_allreduce_s, expert_state_bytes_per_param, gradient_sync_s, moe_layer_alltoall_s,
     )
     model, tp = problem.model, d.tp
-    dist = distributed_optimizer_on(problem.job, dp, 1)
+    dist = _terms_dist(problem, d, dp, 1)
     P, X = float(model.layer_parameters(kind)), float(model.expert_parameters(kind))
     state = (P - X) / tp * state_bytes(problem.job, dp, 1, dist) \
         + X / (tp * ep) * expert_state_bytes_per_param(problem.job, dp, ep, dist)
@@ -595,6 +595,11 @@ def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, e
     allreduce = np.array([a + expert_allreduce_s(problem, u.name, X, tp, dp, ep, s, dist)
                           for a, u, s in zip(dense, d.uses, spans)])
     return state, a2a, allreduce
+
+
+def _terms_dist(problem: Problem, d: DegreeTerms, dp: int, cp: int) -> bool:
+    """The distributed-optimizer setting d's terms are at (bounds.degree_terms), else the search's default."""
+    return distributed_optimizer_on(problem.job, dp, cp) if d.distributed_optimizer is None else d.distributed_optimizer
 
 
 def _exposed_dense(problem: Problem, distributed: bool, dense: list[float]) -> tuple[float, ...]:
@@ -619,7 +624,7 @@ def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int
     (InFlightTables.allreduce_floor): it(M_j) counts at most that much for it."""
     from optsearch.costmodel import expert_allreduce_s, expert_optimizer_step_s, gradient_sync_s, optimizer_s
     model, tp = problem.model, d.tp
-    dist = distributed_optimizer_on(problem.job, dp, 1)
+    dist = _terms_dist(problem, d, dp, 1)
     X = float(sum(model.expert_parameters(k) * k.num_layers for k in model.kinds))
     D = d.all_params(pp) - X
     spans = [d.w > u.node.gpus_per_node for u in d.uses]

@@ -34,7 +34,7 @@ from optsearch.candidates import (
     interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_on, estimate, overlap_grad_reduce_on, memory_capacity_bytes, stage_parameters,
+    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, memory_capacity_bytes, stage_parameters,
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
@@ -124,10 +124,10 @@ class Memo:
     inflight: dict[tuple[int, ...], object] = field(default_factory=dict)  # inflight.InFlightTables per candidate
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
-                     cp: int = 1) -> DegreeTerms:
-        key = (tp, dp, mbs, ep, cp)
+                     cp: int = 1, dist: bool | None = None) -> DegreeTerms:
+        key = (tp, dp, mbs, ep, cp) if dist is None else (tp, dp, mbs, ep, cp, int(dist))
         if key not in self.terms:
-            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp, self.calls)
+            self.terms[key] = degree_terms(self.problem, tp, dp, mbs, uses, ep, cp, self.calls, dist)
         return self.terms[key]
 
     def cheap_bound(self, terms: DegreeTerms, cand: Candidate) -> CandidateBound:
@@ -335,11 +335,11 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     if until is not None and until(best):
         return best
     plan = start[1]
-    at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1)
+    at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1, 0)
     seen: set[tuple[int, ...]] = {at}
     evals = 0
     while True:
-        tp, dp, b, pp, ep, cp, _ = at
+        tp, dp, b, pp, ep, cp, _, _ = at
         moved = None
         for variant in _rescaled(memo.problem, best[1]):  # the current plan itself on more (or fewer) replicas
             if deadline is not None and time.perf_counter() > deadline:
@@ -347,7 +347,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             own = _best_meeting(budget, [found] if (found := memo.runnable(variant)) else [])
             if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
                 moved = (own, (variant.tp, variant.dp, variant.micro_batch_size, len(variant.stages), variant.ep,
-                               variant.cp, 1))
+                               variant.cp, 1, 0))
                 break
         if moved is not None:
             best, at = moved
@@ -356,7 +356,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
-        near = sorted({(t, d, bb, q, e, c, 1) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
+        near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
                        for c in (cp // 2, cp, 2 * cp)} - seen)
         for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
@@ -590,10 +590,17 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
                 uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
                 if not uses:
                     continue
-                for ep in ep_candidates(problem, tp, dp, options):
-                    terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp)
-                    ok, iteration, rate, cost = memo.cheap_bounds(terms, (tp, dp, mbs, ep, cp), pps)
-                    for v in options.virtual_stages:
+                both = len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
+                    distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
+                for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options)
+                                 for o in ((None, False) if both else (None,))]:
+                    # dist: None, the search's default; False, off too where both are tried (under the overlap)
+                    terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
+                    ok, iteration, rate, cost = memo.cheap_bounds(
+                        terms, (tp, dp, mbs, ep, cp) if dist is None else (tp, dp, mbs, ep, cp, 0), pps)
+                    for v in options.virtual_stages if dist is None else (1,):  # off: at v = 1 only
+                        if v not in options.virtual_stages:
+                            continue
                         shape = shapes.get((terms.m, dp, mbs, v))
                         if shape is None:  # the pp allowed and their f_v: once per (m, dp, b, v)
                             if v == 1:
@@ -627,12 +634,13 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
                             keep &= ~(rt > budget.max_usd_per_hour * slack)
                         value = cost_lb if budget.objective == "cost" else time_lb
                         for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
-                            rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v), uses, terms))
+                            rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v, int(dist is not None)), uses, terms))
     # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
     # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
     rows.sort(key=itemgetter(0, 1))
-    for lb, (tp, dp, mbs, pp, ep, cp, v), uses, terms in rows:
-        kept.append(Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v),
+    for lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms in rows:
+        kept.append(Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
+                                      dist=False if off else None),
                             lb, terms, CHEAP))
     return kept, total
 

@@ -92,6 +92,10 @@ class Priced:
     predicted_s: float
     fits: bool
     peak_memory_share: float  # largest stage memory / its capacity
+    # cp > 1 on a node type where upstream Megatron-LM has no attention with context parallelism
+    # (targets.context_parallel_attention_error): the reason, else None. Such a row is priced as recorded (it ran on
+    # some engine) and flagged: `estimate` and `launch` refuse the same plan (docs/validation.md).
+    upstream_refuses: str | None = None
 
 
 def _int(row: dict, key: str, where: str) -> int:
@@ -259,8 +263,28 @@ def price(runs: list[Run], profile: str = "analytic", memory_headroom: float = D
         except OptsearchError as err:
             raise SpecError(f"{run.where or 'run ' + run.run_id}: {err}") from None
         share = max(s.memory_bytes / s.memory_capacity_bytes for s in est.stages)
-        out.append(Priced(run=run, predicted_s=est.iteration_time_s, fits=est.fits, peak_memory_share=share))
+        out.append(Priced(run=run, predicted_s=est.iteration_time_s, fits=est.fits, peak_memory_share=share,
+                          upstream_refuses=_upstream_refuses(problem, run)))
     return out
+
+
+def _upstream_refuses(problem: Problem, run: Run) -> str | None:
+    """launch's reason (targets.context_parallel_attention_error) why upstream Megatron-LM cannot run this cp > 1
+    plan, or None. Upstream splits attention over cp ranks only with flash (or cuDNN fused) attention: a row that says
+    flash_attention = 0 cannot run at cp > 1; otherwise the plan's node types are checked with flash attention
+    wherever it runs (an empty column prices the attention unfused, section 14, but says nothing of the engine)."""
+    plan = run.plan
+    if plan.cp <= 1:
+        return None
+    if run.flash_attention is False:
+        return (f"cp = {plan.cp}: the row says flash_attention = 0, and Transformer Engine's unfused attention has "
+                f"no context parallelism")
+    from optsearch.problem import with_flash_attention
+    from optsearch.targets import context_parallel_attention_error
+
+    why = context_parallel_attention_error(with_flash_attention(problem, True),
+                                           sorted({s.node_type for s in plan.stages}))
+    return None if why is None else f"cp = {plan.cp}: {why}"
 
 
 def _ranks(values: list[float]) -> list[float]:
@@ -346,6 +370,7 @@ def rows_json(priced: list[Priced]) -> list[dict]:
             "oom": p.run.oom,
             "predicted_fits": p.fits,
             "peak_memory_share": p.peak_memory_share,
+            "upstream_refuses": p.upstream_refuses,
         }
         for p in priced
     ]

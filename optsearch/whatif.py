@@ -481,13 +481,14 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
         _allowed, _degree_candidates, _least_recompute, _stage_counts, partitions, type_sequences,
     )
     from optsearch.candidates import kinds_split_allowed
-    from optsearch.costmodel import distributed_optimizer_on, overlap_grad_reduce_on
+    from optsearch.costmodel import distributed_optimizer_settings, overlap_grad_reduce_on
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
-        dist = distributed_optimizer_on(problem.job, dp, cp)  # the search's choice (never worse: costmodel)
-        for ep, pp, v in ((e, p, v) for e in ep_candidates(problem, tp, dp, options)
-                          for p, v in _stage_counts(problem, options, dp, mbs)):  # v: interleaving, where allowed
+        # dist: the search's settings (costmodel.distributed_optimizer_settings: both under the overlap, else on)
+        for ep, pp, v, dist in ((e, p, v, o) for e in ep_candidates(problem, tp, dp, options)
+                                for p, v in _stage_counts(problem, options, dp, mbs)  # v: interleaving, where allowed
+                                for o in distributed_optimizer_settings(problem, dp, cp, v)):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options)):
                 for chunks in partitions(num_layers // v, pp):
                     parts = tuple(v * k for k in chunks)

@@ -29,7 +29,7 @@ from optsearch.candidates import (
     type_sequence_allowed,
 )
 from optsearch.costmodel import (
-    Estimate, distributed_optimizer_choices, distributed_optimizer_on, estimate, overlap_grad_reduce_on,
+    Estimate, distributed_optimizer_choices, estimate, overlap_grad_reduce_on,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
@@ -100,13 +100,9 @@ def _degree_candidates(problem: Problem, budget: Budget, options: SpaceOptions):
 
 def _optimizer_settings(problem: Problem, dp: int, cp: int) -> tuple[bool, ...]:
     """Brute force tries every distributed-optimizer setting of the space (both wherever dp x cp > 1 and the job
-    leaves it open), although the search fixes it on there (costmodel.distributed_optimizer_on): equal optima check
-    that the choice loses nothing. With --overlap-grad-reduce (Problem.overlap_grad_reduce) that no longer holds: the
-    plain all-reduce is hidden whole while the distributed optimizer's all-gather stays exposed, so off can be faster
-    where it fits (docs/targets.md "Communication overlaps", not searched); brute force then takes the search's
-    setting, to check the formulation over the search's own space."""
-    if problem.overlap_grad_reduce:
-        return (distributed_optimizer_on(problem.job, dp, cp),)
+    leaves it open), although the search tries only on where it never loses (costmodel.distributed_optimizer_on) and
+    both only under --overlap-grad-reduce (costmodel.distributed_optimizer_settings): equal optima check that the
+    search loses nothing."""
     return distributed_optimizer_choices(problem.job, dp, cp)
 
 

@@ -125,10 +125,11 @@ DistributedOptimizerOpt = Annotated[
     Optional[bool],
     typer.Option("--distributed-optimizer/--no-distributed-optimizer",
                  help=_NO_FILE + "Megatron's distributed optimizer (--use-distributed-optimizer: optimizer states "
-                                 "sharded over the dp x cp ranks). Default: what `solve` chooses for the plan, on "
-                                 "wherever dp x cp > 1 unless the job sets job.distributed_optimizer = false "
-                                 "(costmodel.distributed_optimizer_on), so a plan given with solve's knobs prices as "
-                                 "solve's plan file. Against what the job forces: refused.",
+                                 "sharded over the dp x cp ranks). Default: on wherever dp x cp > 1 unless the job "
+                                 "sets job.distributed_optimizer = false (costmodel.distributed_optimizer_on), what "
+                                 "`solve` chooses except under --overlap-grad-reduce, where it may choose off "
+                                 "(its plan then says no 'distributed optimizer': give --no-distributed-optimizer). "
+                                 "Against what the job forces: refused.",
                  show_default=False),
 ]
 def _headroom(value: float | None) -> float | None:
@@ -221,6 +222,24 @@ def max_cp_note(max_cp: int, target: str, problem: Problem, options) -> str | No
         bigger = next(c for c in runs if c > largest)
         why = f"cp {bigger}: {context_parallel_error(problem.model, bigger)}"
     return f"--max-cp {max_cp}: the largest context-parallel size searched is {largest}; {why}"
+
+
+def context_parallel_types_note(problem: Problem, options) -> str | None:
+    """One line for solve when cp > 1 is searched on some of the cluster's node types only (targets.
+    context_parallel_space: SpaceOptions.context_parallel_node_types, the types that run flash attention), naming
+    them and why the others have cp 1 only; None where cp > 1 is not searched or every type has it."""
+    from optsearch.candidates import context_parallel_candidates
+    from optsearch.targets import context_parallel_attention_error
+
+    types = options.context_parallel_node_types
+    if types is None or max(context_parallel_candidates(problem, options), default=1) <= 1:
+        return None
+    others = [n.name for n in problem.cluster.node_types if n.name not in types]
+    if not others:
+        return None
+    why = "; ".join(context_parallel_attention_error(problem, [n]) or f"node type {n} is left out" for n in others)
+    return (f"cp > 1 is searched on {', '.join(types) or 'no node type'} only ({why}); "
+            f"plans on {', '.join(others)} use cp 1")
 
 
 def profile_coverage(problem: Problem, options=None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
     OutOfTime, TargetOpt, HeadroomOpt, FlashAttentionOpt, OverlapGradReduceOpt, problem_from_options, space_from_target, time_limit_covers_setup,
 )
-from optsearch.cli.options import max_cp_note, profile_coverage
+from optsearch.cli.options import context_parallel_types_note, max_cp_note, profile_coverage
 from optsearch.errors import InfeasibleError, SpecError
 from optsearch.report import check_output_file, dumps, solve_json, solve_summary, stderr, stdout, write_atomic
 from optsearch.spec.base import validate
@@ -196,6 +196,9 @@ def solve_command(
                 stderr.print(f"[yellow]warning:[/yellow] {note}", highlight=False)
             options = replace(options, context_parallel_sizes=tuple(
                 c for c in options.context_parallel_sizes if c <= max_cp))
+        cp_note = context_parallel_types_note(problem, options)
+        if cp_note is not None and not quiet:
+            stderr.print(f"note: {cp_note}", highlight=False, markup=False)
         left_out = profile_coverage(problem, options)  # exit 2 before any solving when it covers none
         # --time-limit bounds the whole command: the start-up already spent (interpreter and imports included) is
         # taken off it, and 5 % is kept for the report after the solve

@@ -10,7 +10,7 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import HeadroomOpt, JsonOpt, ProfileOpt
 from optsearch.problem import DEFAULT_MEMORY_HEADROOM
-from optsearch.report import dumps, stdout
+from optsearch.report import dumps, stderr, stdout
 
 
 def _fmt(value, pct: bool = False, sign: bool = False) -> str:
@@ -45,6 +45,11 @@ def validate_command(
     headroom = DEFAULT_MEMORY_HEADROOM if memory_headroom is None else memory_headroom
     priced = price(runs, profile=profile, memory_headroom=headroom)
     result = metrics(priced)
+    for p in priced:  # priced as recorded, but upstream Megatron-LM cannot run the plan (estimate / launch refuse it)
+        if p.upstream_refuses is not None:
+            stderr.print(f"warning: {p.run.where or 'run ' + p.run.run_id}: {p.upstream_refuses}; upstream "
+                         f"Megatron-LM cannot run this plan (estimate and launch refuse it); priced as recorded",
+                         highlight=False, markup=False)
     if as_json:
         stdout.out(dumps({"metrics": result, "runs": rows_json(priced)}), end="", highlight=False)
         return

@@ -60,6 +60,9 @@ class Candidate:
     ep: int = 1  # expert-parallel size (mixture-of-experts models)
     cp: int = 1  # context parallelism (issue 16)
     v: int = 1  # interleaved pipeline: model chunks per rank (Plan.virtual_stages)
+    # The distributed optimizer: None, the search's default (costmodel.distributed_optimizer_on); False, off where
+    # the search tries both (costmodel.distributed_optimizer_settings: under --overlap-grad-reduce)
+    dist: bool | None = None
 
     @property
     def gpus_per_stage(self) -> int:
@@ -67,16 +70,22 @@ class Candidate:
 
     @property
     def key(self) -> tuple[int, ...]:
-        """(tp, dp, b, pp, ep, cp, v): one length, so that keys order (ties of the bound sort by it)."""
-        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep, self.cp, self.v)
+        """(tp, dp, b, pp, ep, cp, v, o), o = 1 where dist is set (off), else 0: one length, so that keys order
+        (ties of the bound sort by it)."""
+        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep, self.cp, self.v, int(self.dist is not None))
+
+
+def candidate_distributed_optimizer(problem: Problem, cand: Candidate) -> bool:
+    """The candidate's distributed-optimizer setting: its own where set, else the search's default."""
+    return distributed_optimizer_on(problem.job, cand.dp, cand.cp) if cand.dist is None else cand.dist
 
 
 def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
                    recompute_num_layers: int | None = None) -> Plan:
-    """The candidate's plan with these stages: its degrees (tp, dp, b, ep, cp, v), and the distributed optimizer the
-    search decides (costmodel.distributed_optimizer_on)."""
+    """The candidate's plan with these stages: its degrees (tp, dp, b, ep, cp, v), and its distributed-optimizer
+    setting (candidate_distributed_optimizer)."""
     return Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages, ep=cand.ep,
-                cp=cand.cp, distributed_optimizer=distributed_optimizer_on(problem.job, cand.dp, cand.cp),
+                cp=cand.cp, distributed_optimizer=candidate_distributed_optimizer(problem, cand),
                 recompute_num_layers=recompute_num_layers, virtual_stages=cand.v,
                 overlap_grad_reduce=overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v))
 
@@ -161,7 +170,7 @@ def coefficients(problem: Problem, cand: Candidate, options: SpaceOptions) -> Co
     names = [u.name for u in cand.uses]
     m = num_micro_batches(problem.job, cand.dp, mbs)
     ep, spans = cand.ep, [w > u.node.gpus_per_node for u in cand.uses]
-    cp, dist = cand.cp, distributed_optimizer_on(problem.job, cand.dp, cand.cp)
+    cp, dist = cand.cp, candidate_distributed_optimizer(problem, cand)
     return Coefficients(
         m=m,
         iterations=problem.iterations,
