@@ -108,6 +108,11 @@ class InFlightTables:
     # in it(M_j) (round 8, _ends_rent); None: the cost walk keeps the Lagrangian rent alone
     base_iteration: np.ndarray | None = None  # [j] it(M_j) without the whole-reduce floor (--overlap-grad-reduce):
     # the expression whose all-reduce part is allreduce_floor, to which the budget walk adds; None: iteration itself
+    whole_per_layer: np.ndarray | None = None  # [g] a layer's whole gradient reduce on g (alpha_full x its parameters;
+    # --overlap-grad-reduce, round 9, overlapfloor); None: the overlap is off (the largest-reduce levels not walked)
+    whole_base: np.ndarray | None = None  # [j] it(M_j)'s pipeline part with the hiding charged once, plus O and E:
+    # the largest stage's whole reduce adds to it (whole_levels_iteration)
+    whole_mean: float = 0.0  # alpha_full_min x P_total / pp: the largest whole reduce is at least the mean
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -196,6 +201,9 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if whole_s > 0:  # both expressions bound every plan of the interval: so does their maximum
         base = iteration
         iteration = np.maximum(base, (m - 1 / v) * np.maximum(slowest, stages_s / pp) + whole_s)
+    whole = None
+    if whole_s > 0 and d.alpha_full:  # round 9 (overlapfloor): the largest stage's whole reduce, by levels
+        whole = whole_levels_terms(problem, d, kind, tp, mbs, cp, v, pp, steps, m, slowest, stages_s, call)
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
@@ -209,6 +217,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
                          slots=np.array(d.slots, dtype=np.int64),
                          allreduce_per_layer=allreduce_per_layer,
                          allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v, base_iteration=base)
+    if whole is not None:
+        tab.whole_per_layer, tab.whole_base, tab.whole_mean = whole
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
@@ -354,11 +364,18 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         rent, it = tab.rent[j:stop], tab.iteration[j:stop]
         ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
+            if not math.isfinite(best_it):
+                first = j + int(np.argmax(ok))  # the first interval that meets the limits
             best_it = min(best_it, float(it[ok].min()))
             best_cost = min(best_cost, float((rent[ok] * it[ok]).min()))
         j = stop
     if not math.isfinite(best_it):
         return None
+    if objective == "time" and tab.whole_per_layer is not None:  # round 9: the largest whole reduce per interval
+        whole = whole_levels_iteration(tab, first, iterations, max_time_s)
+        if whole is None:
+            return None
+        best_it = max(best_it, whole)
     if objective != "cost":  # the walk stopped at the first interval that meets the limits: no bound on the cost
         best_cost = 0.0
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
@@ -713,3 +730,89 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
     iteration, cost = got
     return CandidateBound(True, max(bound.iteration_s, iteration), bound.rate_usd_per_hour,
                           max(bound.cost_per_iteration_usd, cost))
+
+
+# ---- The largest stage's whole reduce under --overlap-grad-reduce, per interval (issue 14, round 9, overlapfloor) ----
+WHOLE_BISECTION = 14  # geometric bisection steps for the least largest whole reduce of an interval (any is valid)
+
+
+def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, v: int, pp: int,
+                       steps: np.ndarray, m: int, slowest: np.ndarray, stages_s: float, call
+                       ) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(whole_per_layer [g], whole_base [j], whole_mean) of InFlightTables, or None where there is no reduce (dp x cp
+    = 1). With the overlap (cost-model 7c) a plan's iteration is (m - 1) max t + sum t + max_s A_s + E + max O and
+    A_s >= whole_s - H_s, whole_s the stage's reduce priced without the overlap (R_s + rest_s), H_s what hides it:
+    stage 0 W_0 (n - 1) / n <= W_0, stage s > 0 sum_{j<s} W_j, W_j = max(0, compute_j - F_j) its last backward
+    (costmodel._overlap_grad_reduce). So for every s, sum t + A_s >= whole_s + sum_j (t_j - [j < s] W_j), and
+    t_j - W_j = p2p_j + min(compute_j, F_j) >= p2p_j + the sum over its layers and ends of min(step, forward)
+    (min(a + b, c + e) >= min(a, c) + min(b, e)); t_j >= the same. Hence at v = 1
+        iteration >= (m - 1) max t + max_s whole_s + L f + ends_f + 2 (pp - 1) e_min + E_min + O_min,
+    f = min_g min(least step over the modes, forward) of a layer (forward: costmodel.layer_forward_s / cp, the
+    forward the overlap's window leaves out), ends_f the same for the embedding and the head. whole_base[j] is that
+    without max_s whole_s, with max t >= max(M_j, slowest_s, stages_s / pp) (slowest: it(M_j)'s). At v > 1 the
+    overlap is off (overlap_grad_reduce_on): A_s = whole_s, and the interleaved pipeline is at least
+    (m - 1/v) max t + sum t / v (it(M_j)'s form). max_s whole_s >= alpha_full[g_s] x the stage's layers' parameters:
+    whole_levels_iteration finds its least value in each interval from the caps."""
+    model = problem.model
+    per = np.array(d.alpha_full, float) * model.layer_parameters(kind)
+    if not (per > 0).any():
+        return None
+    params = d.all_params(pp)
+    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
+    if v == 1:
+        from optsearch.costmodel import layer_forward_s, stage_forward_s
+        names = [u.name for u in d.uses]
+        fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
+        f = float(np.minimum(steps.min(axis=1), fwd).min())
+        emb = min(min(e, stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) for g, e in zip(names, d.emb_s))
+        head = min(min(h, stage_forward_s(problem, g, {}, tp, mbs, False, True, cp))
+                   for g, h in zip(names, d.head_s))
+        forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
+        base = (m - 1) * np.maximum(slowest, stages_s / pp) + forward + fixed
+    else:
+        base = (m - 1 / v) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) / v + fixed
+    return per, base, d.alpha_full_min * params / pp
+
+
+def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None
+                           ) -> float | None:
+    """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
+    (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
+    j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
+    least max_s whole_per_layer[g_s] n_s, so at every level c below X the caps limited to floor(c / whole_per_layer[g])
+    (a multiple of v) still hold its layout: where they do not hold L layers (_holds, _holds_within_supply), X > c.
+    The least such c per interval is found by geometric bisection (the lower end kept: any c that fails is a floor),
+    from whole_mean (X is at least the mean over the stages). The plan's iteration is at least
+    max(it(M_j), whole_base[j] + X) (whole_levels_terms); the walk takes the least over the intervals, in chunks,
+    until it(M_j) reaches the least found (it grows with j)."""
+    per, n, v = tab.whole_per_layer, len(tab.marks), tab.v
+    slack = BOUND_SLACK
+    top = float(per.max()) * tab.L
+    best = math.inf
+    j = j0
+    while j < n:
+        if tab.iteration[j] >= best:
+            break
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
+            break  # it grows with j: no later interval meets the deadline
+        stop = min(j + CHUNK, n)
+        caps = tab.caps[j:stop]  # [J, g, i]
+        lo = np.full(stop - j, tab.whole_mean)  # X > lo (or X >= the mean)
+        hi = np.full(stop - j, max(top, tab.whole_mean) * 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(WHOLE_BISECTION):
+                mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
+                limit = np.where(per[None, :] > 0, np.floor(mid[:, None] / per[None, :] * ROUND_UP), np.inf)  # [J, g]
+                if v > 1:
+                    limit = np.floor(limit / v) * v
+                capped = np.minimum(caps, limit[:, :, None])
+                holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
+                lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
+        value = np.maximum(tab.iteration[j:stop], tab.whole_base[j:stop] + lo)
+        ok = np.ones(stop - j, dtype=bool)
+        if max_time_s is not None:
+            ok &= value * iterations <= max_time_s * slack
+        if ok.any():
+            best = min(best, float(value[ok].min()))
+        j = stop
+    return None if not math.isfinite(best) else best
