@@ -108,8 +108,8 @@ class InFlightTables:
     # in it(M_j) (round 8, _ends_rent); None: the cost walk keeps the Lagrangian rent alone
     base_iteration: np.ndarray | None = None  # [j] it(M_j) without the whole-reduce floor (--overlap-grad-reduce):
     # the expression whose all-reduce part is allreduce_floor, to which the budget walk adds; None: iteration itself
-    whole_per_layer: np.ndarray | None = None  # [g] a layer's whole gradient reduce on g (alpha_full x its parameters;
-    # --overlap-grad-reduce, round 9, overlapfloor); None: the overlap is off (the largest-reduce levels not walked)
+    whole_per_layer: np.ndarray | None = None  # [g, i] a layer's whole gradient reduce on g (alpha_full x its parameters,
+    # + its least backward at positions i > 0; --overlap-grad-reduce, round 9, overlapfloor); None: the overlap is off
     whole_base: np.ndarray | None = None  # [j] it(M_j)'s pipeline part with the hiding charged once, plus O and E:
     # the largest stage's whole reduce adds to it (whole_levels_iteration)
     whole_mean: float = 0.0  # alpha_full_min x P_total / pp: the largest whole reduce is at least the mean
@@ -739,20 +739,25 @@ WHOLE_BISECTION = 14  # geometric bisection steps for the least largest whole re
 def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, v: int, pp: int,
                        steps: np.ndarray, m: int, slowest: np.ndarray, stages_s: float, call
                        ) -> tuple[np.ndarray, np.ndarray, float] | None:
-    """(whole_per_layer [g], whole_base [j], whole_mean) of InFlightTables, or None where there is no reduce (dp x cp
-    = 1). With the overlap (cost-model 7c) a plan's iteration is (m - 1) max t + sum t + max_s A_s + E + max O and
-    A_s >= whole_s - H_s, whole_s the stage's reduce priced without the overlap (R_s + rest_s), H_s what hides it:
+    """(whole_per_layer [g, i], whole_base [j], whole_mean) of InFlightTables, or None where there is no reduce
+    (dp x cp = 1). With the overlap (cost-model 7c) a plan's iteration is (m - 1) max t + sum t + max_s A_s + E + max O
+    and A_s >= whole_s - H_s, whole_s the stage's reduce priced without the overlap (R_s + rest_s), H_s what hides it:
     stage 0 W_0 (n - 1) / n <= W_0, stage s > 0 sum_{j<s} W_j, W_j = max(0, compute_j - F_j) its last backward
-    (costmodel._overlap_grad_reduce). So for every s, sum t + A_s >= whole_s + sum_j (t_j - [j < s] W_j), and
-    t_j - W_j = p2p_j + min(compute_j, F_j) >= p2p_j + the sum over its layers and ends of min(step, forward)
-    (min(a + b, c + e) >= min(a, c) + min(b, e)); t_j >= the same. Hence at v = 1
-        iteration >= (m - 1) max t + max_s whole_s + L f + ends_f + 2 (pp - 1) e_min + E_min + O_min,
-    f = min_g min(least step over the modes, forward) of a layer (forward: costmodel.layer_forward_s / cp, the
-    forward the overlap's window leaves out), ends_f the same for the embedding and the head. whole_base[j] is that
-    without max_s whole_s, with max t >= max(M_j, slowest_s, stages_s / pp) (slowest: it(M_j)'s). At v > 1 the
-    overlap is off (overlap_grad_reduce_on): A_s = whole_s, and the interleaved pipeline is at least
-    (m - 1/v) max t + sum t / v (it(M_j)'s form). max_s whole_s >= alpha_full[g_s] x the stage's layers' parameters:
-    whole_levels_iteration finds its least value in each interval from the caps."""
+    (costmodel._overlap_grad_reduce). Every stage has t_j = p2p_j + compute_j = F'_j + W_j with
+    F'_j = p2p_j + min(compute_j, F_j) >= p2p_j + the sum over its layers and ends of min(step, forward)
+    (min(a + b, c + e) >= min(a, c) + min(b, e)). So
+        s > 0:  sum t + A_s >= whole_s + sum_{j<s} F'_j + sum_{j>=s} (F'_j + W_j) >= whole_s + W_s + sum_j F'_j,
+        s = 0:  sum t + A_0 >= whole_0 - W_0 + sum_j (F'_j + W_j) >= whole_0 + sum_j F'_j,
+    and at v = 1
+        iteration >= (m - 1) max t + max_s (whole_s + [s > 0] W_s) + L f + ends_f + 2 (pp - 1) e_min + E_min + O_min,
+    f = min_g min(least step over the modes, forward) of a layer (forward: costmodel.layer_forward_s / cp, the forward
+    the overlap's window leaves out), ends_f the same for the embedding and the head; whole_s >= alpha_full[g_s] x its
+    layers' parameters, W_s >= n_s bw[g_s] + the ends' (step - forward) where negative, bw[g] = max(0, the least
+    step over the modes - forward). whole_per_layer[g, i] = alpha_full[g] P_layer + [i > 0] bw[g]; whole_base[j] is
+    the rest, with max t >= max(M_j, slowest_s, stages_s / pp) (slowest: it(M_j)'s). At v > 1 the overlap is off
+    (overlap_grad_reduce_on): A_s = whole_s, the interleaved pipeline is at least (m - 1/v) max t + sum t / v (it(M_j)'s
+    form), and whole_per_layer[g, i] = alpha_full[g] P_layer. whole_levels_iteration finds the least
+    max_s whole_per_layer[g_s, s] n_s of each interval from its caps."""
     model = problem.model
     per = np.array(d.alpha_full, float) * model.layer_parameters(kind)
     if not (per > 0).any():
@@ -764,13 +769,21 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
         names = [u.name for u in d.uses]
         fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
         f = float(np.minimum(steps.min(axis=1), fwd).min())
-        emb = min(min(e, stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) for g, e in zip(names, d.emb_s))
-        head = min(min(h, stage_forward_s(problem, g, {}, tp, mbs, False, True, cp))
-                   for g, h in zip(names, d.head_s))
+        emb_f = [stage_forward_s(problem, g, {}, tp, mbs, True, False, cp) for g in names]
+        head_f = [stage_forward_s(problem, g, {}, tp, mbs, False, True, cp) for g in names]
+        emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
+        head = min(min(h, x) for h, x in zip(d.head_s, head_f))
         forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
-        base = (m - 1) * np.maximum(slowest, stages_s / pp) + forward + fixed
+        # a stage s > 0 also keeps its own last backward W_s beside its whole reduce (the docstring), W_s >= n_s bw[g_s]
+        # + the ends' step - forward where negative; stage 0 hides behind its own (no bw at position 0)
+        bw = np.maximum(steps.min(axis=1) - fwd, 0.0)
+        ends = min(0.0, min(e - x for e, x in zip(d.emb_s, emb_f))) \
+            + min(0.0, min(h - x for h, x in zip(d.head_s, head_f)))
+        per = per[:, None] + np.where(np.arange(pp) > 0, 1.0, 0.0)[None, :] * bw[:, None]  # [g, i]
+        base = (m - 1) * np.maximum(slowest, stages_s / pp) + forward + ends + fixed
     else:
         base = (m - 1 / v) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) / v + fixed
+        per = np.repeat(per[:, None], pp, axis=1)  # [g, i]
     return per, base, d.alpha_full_min * params / pp
 
 
@@ -779,8 +792,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
     """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
     (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
     j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
-    least max_s whole_per_layer[g_s] n_s, so at every level c below X the caps limited to floor(c / whole_per_layer[g])
-    (a multiple of v) still hold its layout: where they do not hold L layers (_holds, _holds_within_supply), X > c.
+    least max_s whole_per_layer[g_s, s] n_s, so at every level c below X the caps limited to
+    floor(c / whole_per_layer[g, i]) (a multiple of v) still hold its layout: where they do not hold L layers (_holds, _holds_within_supply), X > c.
     The least such c per interval is found by geometric bisection (the lower end kept: any c that fails is a floor),
     from whole_mean (X is at least the mean over the stages). The plan's iteration is at least
     max(it(M_j), whole_base[j] + X) (whole_levels_terms); the walk takes the least over the intervals, in chunks,
@@ -802,10 +815,10 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
         with np.errstate(divide="ignore", invalid="ignore"):
             for _ in range(WHOLE_BISECTION):
                 mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
-                limit = np.where(per[None, :] > 0, np.floor(mid[:, None] / per[None, :] * ROUND_UP), np.inf)  # [J, g]
-                if v > 1:
+                limit = np.where(per[None] > 0, np.floor(mid[:, None, None] / per[None] * ROUND_UP), np.inf)
+                if v > 1:  # [J, g, i]
                     limit = np.floor(limit / v) * v
-                capped = np.minimum(caps, limit[:, :, None])
+                capped = np.minimum(caps, limit)
                 holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
                 lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
         value = np.maximum(tab.iteration[j:stop], tab.whole_base[j:stop] + lo)
