@@ -346,6 +346,8 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     slack = BOUND_SLACK
     if objective == "time" and max_cost_usd is not None and tab.allreduce_per_layer is not None:
         best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour)
+        if best is not None and tab.whole_per_layer is not None:  # round 9: beside it, the largest whole reduce
+            best = _with_whole_levels(tab, best, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         return None if best is None else (best * (1 - 1e-9), 0.0)
     if objective == "cost" and tab.ends_extra is not None and len(tab.middle) >= 2:
         return _cost_by_ends(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd)
@@ -829,3 +831,23 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
             best = min(best, float(value[ok].min()))
         j = stop
     return None if not math.isfinite(best) else best
+
+
+def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_time_s: float | None,
+                       max_cost_usd: float | None, max_usd_per_hour: float | None) -> float | None:
+    """best (a lower bound on the iteration of the plans that meet the limits, from _time_under_cost) and
+    whole_levels_iteration from the first interval whose (rent, it) bounds meet the limits (_meets; every plan that
+    meets them lies in it or later): their maximum, or None where the levels leave no plan within the deadline."""
+    n = len(tab.marks)
+    j = 0
+    while j < n:
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * BOUND_SLACK:
+            return None  # it grows with j (not expected: _time_under_cost found a bucket)
+        stop = min(j + CHUNK, n)
+        _rent(tab, stop)
+        ok = _meets(tab.rent[j:stop], tab.iteration[j:stop], iterations, max_time_s, max_cost_usd, max_usd_per_hour)
+        if ok.any():
+            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s)
+            return None if whole is None else max(best, whole)
+        j = stop
+    return None
