@@ -113,6 +113,8 @@ class InFlightTables:
     whole_base: np.ndarray | None = None  # [j] it(M_j)'s pipeline part with the hiding charged once, plus O and E:
     # the largest stage's whole reduce adds to it (whole_levels_iteration)
     whole_mean: float = 0.0  # alpha_full_min x P_total / pp: the largest whole reduce is at least the mean
+    hide: tuple | None = None  # (alpha_full x P_layer [g], rho, [j] base) of the per-mark hiding floor (v = 1;
+    # hiding_terms); None: not walked
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -219,6 +221,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
                          allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v, base_iteration=base)
     if whole is not None:
         tab.whole_per_layer, tab.whole_base, tab.whole_mean = whole
+        if v == 1:
+            tab.hide = hiding_terms(problem, d, kind, tp, mbs, cp, pp, steps, m, slowest, stages_s, call)
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
@@ -824,6 +828,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
                 holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
                 lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
         value = np.maximum(tab.iteration[j:stop], tab.whole_base[j:stop] + lo)
+        if tab.hide is not None:
+            value = np.maximum(value, _hiding_floor(tab, j, stop, caps))
         ok = np.ones(stop - j, dtype=bool)
         if max_time_s is not None:
             ok &= value * iterations <= max_time_s * slack
@@ -851,3 +857,54 @@ def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_ti
             return None if whole is None else max(best, whole)
         j = stop
     return None
+
+
+def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, pp: int, steps: np.ndarray,
+                 m: int, slowest: np.ndarray, stages_s: float, call) -> tuple[np.ndarray, float, np.ndarray]:
+    """(alpha_full[g] P_layer, rho, [j] base) of the per-mark hiding floor (v = 1, the overlap on; round 9). A plan
+    whose slowest stage M* lies in [M_j, M_{j+1}) has every last backward W_i = max(0, compute_i - F_i) <= rho
+    compute_i <= rho M*, rho the largest (step - forward) / step of a layer in any mode and of the embedding and the
+    head on any type (compute_i is the sum of those parts' steps, F_i of their forwards), so stage s's reduce hides
+    behind H_s <= h_s = max(1, s) rho M_{j+1} (stage 0: W_0 (n - 1) / n, stage s > 0: sum_{i<s} W_i) and
+    A_s >= max(whole_s - h_s, rest_s) >= max(alpha_full[g_s] n_s P_layer - h_s, allreduce_per_layer[g_s] n_s).
+    The iteration is then at least (m - 1) max(M_j, slowest_s, stages_s / pp) + max(stages_s, M_j) + max_s A_s
+    + E_min + O_min: base[j] is all but max_s A_s (the old expression's form, it(M_j), with its all-reduce floor
+    replaced), and _hiding_floor finds the least max_s A_s of the interval from the caps by bisection."""
+    from optsearch.costmodel import layer_forward_s, stage_forward_s
+    names = [u.name for u in d.uses]
+    fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
+    # (step - forward) / step of every part (a part with a zero step adds -forward <= 0: no constraint on rho)
+    ratios = [float(np.where(steps > 0, (steps - fwd[:, None]) / np.where(steps > 0, steps, 1.0), 0.0).max())]
+    for g, e, h in zip(names, d.emb_s, d.head_s):
+        ratios += [(e - stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) / e if e > 0 else 0.0,
+                   (h - stage_forward_s(problem, g, {}, tp, mbs, False, True, cp)) / h if h > 0 else 0.0]
+    rho = min(1.0, max(0.0, max(ratios)))
+    params = d.all_params(pp)
+    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
+    base = (m - 1) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) + fixed
+    return np.array(d.alpha_full, float) * problem.model.layer_parameters(kind), rho, base
+
+
+def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray) -> np.ndarray:
+    """[J] the per-mark hiding floor of intervals j..stop-1 (hiding_terms): base[j] + the least max_s A_s, by
+    geometric bisection on its level c (the lower end kept): at c below a plan's max_s A_s, n_s <= floor((c + h_s) /
+    alpha_full[g] P_layer) and n_s <= floor(c / allreduce_per_layer[g]) hold its layout within the caps k(M_j), so
+    where the caps so limited do not hold L layers (within node supply), every plan of the interval has
+    max_s A_s > c. It starts from allreduce_floor (the old floor: max_s A_s >= it)."""
+    full, rho, base = tab.hide
+    rest = tab.allreduce_per_layer
+    pp = caps.shape[2]
+    upper = np.append(tab.marks[1:], np.inf)[j:stop]  # M_{j+1}
+    h = rho * upper[:, None] * np.maximum(1, np.arange(pp))[None, :]  # [J, i]
+    lo = np.full(stop - j, tab.allreduce_floor)
+    hi = np.full(stop - j, max(float(full.max()), float(rest.max())) * tab.L * 2 + 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(WHOLE_BISECTION):
+            mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
+            a = np.where(full[None, :, None] > 0,
+                         np.floor((mid[:, None, None] + h[:, None, :]) / full[None, :, None] * ROUND_UP), np.inf)
+            b = np.where(rest[None, :, None] > 0, np.floor(mid[:, None, None] / rest[None, :, None] * ROUND_UP), np.inf)
+            capped = np.minimum(caps, np.minimum(a, b))  # [J, g, i]
+            holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
+            lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
+    return base[j:stop] + lo
