@@ -1,7 +1,8 @@
-"""The in-flight bound's largest-whole-reduce floor per interval under --overlap-grad-reduce (optsearch/inflight.py,
-whole_levels_terms / whole_levels_iteration; issue 14, round 9, overlapfloor): minimizing time,
-iteration >= (m - 1) max t + max_s whole_s + the least forward of every layer and end + sends + E + O, with
-max_s whole_s found per interval from the caps (and node supply) by bisection on its level.
+"""The in-flight bound's floors of the exposed reduce per interval under --overlap-grad-reduce (optsearch/inflight.py;
+issue 14, round 9, overlapfloor; docs/solver.md "Round 9"), minimizing time: the largest whole reduce by levels
+(whole_levels_terms / whole_levels_iteration: iteration >= (m - 1) max t + max_s (whole_s + [s > 0] W_s) + the least
+forward of every layer and end + sends + E + O) and the per-mark hiding floor (hiding_terms / _hiding_floor:
+A_s >= whole_s - max(1, s) rho M_{j+1}), each found per interval from the caps (and node supply) by bisection.
 
 Checked against brute force: every plan of every candidate of random instances (memory-tight ones too: every
 recomputation mode, block recomputation, cp in {1, 2}), priced as the search prices it (the distributed optimizer and
@@ -170,7 +171,7 @@ def _per_candidate(problem, options) -> dict:
 def test_the_levels_bind_and_are_tight_where_the_reduce_dominates(monkeypatch):
     """pp up to 3, dp 1-8 on a 1 Gbit/s network, no distributed optimizer: the exposed floor is 0 and the reduce
     dominates the iteration. Every candidate's bound lies below its fastest plan; on tp 1, dp 2, pp 2 (overlap on)
-    within 2 % of it, where without the levels it sat 6 % below (1.0085 and 1.0604 when written); the floor x 1.05
+    within 2 % of it, where without the levels it sat 6 % below (1.0072 and 1.0604 when written); the floor x 1.05
     puts that bound above its fastest plan."""
     problem = _pipeline_problem(False, inter_gbit=1.0)
     options = SpaceOptions(micro_batch_sizes=(1,), recompute_modes=("none",), max_stages=3)
