@@ -57,6 +57,12 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
    iteration above it(M_j); a bucket whose rent x iteration breaks the budget holds no plan that meets it. Every
    iteration floor also counts the tied embedding's all-reduce at its least (least_embedding_allreduce_s).
 
+6. Minimizing time under --overlap-grad-reduce (round 9, overlapfloor; docs/solver.md "Round 9"): from the first
+   interval that meets the limits, the walk also takes the largest whole reduce by levels (whole_levels_terms,
+   whole_levels_iteration) and the per-mark hiding floor (hiding_terms, _hiding_floor), each the least over an
+   interval's layouts within its caps and node supply, found by bisection; the time-under-cost walk the same
+   (_with_whole_levels).
+
 The tables (marks, it, R) do not depend on the budget and are kept per candidate (solver.Memo.inflight); R is
 computed in chunks from the least mark where the positions can hold L (found by bisection), as far as the query
 needs: minimizing time up to the first interval that meets the budget (it grows), minimizing cost until R(inf) x
