@@ -57,6 +57,12 @@ recomputation's working memory, C[g] the usable memory less the reserve, f_i = i
    iteration above it(M_j); a bucket whose rent x iteration breaks the budget holds no plan that meets it. Every
    iteration floor also counts the tied embedding's all-reduce at its least (least_embedding_allreduce_s).
 
+6. Minimizing time under --overlap-grad-reduce (round 9, overlapfloor; docs/solver.md "Round 9"): from the first
+   interval that meets the limits, the walk also takes the largest whole reduce by levels (whole_levels_terms,
+   whole_levels_iteration) and the per-mark hiding floor (hiding_terms, _hiding_floor), each the least over an
+   interval's layouts within its caps and node supply, found by bisection; the time-under-cost walk the same
+   (_with_whole_levels).
+
 The tables (marks, it, R) do not depend on the budget and are kept per candidate (solver.Memo.inflight); R is
 computed in chunks from the least mark where the positions can hold L (found by bisection), as far as the query
 needs: minimizing time up to the first interval that meets the budget (it grows), minimizing cost until R(inf) x
@@ -108,6 +114,13 @@ class InFlightTables:
     # in it(M_j) (round 8, _ends_rent); None: the cost walk keeps the Lagrangian rent alone
     base_iteration: np.ndarray | None = None  # [j] it(M_j) without the whole-reduce floor (--overlap-grad-reduce):
     # the expression whose all-reduce part is allreduce_floor, to which the budget walk adds; None: iteration itself
+    whole_per_layer: np.ndarray | None = None  # [g, i] a layer's whole gradient reduce on g (alpha_full x its parameters,
+    # + its least backward at positions i > 0; --overlap-grad-reduce, round 9, overlapfloor); None: the overlap is off
+    whole_base: np.ndarray | None = None  # [j] it(M_j)'s pipeline part with the hiding charged once, plus O and E:
+    # the largest stage's whole reduce adds to it (whole_levels_iteration)
+    whole_mean: float = 0.0  # alpha_full_min x P_total / pp: the largest whole reduce is at least the mean
+    hide: tuple | None = None  # (alpha_full x P_layer [g], rho, [j] base) of the per-mark hiding floor (v = 1;
+    # hiding_terms); None: not walked
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -196,6 +209,9 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if whole_s > 0:  # both expressions bound every plan of the interval: so does their maximum
         base = iteration
         iteration = np.maximum(base, (m - 1 / v) * np.maximum(slowest, stages_s / pp) + whole_s)
+    whole = None
+    if whole_s > 0 and d.alpha_full:  # round 9 (overlapfloor): the largest stage's whole reduce, by levels
+        whole = whole_levels_terms(problem, d, kind, tp, mbs, cp, v, pp, steps, m, slowest, stages_s, call)
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
@@ -209,6 +225,10 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
                          slots=np.array(d.slots, dtype=np.int64),
                          allreduce_per_layer=allreduce_per_layer,
                          allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v, base_iteration=base)
+    if whole is not None:
+        tab.whole_per_layer, tab.whole_base, tab.whole_mean = whole
+        if v == 1:
+            tab.hide = hiding_terms(problem, d, kind, tp, mbs, cp, pp, steps, m, slowest, stages_s, call)
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
@@ -336,6 +356,8 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     slack = BOUND_SLACK
     if objective == "time" and max_cost_usd is not None and tab.allreduce_per_layer is not None:
         best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour)
+        if best is not None and tab.whole_per_layer is not None:  # round 9: beside it, the largest whole reduce
+            best = _with_whole_levels(tab, best, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         return None if best is None else (best * (1 - 1e-9), 0.0)
     if objective == "cost" and tab.ends_extra is not None and len(tab.middle) >= 2:
         return _cost_by_ends(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd)
@@ -354,11 +376,18 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         rent, it = tab.rent[j:stop], tab.iteration[j:stop]
         ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
+            if not math.isfinite(best_it):
+                first = j + int(np.argmax(ok))  # the first interval that meets the limits
             best_it = min(best_it, float(it[ok].min()))
             best_cost = min(best_cost, float((rent[ok] * it[ok]).min()))
         j = stop
     if not math.isfinite(best_it):
         return None
+    if objective == "time" and tab.whole_per_layer is not None:  # round 9: the largest whole reduce per interval
+        whole = whole_levels_iteration(tab, first, iterations, max_time_s)
+        if whole is None:
+            return None
+        best_it = max(best_it, whole)
     if objective != "cost":  # the walk stopped at the first interval that meets the limits: no bound on the cost
         best_cost = 0.0
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
@@ -718,3 +747,175 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
     iteration, cost = got
     return CandidateBound(True, max(bound.iteration_s, iteration), bound.rate_usd_per_hour,
                           max(bound.cost_per_iteration_usd, cost))
+
+
+# ---- The largest stage's whole reduce under --overlap-grad-reduce, per interval (issue 14, round 9, overlapfloor) ----
+WHOLE_BISECTION = 14  # geometric bisection steps for the least largest whole reduce of an interval (any is valid)
+
+
+def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, v: int, pp: int,
+                       steps: np.ndarray, m: int, slowest: np.ndarray, stages_s: float, call
+                       ) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """(whole_per_layer [g, i], whole_base [j], whole_mean) of InFlightTables, or None where there is no reduce
+    (dp x cp = 1). With the overlap (cost-model 7c) a plan's iteration is (m - 1) max t + sum t + max_s A_s + E + max O
+    and A_s >= whole_s - H_s, whole_s the stage's reduce priced without the overlap (R_s + rest_s), H_s what hides it:
+    stage 0 W_0 (n - 1) / n <= W_0, stage s > 0 sum_{j<s} W_j, W_j = max(0, compute_j - F_j) its last backward
+    (costmodel._overlap_grad_reduce). Every stage has t_j = p2p_j + compute_j = F'_j + W_j with
+    F'_j = p2p_j + min(compute_j, F_j) >= p2p_j + the sum over its layers and ends of min(step, forward)
+    (min(a + b, c + e) >= min(a, c) + min(b, e)). So
+        s > 0:  sum t + A_s >= whole_s + sum_{j<s} F'_j + sum_{j>=s} (F'_j + W_j) >= whole_s + W_s + sum_j F'_j,
+        s = 0:  sum t + A_0 >= whole_0 - W_0 + sum_j (F'_j + W_j) >= whole_0 + sum_j F'_j,
+    and at v = 1
+        iteration >= (m - 1) max t + max_s (whole_s + [s > 0] W_s) + L f + ends_f + 2 (pp - 1) e_min + E_min + O_min,
+    f = min_g min(least step over the modes, forward) of a layer (forward: costmodel.layer_forward_s / cp, the forward
+    the overlap's window leaves out), ends_f the same for the embedding and the head; whole_s >= alpha_full[g_s] x its
+    layers' parameters, W_s >= n_s bw[g_s] + the ends' (step - forward) where negative, bw[g] = max(0, the least
+    step over the modes - forward). whole_per_layer[g, i] = alpha_full[g] P_layer + [i > 0] bw[g]; whole_base[j] is
+    the rest, with max t >= max(M_j, slowest_s, stages_s / pp) (slowest: it(M_j)'s). At v > 1 the overlap is off
+    (overlap_grad_reduce_on): A_s = whole_s, the interleaved pipeline is at least (m - 1/v) max t + sum t / v (it(M_j)'s
+    form), and whole_per_layer[g, i] = alpha_full[g] P_layer. whole_levels_iteration finds the least
+    max_s whole_per_layer[g_s, s] n_s of each interval from its caps."""
+    model = problem.model
+    per = np.array(d.alpha_full, float) * model.layer_parameters(kind)
+    if not (per > 0).any():
+        return None
+    params = d.all_params(pp)
+    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
+    if v == 1:
+        from optsearch.costmodel import layer_forward_s, stage_forward_s
+        names = [u.name for u in d.uses]
+        fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
+        f = float(np.minimum(steps.min(axis=1), fwd).min())
+        emb_f = [stage_forward_s(problem, g, {}, tp, mbs, True, False, cp) for g in names]
+        head_f = [stage_forward_s(problem, g, {}, tp, mbs, False, True, cp) for g in names]
+        emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
+        head = min(min(h, x) for h, x in zip(d.head_s, head_f))
+        forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
+        # a stage s > 0 also keeps its own last backward W_s beside its whole reduce (the docstring), W_s >= n_s bw[g_s]
+        # + the ends' step - forward where negative; stage 0 hides behind its own (no bw at position 0)
+        bw = np.maximum(steps.min(axis=1) - fwd, 0.0)
+        ends = min(0.0, min(e - x for e, x in zip(d.emb_s, emb_f))) \
+            + min(0.0, min(h - x for h, x in zip(d.head_s, head_f)))
+        per = per[:, None] + np.where(np.arange(pp) > 0, 1.0, 0.0)[None, :] * bw[:, None]  # [g, i]
+        base = (m - 1) * np.maximum(slowest, stages_s / pp) + forward + ends + fixed
+    else:
+        base = (m - 1 / v) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) / v + fixed
+        per = np.repeat(per[:, None], pp, axis=1)  # [g, i]
+    return per, base, d.alpha_full_min * params / pp
+
+
+def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None
+                           ) -> float | None:
+    """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
+    (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
+    j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
+    least max_s whole_per_layer[g_s, s] n_s, so at every level c below X the caps limited to
+    floor(c / whole_per_layer[g, i]) (a multiple of v) still hold its layout: where they do not hold L layers (_holds, _holds_within_supply), X > c.
+    The least such c per interval is found by geometric bisection (the lower end kept: any c that fails is a floor),
+    from whole_mean (X is at least the mean over the stages). The plan's iteration is at least
+    max(it(M_j), whole_base[j] + X) (whole_levels_terms); the walk takes the least over the intervals, in chunks,
+    until it(M_j) reaches the least found (it grows with j)."""
+    per, n, v = tab.whole_per_layer, len(tab.marks), tab.v
+    slack = BOUND_SLACK
+    top = float(per.max()) * tab.L
+    best = math.inf
+    j = j0
+    while j < n:
+        if tab.iteration[j] >= best:
+            break
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
+            break  # it grows with j: no later interval meets the deadline
+        stop = min(j + CHUNK, n)
+        caps = tab.caps[j:stop]  # [J, g, i]
+        lo = np.full(stop - j, tab.whole_mean)  # X > lo (or X >= the mean)
+        hi = np.full(stop - j, max(top, tab.whole_mean) * 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(WHOLE_BISECTION):
+                mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
+                limit = np.where(per[None] > 0, np.floor(mid[:, None, None] / per[None] * ROUND_UP), np.inf)
+                if v > 1:  # [J, g, i]
+                    limit = np.floor(limit / v) * v
+                capped = np.minimum(caps, limit)
+                holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
+                lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
+        value = np.maximum(tab.iteration[j:stop], tab.whole_base[j:stop] + lo)
+        if tab.hide is not None:
+            value = np.maximum(value, _hiding_floor(tab, j, stop, caps))
+        ok = np.ones(stop - j, dtype=bool)
+        if max_time_s is not None:
+            ok &= value * iterations <= max_time_s * slack
+        if ok.any():
+            best = min(best, float(value[ok].min()))
+        j = stop
+    return None if not math.isfinite(best) else best
+
+
+def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_time_s: float | None,
+                       max_cost_usd: float | None, max_usd_per_hour: float | None) -> float | None:
+    """best (a lower bound on the iteration of the plans that meet the limits, from _time_under_cost) and
+    whole_levels_iteration from the first interval whose (rent, it) bounds meet the limits (_meets; every plan that
+    meets them lies in it or later): their maximum, or None where the levels leave no plan within the deadline."""
+    n = len(tab.marks)
+    j = 0
+    while j < n:
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * BOUND_SLACK:
+            return None  # it grows with j (not expected: _time_under_cost found a bucket)
+        stop = min(j + CHUNK, n)
+        _rent(tab, stop)
+        ok = _meets(tab.rent[j:stop], tab.iteration[j:stop], iterations, max_time_s, max_cost_usd, max_usd_per_hour)
+        if ok.any():
+            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s)
+            return None if whole is None else max(best, whole)
+        j = stop
+    return None
+
+
+def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, pp: int, steps: np.ndarray,
+                 m: int, slowest: np.ndarray, stages_s: float, call) -> tuple[np.ndarray, float, np.ndarray]:
+    """(alpha_full[g] P_layer, rho, [j] base) of the per-mark hiding floor (v = 1, the overlap on; round 9). A plan
+    whose slowest stage M* lies in [M_j, M_{j+1}) has every last backward W_i = max(0, compute_i - F_i) <= rho
+    compute_i <= rho M*, rho the largest (step - forward) / step of a layer in any mode and of the embedding and the
+    head on any type (compute_i is the sum of those parts' steps, F_i of their forwards), so stage s's reduce hides
+    behind H_s <= h_s = max(1, s) rho M_{j+1} (stage 0: W_0 (n - 1) / n, stage s > 0: sum_{i<s} W_i) and
+    A_s >= max(whole_s - h_s, rest_s) >= max(alpha_full[g_s] n_s P_layer - h_s, allreduce_per_layer[g_s] n_s).
+    The iteration is then at least (m - 1) max(M_j, slowest_s, stages_s / pp) + max(stages_s, M_j) + max_s A_s
+    + E_min + O_min: base[j] is all but max_s A_s (the old expression's form, it(M_j), with its all-reduce floor
+    replaced), and _hiding_floor finds the least max_s A_s of the interval from the caps by bisection."""
+    from optsearch.costmodel import layer_forward_s, stage_forward_s
+    names = [u.name for u in d.uses]
+    fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
+    # (step - forward) / step of every part (a part with a zero step adds -forward <= 0: no constraint on rho)
+    ratios = [float(np.where(steps > 0, (steps - fwd[:, None]) / np.where(steps > 0, steps, 1.0), 0.0).max())]
+    for g, e, h in zip(names, d.emb_s, d.head_s):
+        ratios += [(e - stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) / e if e > 0 else 0.0,
+                   (h - stage_forward_s(problem, g, {}, tp, mbs, False, True, cp)) / h if h > 0 else 0.0]
+    rho = min(1.0, max(0.0, max(ratios)))
+    params = d.all_params(pp)
+    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
+    base = (m - 1) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) + fixed
+    return np.array(d.alpha_full, float) * problem.model.layer_parameters(kind), rho, base
+
+
+def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray) -> np.ndarray:
+    """[J] the per-mark hiding floor of intervals j..stop-1 (hiding_terms): base[j] + the least max_s A_s, by
+    geometric bisection on its level c (the lower end kept): at c below a plan's max_s A_s, n_s <= floor((c + h_s) /
+    alpha_full[g] P_layer) and n_s <= floor(c / allreduce_per_layer[g]) hold its layout within the caps k(M_j), so
+    where the caps so limited do not hold L layers (within node supply), every plan of the interval has
+    max_s A_s > c. It starts from allreduce_floor (the old floor: max_s A_s >= it)."""
+    full, rho, base = tab.hide
+    rest = tab.allreduce_per_layer
+    pp = caps.shape[2]
+    upper = np.append(tab.marks[1:], np.inf)[j:stop]  # M_{j+1}
+    h = rho * upper[:, None] * np.maximum(1, np.arange(pp))[None, :]  # [J, i]
+    lo = np.full(stop - j, tab.allreduce_floor)
+    hi = np.full(stop - j, max(float(full.max()), float(rest.max())) * tab.L * 2 + 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(WHOLE_BISECTION):
+            mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
+            a = np.where(full[None, :, None] > 0,
+                         np.floor((mid[:, None, None] + h[:, None, :]) / full[None, :, None] * ROUND_UP), np.inf)
+            b = np.where(rest[None, :, None] > 0, np.floor(mid[:, None, None] / rest[None, :, None] * ROUND_UP), np.inf)
+            capped = np.minimum(caps, np.minimum(a, b))  # [J, g, i]
+            holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
+            lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
+    return base[j:stop] + lo
