@@ -19,6 +19,7 @@ import argparse
 import cProfile
 import json
 import os
+import sys
 import time
 
 
@@ -33,7 +34,8 @@ def main() -> None:
     ap.add_argument("--gap", type=float, default=0.0, help="stop once proven within this fraction")
     ap.add_argument("--cpu-clock", action="store_true", help="the solver's clock on CPU time (see the docstring)")
     ap.add_argument("--solver", default="cpsat")
-    ap.add_argument("--profile", default=None, help="write a cProfile of the solve to this file")
+    ap.add_argument("--profile", default=None, help="write a cProfile of the solve (CPU-time timer) to this file")
+    ap.add_argument("--trace", action="store_true", help="print to stderr each new incumbent with its CPU second")
     args = ap.parse_args()
 
     from optsearch.cli.options import space_from_target
@@ -48,11 +50,19 @@ def main() -> None:
     if args.cpu_clock:
         time.perf_counter = time.process_time  # the solver's clock (and its shares) on CPU time
     load_before = os.getloadavg()
-    prof = cProfile.Profile() if args.profile else None
+    prof = cProfile.Profile(time.process_time) if args.profile else None
+    seen = []
+
+    def trace(p) -> None:
+        if p.incumbent is not None and (not seen or p.incumbent < seen[-1]):
+            seen.append(p.incumbent)
+            print(f"{time.process_time() - cpu0:7.2f} s CPU  incumbent {p.incumbent:,.2f}  front {p.bound:,.2f}  "
+                  f"{p.candidate.key}", file=sys.stderr)
     cpu0, wall0 = time.process_time(), time.monotonic()
     if prof is not None:
         prof.enable()
-    result = solve(problem, budget, solver=args.solver, time_limit_s=args.time_limit, options=options, gap=args.gap)
+    result = solve(problem, budget, solver=args.solver, time_limit_s=args.time_limit, options=options, gap=args.gap,
+                   progress=trace if args.trace else None)
     if prof is not None:
         prof.disable()
         prof.dump_stats(args.profile)
