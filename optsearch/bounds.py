@@ -737,7 +737,8 @@ def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps
     inter = np.array(d.send_inter_s, dtype=float)  # [g, h]
     intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
     pair = present[:, :, None] & present[:, None, :]
-    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)), np.where(present, intra[None], inf).min(axis=1))
+    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
+                          np.where(present, intra[None], inf).min(axis=1))
 
     def least(values) -> np.ndarray:  # min over the present types (exact)
         return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
