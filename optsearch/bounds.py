@@ -575,7 +575,23 @@ def _least_rate_per_gpu(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) 
     holds at most hold[g]: the LP relaxation min { sum p_g n_g : sum n_g = pp, sum hold_g n_g >= L, 0 <= n <= S },
     by its Lagrangian dual max_{lam >= 0} lam L + min { sum (p_g - lam hold_g) n_g : sum n_g = pp, 0 <= n <= S }.
     Every lam gives a valid bound (weak duality); the maximum sits at lam = 0 or where two types tie, all tried.
-    Infinite when no pp slots hold L."""
+    Infinite when no pp slots hold L. Kept by what it depends on (bigproof: the aggregate refined bounds of one
+    problem ask for the same prices, slots, pp and caps again and again, about 13 breakpoints a candidate)."""
+    key = (d.price_per_gpu_hour, d.slots, pp, L, hold)
+    got = _RATES.get(key)
+    if got is None:
+        if len(_RATES) > RATES_KEPT:
+            _RATES.clear()
+        got = _RATES[key] = _least_rate_per_gpu_of(d, pp, L, hold)
+    return got
+
+
+_RATES: dict[tuple, float] = {}
+RATES_KEPT = 200_000  # entries of _RATES before it is emptied (a few tens of MB)
+
+
+def _least_rate_per_gpu_of(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) -> float:
+    """_least_rate_per_gpu's computation."""
     G = len(d.slots)
     if _best_slots(tuple(float(h) for h in hold), d.slots, pp, largest=True) < L:
         return math.inf

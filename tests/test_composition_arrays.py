@@ -115,3 +115,20 @@ def _options():
     from optsearch.candidates import SpaceOptions
 
     return SpaceOptions(micro_batch_sizes=(1,), max_stages=4)
+
+
+def test_the_kept_rates_equal_the_computed_ones():
+    """bounds._least_rate_per_gpu keeps its values by (prices, slots, pp, L, caps): the same as computing them."""
+    from optsearch.bounds import _least_rate_per_gpu, _least_rate_per_gpu_of
+
+    problem = _small()
+    rng = np.random.default_rng(5)
+    for d in _every_terms(problem, _options()):
+        for _ in range(20):
+            hold = tuple(int(x) for x in rng.integers(0, 6, len(d.slots)))
+            pp, L = int(rng.integers(1, 5)), int(rng.integers(1, 13))
+            if sum(d.slots) < pp:
+                continue
+            want = _least_rate_per_gpu_of(d, pp, L, hold)
+            assert _least_rate_per_gpu(d, pp, L, hold) == want
+            assert _least_rate_per_gpu(d, pp, L, hold) == want  # kept
