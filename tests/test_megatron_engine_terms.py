@@ -3,11 +3,10 @@ unfused cross entropy's passes over the fp32 logits, and the per-iteration passe
 computed numbers on the toy specs of test_costmodel; the eager engine's path (section 6c) stays as it was."""
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_costmodel import GPU_X, GPUS, JOB, approx, plan, toy_model, toy_problem
+from test_costmodel import GPU_X, GPUS, approx, plan, toy_model, toy_problem
 
 from optsearch import costmodel as cm
 from optsearch.profile import analytic
