@@ -578,7 +578,23 @@ def _least_rate_per_gpu(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) 
     holds at most hold[g]: the LP relaxation min { sum p_g n_g : sum n_g = pp, sum hold_g n_g >= L, 0 <= n <= S },
     by its Lagrangian dual max_{lam >= 0} lam L + min { sum (p_g - lam hold_g) n_g : sum n_g = pp, 0 <= n <= S }.
     Every lam gives a valid bound (weak duality); the maximum sits at lam = 0 or where two types tie, all tried.
-    Infinite when no pp slots hold L."""
+    Infinite when no pp slots hold L. Kept by what it depends on (bigproof: the aggregate refined bounds of one
+    problem ask for the same prices, slots, pp and caps again and again, about 13 breakpoints a candidate)."""
+    key = (d.price_per_gpu_hour, d.slots, pp, L, hold)
+    got = _RATES.get(key)
+    if got is None:
+        if len(_RATES) > RATES_KEPT:
+            _RATES.clear()
+        got = _RATES[key] = _least_rate_per_gpu_of(d, pp, L, hold)
+    return got
+
+
+_RATES: dict[tuple, float] = {}
+RATES_KEPT = 200_000  # entries of _RATES before it is emptied (a few tens of MB)
+
+
+def _least_rate_per_gpu_of(d: DegreeTerms, pp: int, L: int, hold: tuple[int, ...]) -> float:
+    """_least_rate_per_gpu's computation."""
     G = len(d.slots)
     if _best_slots(tuple(float(h) for h in hold), d.slots, pp, largest=True) < L:
         return math.inf
@@ -705,7 +721,117 @@ def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Compo
     # bisection per composition: 0.76 -> 1.20 ms per refined bound on Llama-2 70B (cost), for 315 -> 304 refined
     # bounds below 0.99 x the optimum on GPT-3 175B (time); not kept.
     low = float(slowest_floor(d, problem.model.num_layers, np.array([pp]))[0])
+    if VECTOR_COMPOSITIONS and len(comps) >= VECTOR_FROM:
+        return _composition_bounds_at_once(problem, d, pp, comps, all_params, low)
     return tuple(got for counts in comps if (got := _composition_bound(problem, d, pp, counts, all_params, low)))
+
+
+VECTOR_COMPOSITIONS = True  # composition_bounds by _composition_bounds_at_once (the same values, bit for bit)
+VECTOR_FROM = 6  # compositions from which the arrays are faster than the scalar loop (one or two: 4x slower)
+
+
+def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]],
+                                all_params: float, slowest_s: float) -> tuple[Composition, ...]:
+    """`_composition_bound` of every composition in comps at once, in their order, the Nones left out: the same
+    formulas and the same float operations in the same order, so every value equals the scalar function's bit for bit
+    (tests/test_composition_arrays.py). Issue 14, item 3 (bigproof): the refined bound of the large models' candidates
+    spent most of its time in one Python call of `_composition_bound` and `_pipeline_s` per composition (GPT-3 175B
+    and Megatron 145B on mixed-pool-8k, cost: 36 compositions per candidate, about half of a proof's CPU).
+
+    Every breakpoint of every composition is evaluated (padded with inf where a group holds fewer layers), sorted,
+    and the least value taken up to where `_pipeline_s`'s walk stops (`_pipelines_at_once`); the groups, sends and
+    sums are taken in the scalar function's order (a term of 0.0 where a group is absent changes no sum)."""
+    L = problem.model.num_layers
+    if not comps or slowest_s == math.inf:
+        return ()
+    G = len(d.slots)
+    counts = np.array(comps, dtype=np.int64).reshape(len(comps), G)  # [C, g]
+    present = counts > 0
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    keep = (counts * nmax[None, :]).sum(axis=1) >= L  # sum over present g: absent g add 0 (integers, exact)
+    counts, present = counts[keep], present[keep]
+    if len(counts) == 0:
+        return ()
+    inf = math.inf
+    inter = np.array(d.send_inter_s, dtype=float)  # [g, h]
+    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
+    pair = present[:, :, None] & present[:, None, :]
+    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
+                          np.where(present, intra[None], inf).min(axis=1))
+
+    def least(values) -> np.ndarray:  # min over the present types (exact)
+        return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
+
+    def most(values) -> np.ndarray:
+        return np.where(present, np.asarray(values, dtype=float)[None, :], -inf).max(axis=1)
+
+    ends = least(d.emb_s) + least(d.head_s)
+    total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
+    small = d.least_stage_params[min(pp, 3) - 1]
+    comm = (np.maximum(least(d.alpha) * all_params / pp, most(d.alpha) * small)
+            + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
+    pipeline = np.maximum(np.maximum((d.m - 1) * total / pp + total, _pipelines_at_once(d, pp, counts, send_min, L)
+                                     + ends), (d.m - 1) * slowest_s + total)
+    iteration = pipeline + comm
+    if d.alpha_full:
+        whole = (np.maximum(least(d.alpha_full) * all_params / pp, most(d.alpha_full) * small)
+                 + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
+        iteration = np.maximum(iteration, (d.m - 1) * np.maximum(total / pp, slowest_s) + whole)
+    price = np.array(d.price_per_gpu_hour, dtype=float)
+    rent = np.zeros(len(counts))
+    for g in range(G):  # sum(counts[g] x p_g for g present), in order of g
+        rent = rent + np.where(present[:, g], counts[:, g] * price[g], 0.0)
+    rate = d.w * rent
+    p_min = least(d.price_per_gpu_hour)
+    weighted = (least([p * s for p, s in zip(d.price_per_gpu_hour, d.layer_work_s)])
+                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)])
+                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.head_s)]) + 2 * (pp - 1) * p_min * send_min)
+    cost = np.maximum(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    return tuple(zip(iteration.tolist(), rate.tolist(), (cost / SECONDS_PER_HOUR).tolist()))
+
+
+def _pipelines_at_once(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np.ndarray, L: int) -> np.ndarray:
+    """[C] `_pipeline_s`(d, pp, counts[c], send_min[c], L) for every row (each holds L layers at NMAX), bit for bit:
+    the groups fastest first (a stable sort by step_min, as `sorted`), the two end stages' single sends on the
+    fastest stages, SIGMA(M) at every breakpoint M = e + n step of every group (n = 1..cap) in ascending order,
+    and the least of (m - 1) M + SIGMA(M) up to where _pipeline_s's walk stops."""
+    C, G = counts.shape
+    order = sorted(range(G), key=lambda g: d.step_min_s[g])
+    ends_left = np.full(C, 2 if pp > 1 else 0, dtype=np.int64)
+    groups = []  # (step, cap, send [C], stages [C]) in the scalar function's order (stages 0: no such group)
+    for g in order:
+        n = counts[:, g]
+        light = np.minimum(ends_left, n)
+        ends_left = ends_left - light
+        groups.append((d.step_min_s[g], d.max_layers_per_stage[g], send_min, light))
+        groups.append((d.step_min_s[g], d.max_layers_per_stage[g], 2 * send_min if pp > 1 else np.zeros(C), n - light))
+    sends_total = np.zeros(C)
+    for _, _, e, c in groups:
+        sends_total = sends_total + np.where(c > 0, e * c, 0.0)
+    marks = [np.full((C, 1), math.inf)]  # M = inf (every stage at its cap): SIGMA's least value, last once sorted
+    for step, cap, e, c in groups:  # e + n step for n = 1..cap, only where the group exists
+        if cap > 0:
+            n = np.arange(1, cap + 1, dtype=float)
+            marks.append(np.where((c > 0)[:, None], e[:, None] + n[None, :] * step, math.inf))
+    M = np.sort(np.concatenate(marks, axis=1), axis=1)  # [C, K] ascending; inf pads at the end
+    left = np.full(M.shape, L, dtype=float)
+    total = np.broadcast_to(sends_total[:, None], M.shape).copy()
+    for step, cap, e, c in groups:  # at M = inf every per-stage count is cap, as in _pipeline_s
+        per = np.maximum(0.0, np.minimum(cap, np.floor((M - e[:, None]) / step + 1e-9)))
+        take = np.minimum(left, c[:, None] * per)
+        total = total + take * step
+        left = left - take
+    finite = np.isfinite(M)
+    least_sigma = total[:, -1:]
+    with np.errstate(invalid="ignore"):  # 0 x inf at the pads when m = 1 (not used)
+        value = np.where(finite & (left <= 0), (d.m - 1) * M + total, math.inf)
+        # the walk's stop, as _pipeline_s takes it: at the first breakpoint (ascending) where (m - 1) M plus the
+        # least SIGMA reaches the best value before it (a float sum of the same layers may differ by an ulp from
+        # SIGMA(inf), so the stop decides the last bits)
+        before = np.concatenate([np.full((C, 1), math.inf), np.minimum.accumulate(value, axis=1)[:, :-1]], axis=1)
+        stop = ~finite | ((d.m - 1) * M + least_sigma >= before)
+    at = np.argmax(stop, axis=1)  # the last column is inf: a stop exists in every row
+    return before[np.arange(C), at] * (1 - 1e-9)
 
 
 def bound_over_compositions(problem: Problem, comps: tuple[Composition, ...], budget=None,

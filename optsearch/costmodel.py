@@ -532,10 +532,27 @@ def gradient_sync_s(problem: Problem, node_type: str, parameters: float, tp: int
 def optimizer_s(problem: Problem, node_type: str, parameters: float, tp: int, dp: int, cp: int = 1,
                 distributed: bool = False) -> float:
     """Adam step (optimizer_step_s) over the parameters of one GPU: P / t, / (dp x cp) with the distributed
-    optimizer."""
+    optimizer; plus Megatron-LM's passes over the rank's whole gradient buffer (grad_buffer_passes_s)."""
     per_gpu = parameters / tp / (dp * cp if distributed else 1)
     gpu = problem.gpu_of(node_type)
-    return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+    return (per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+            + grad_buffer_passes_s(problem, node_type, parameters / tp, dp * cp))
+
+
+# Megatron-LM's per-iteration passes over the gradient buffer (docs/cost-model.md section 8b), at upstream main
+# d98e8a64, megatron/core/distributed/: each a memory-bound pass over every local gradient element, on the compute
+# stream. The eager engine's path (section 6c) prices its own step (deepspeed_optimizer_step_s) instead.
+GRAD_BUFFER_ZERO_PASSES = 1  # zero_grad_buffer -> _ParamAndGradBuffer.reset(): grad_data.zero_(), one write
+GRAD_BUFFER_NAN_CHECK_PASSES = 1  # check_grads: bucket.grad_data.norm(p=2) (--check-for-nan-in-loss-and-grad, on)
+GRAD_BUFFER_SCALE_PASSES = 2  # grad_data *= 1 / (dp x cp) before the reduce: a read and a write; skipped at dp x cp 1
+
+
+def grad_buffer_passes_s(problem: Problem, node_type: str, local_gradients: float, dp_cp: int) -> float:
+    """The gradient buffer's passes per iteration: local_gradients x (1 zero + 1 norm [+ 2 scale if dp x cp > 1]) x
+    gradient_bytes / HBM bandwidth."""
+    passes = GRAD_BUFFER_ZERO_PASSES + GRAD_BUFFER_NAN_CHECK_PASSES + (GRAD_BUFFER_SCALE_PASSES if dp_cp > 1 else 0)
+    gpu = problem.gpu_of(node_type)
+    return local_gradients * passes * gradient_bytes(problem.job) / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
 
 
 def context_parallel_error(model: ModelSpec, cp: int) -> str | None:
@@ -875,7 +892,8 @@ def expert_optimizer_step_s(problem: Problem, node_type: str, expert_params: flo
     HBM bandwidth."""
     per_gpu = expert_params / (tp * ep) / (dp // ep if distributed else 1)
     gpu = problem.gpu_of(node_type)
-    return per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+    return (per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
+            + grad_buffer_passes_s(problem, node_type, expert_params / (tp * ep), dp))
 
 
 def ep_ranks_per_node(gpus_per_node: int, tp: int, ep: int, spans_nodes: bool) -> int:

@@ -74,7 +74,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -105,7 +105,7 @@ class InFlightTables:
     w: int
     L: int
     rent: np.ndarray = field(default=None)  # [j] R(M_j); NaN: not computed yet
-    floor_rent: float = 0.0  # R(inf): no interval's rent is below it
+    floor_rent: float = 0.0  # R(inf): no interval's rent is below it; NaN: not computed yet (_floor_rent)
     slots: np.ndarray | None = None  # [g] stage slots of each type (node supply); None: supply not counted
     allreduce_per_layer: np.ndarray | None = None  # [g] alpha[g] x a layer's parameters (round 7: the budget walk)
     allreduce_floor: float = 0.0  # the all-reduce part of it(M_j): alpha_min x P_total / pp
@@ -232,7 +232,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
-    tab.floor_rent = float(_least_rent(tab, caps_at(np.array([np.inf])))[0])
+    tab.floor_rent = math.nan  # computed where a walk needs it (_floor_rent): _plain_cost does not
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
     # caps grow with M), those intervals get an infinite rent without the programme
     def first_passing(check, lo: int) -> int:  # the least mark index from lo on where check passes (it keeps passing)
@@ -313,9 +313,9 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     k = np.where(usable, np.maximum(caps, 0.0), 0.0)
     holds = np.where(usable, caps, -np.inf).max(axis=1)  # [M, i]
     feasible = np.isfinite(holds).all(axis=1) & (np.where(np.isfinite(holds), holds, 0).sum(axis=1) >= tab.L)
-    lo = np.zeros(len(caps))
-    hi = np.full(len(caps), float(tab.price.max() - tab.price.min()) + 1e-6)
     best = np.full(len(caps), -np.inf)
+    if EXACT_MULTIPLIER:  # a position that holds more than L holds L (the same assignments hold L): kinks listed
+        k = np.minimum(k, tab.L)
 
     def phi(lam: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         val = np.where(usable, price - lam[:, None, None] * k, np.inf)  # [M, g, i]
@@ -323,6 +323,28 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
         held = np.where(val == least[:, None, :], k, 0.0).max(axis=1)  # a minimizer's layers (the most on ties)
         return lam * tab.L + least.sum(axis=1), tab.L - held.sum(axis=1)
 
+    if EXACT_MULTIPLIER:
+        # bigproof: phi is concave and piecewise linear, its kinks where two types tie at a position,
+        # lambda = (p_h - p_g) / (k_h - k_g) with integer caps, so its maximum lies at 0 or one of the multipliers
+        # `_multipliers` lists: the first of them (ascending) where the slope L - sum k (the most layers on ties) is
+        # <= 0, found by bisection on the list, about 12 evaluations for the 18 below. Every multiplier evaluated
+        # gives a valid bound; its neighbour below is evaluated too (a tie lost to float rounding moves the search
+        # one kink up).
+        lams = _multipliers(tab.price, tab.L)  # caps hold at most L layers; the list is the table's own, so each
+        # row's value does not depend on the other rows of the call (_rent_at)
+        lo = np.zeros(len(caps), dtype=np.int64)
+        hi = np.full(len(caps), len(lams) - 1, dtype=np.int64)
+        while (lo < hi).any():
+            mid = (lo + hi) // 2
+            v, grad = phi(lams[mid])
+            best = np.maximum(best, v)
+            up = grad > 0  # more layers needed: a larger multiplier
+            lo, hi = np.where(up & (lo < hi), mid + 1, lo), np.where(~up & (lo < hi), mid, hi)
+        for at in (lo, np.maximum(lo - 1, 0)):
+            best = np.maximum(best, phi(lams[at])[0])
+        return np.where(feasible, tab.w * np.maximum(best, 0.0) * (1 - 1e-12), np.inf)
+    lo = np.zeros(len(caps))
+    hi = np.full(len(caps), float(tab.price.max() - tab.price.min()) + 1e-6)
     for lam in (lo, hi):
         v, _ = phi(lam)
         best = np.maximum(best, v)
@@ -335,13 +357,98 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     return np.where(feasible, tab.w * np.maximum(best, 0.0) * (1 - 1e-12), np.inf)
 
 
+EXACT_MULTIPLIER = True  # _least_rent's multiplier from the kinks of phi (bigproof); False: the 16-step bisection
+_MULTIPLIERS: dict[tuple, np.ndarray] = {}
+
+
+def _multipliers(price: np.ndarray, most: int) -> np.ndarray:
+    """0 and every (p_h - p_g) / d > 0 with d = 1..most, ascending: every kink of phi for caps of at most `most`
+    layers (kept by the prices and most). The caps are whole layers (floats of integers), so every kink is one."""
+    key = (tuple(price.tolist()), most)
+    if key not in _MULTIPLIERS:
+        gaps = (price[None, :] - price[:, None]).ravel()
+        gaps = gaps[gaps > 0]
+        steps = np.arange(1, max(most, 1) + 1, dtype=float)
+        _MULTIPLIERS[key] = np.unique(np.concatenate([[0.0], (gaps[:, None] / steps[None, :]).ravel()]))
+    return _MULTIPLIERS[key]
+
+
 def _rent(tab: InFlightTables, upto: int) -> None:
-    """R(M_j) for every interval j < upto, in chunks."""
-    start = int(np.argmax(np.isnan(tab.rent))) if np.isnan(tab.rent).any() else len(tab.rent)
-    while start < upto:
-        stop = min(start + CHUNK, len(tab.rent))
-        tab.rent[start:stop] = _least_rent(tab, tab.caps[start:stop])
-        start = stop
+    """R(M_j) for every interval j < upto not computed yet, in chunks (each row's value does not depend on the
+    others of its chunk, so the same values whichever intervals were computed before: _rent_at)."""
+    _rent_at(tab, np.flatnonzero(np.isnan(tab.rent[:upto])))
+
+
+def _rent_at(tab: InFlightTables, ix: np.ndarray) -> None:
+    """R(M_j) at the intervals ix not computed yet, in chunks."""
+    ix = ix[np.isnan(tab.rent[ix])]
+    for start in range(0, len(ix), CHUNK):
+        part = ix[start:start + CHUNK]
+        tab.rent[part] = _least_rent(tab, tab.caps.at(part))
+
+
+def _floor_rent(tab: InFlightTables) -> float:
+    """R(inf) (the caps at M = inf), computed once where a walk needs it (tab.floor_rent NaN: not yet)."""
+    if math.isnan(tab.floor_rent):
+        tab.floor_rent = float(_least_rent(tab, tab.caps.fn(np.array([np.inf])))[0])
+    return tab.floor_rent
+
+
+SPLIT = 4  # blocks of intervals each round of _plain_cost splits an open block into
+
+
+def _plain_cost(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
+                max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
+                target: float = math.inf) -> tuple[float, float] | None:
+    """inflight_bound minimizing cost (the plain walk: the Lagrangian rent, no end types), with R(M_j) computed only
+    where it decides the bound below `target` (R x it units, USD/h x s: the incumbent's cost per iteration x 3600;
+    inf: the least product itself). Issue 14, item 3 (bigproof): on GPT-3 175B's candidates (mixed-pool-8k, cost)
+    the walk computed R at about 40 marks per candidate, 54 % of the in-flight bound's CPU, where the products sat
+    1.3-2.8 x the incumbent at every mark.
+
+    Blocks. For intervals a <= j <= b, k(M_j) <= k(M_b) position by position (the caps only grow with M), so the
+    rent LP at M_j is at least the LP at M_b, which is at least R(M_b) (a Lagrangian value: any multiplier bounds
+    the LP from below), and it(M_j) >= it(M_a). So every plan of the block rents at least R(M_b) and iterates at least
+    it(M_a): its cost per iteration is at least R(M_b) it(M_a) / 3600, and where (R(M_b), it(M_a)) breaks a limit
+    every interval of the block does (`_meets` only grows with both). The walk starts from one block (the intervals
+    the deadline leaves), splits every open block whose value is below min(the best exact product, target) into
+    SPLIT blocks (R at their last intervals, one vectorized call per round), and takes a block of one interval at
+    its exact value R(M_j) it(M_j). It returns min(the best exact product, the least value of the blocks left) (a
+    lower bound on every interval's product: each is at least its block's value) and the least it(M_a) of the
+    blocks and intervals left; None when every interval breaks a limit. Below target the value is the least exact
+    product, as the plain walk's; at or above it, a value >= target (the candidate is pruned either way)."""
+    n = len(tab.marks)
+    slack = BOUND_SLACK
+    over = np.flatnonzero(tab.iteration * iterations > max_time_s * slack) if max_time_s is not None else []
+    end = int(over[0]) if len(over) else n  # it grows with j: the deadline leaves the intervals before end
+    lo = int(np.argmax(~np.isposinf(tab.rent[:end]))) if end and not np.isposinf(tab.rent[:end]).all() else end
+    best, best_it, rest, rest_it = math.inf, math.inf, math.inf, math.inf
+    blocks = [(lo, end - 1)] if lo < end else []
+    while blocks:
+        parts = []
+        for a, b in blocks:  # SPLIT blocks of about equal size (fewer where the block is smaller)
+            cut = np.unique(np.linspace(a, b + 1, SPLIT + 1).round().astype(np.int64))
+            parts += [(int(x), int(y) - 1) for x, y in zip(cut[:-1], cut[1:])]
+        right = np.array([b for _, b in parts], dtype=np.int64)
+        _rent_at(tab, right)
+        rent, it = tab.rent[right], tab.iteration[[a for a, _ in parts]]
+        ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
+        value = rent * it
+        single = np.array([a == b for a, b in parts])
+        if (ok & single).any():
+            best = min(best, float(value[ok & single].min()))
+            best_it = min(best_it, float(it[ok & single].min()))
+        limit = min(best, target)
+        blocks = []
+        for x in np.flatnonzero(ok & ~single):
+            if value[x] < limit:
+                blocks.append(parts[x])
+            else:  # closed: its value already reaches the limit, which only falls
+                rest, rest_it = min(rest, float(value[x])), min(rest_it, float(it[x]))
+    low = min(best, rest)
+    if not math.isfinite(min(best_it, rest_it)):
+        return None
+    return min(best_it, rest_it) * (1 - 1e-9), low / 3600.0 * (1 - 1e-9)
 
 
 def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_time_s: float | None = None,
@@ -361,12 +468,12 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         return None if best is None else (best * (1 - 1e-9), 0.0)
     if objective == "cost" and tab.ends_extra is not None and len(tab.middle) >= 2:
         return _cost_by_ends(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd)
+    if objective == "cost":  # bigproof: the walk by blocks (the same value below the cutoff)
+        return _plain_cost(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd / iterations * 3600.0)
     n = len(tab.marks)
     best_it, best_cost = math.inf, math.inf
     j = 0
     while j < n:
-        if math.isfinite(best_cost) and objective == "cost" and tab.floor_rent * tab.iteration[j] >= best_cost:
-            break
         if objective == "time" and math.isfinite(best_it):
             break
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
@@ -436,11 +543,10 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
     returned is min(best V_j, the least P_j not refined, R(inf) it(M_j) of the first interval not walked), a lower
     bound on every V_j. The iteration bound is the plain walk's (pairs only remove plans). The plain walk runs first,
     and where it already reaches the target nothing is refined."""
-    plain = inflight_bound(replace(tab, ends_extra=None), iterations, "cost", max_time_s, max_cost_usd,
-                           max_usd_per_hour)
+    target = cutoff_usd / iterations * 3600.0  # USD/h x s, the unit of R x it
+    plain = _plain_cost(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, target)
     if plain is None:
         return None
-    target = cutoff_usd / iterations * 3600.0  # USD/h x s, the unit of R x it
     if plain[1] * 3600.0 >= target:
         return plain
     slack = BOUND_SLACK
@@ -452,7 +558,7 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
     j = 0
     while True:
         limit = min(best, target)
-        while j < n and tab.floor_rent * tab.iteration[j] < limit:
+        while j < n and _floor_rent(tab) * tab.iteration[j] < limit:
             if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
                 j = n  # it grows with j: no later interval meets the deadline
                 break
@@ -478,30 +584,32 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
         good = _meets(exact, times, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if good.any():
             best = min(best, float((exact * times)[good].min()))
-    tail = tab.floor_rent * tab.iteration[j] if j < n else math.inf
+    tail = _floor_rent(tab) * tab.iteration[j] if j < n else math.inf
     value = min(best, queue[0][0] if queue else math.inf, skipped, tail)
     if not math.isfinite(value):
         return None  # every interval that meets the limits was refined and none holds a plan that meets them
     return plain[0], max(plain[1], value / 3600.0 * (1 - 1e-9))
 
 
-def ends_extra_s(problem: Problem, d: DegreeTerms, pp: int) -> np.ndarray | None:
+def ends_extra_s(problem: Problem, d: DegreeTerms, pp: int, cache: dict | None = None) -> np.ndarray | None:
     """[a, b] the least tied-embedding all-reduce of a plan of the candidate whose first stage is on type a and last
     on type b (costmodel.embedding_allreduce_s, across nodes; within one node too where a == b and a plan of one
     type can put all pp stages on one node of a: costmodel.place's ends_same_node), less
     least_embedding_allreduce_s (the part it(M_j) already counts): >= 0. Zeros when the embeddings are untied (no
     such all-reduce: the rent by ends, exact per interval, is still sharper than the Lagrangian rent; Llama-2 70B,
-    mixed-pool-8k, cost: 36 -> 15 positional bounds to a 1 % gap). None when pp = 1 (no ends to pair)."""
+    mixed-pool-8k, cost: 36 -> 15 positional bounds to a 1 % gap). None when pp = 1 (no ends to pair).
+    cache: solver.Memo.calls, which keeps each pair's all-reduce (bounds._calls; the same values)."""
     if pp <= 1:
         return None
     names = [u.name for u in d.uses]
     if not problem.model.tied_embeddings:
         return np.zeros((len(names), len(names)))
-    pair = np.array([[embedding_allreduce_s(problem, a, b, False, d.w, d.tp) for b in names] for a in names])
+    call = _calls(cache)
+    pair = np.array([[call(embedding_allreduce_s, problem, a, b, False, d.w, d.tp) for b in names] for a in names])
     for x, u in enumerate(d.uses):
         if pp * d.w <= u.node.gpus_per_node:
-            pair[x, x] = min(pair[x, x], embedding_allreduce_s(problem, u.name, u.name, True, d.w, d.tp))
-    return np.maximum(pair - least_embedding_allreduce_s(problem, d, pp), 0.0)
+            pair[x, x] = min(pair[x, x], call(embedding_allreduce_s, problem, u.name, u.name, True, d.w, d.tp))
+    return np.maximum(pair - least_embedding_allreduce_s(problem, d, pp, cache), 0.0)
 
 
 ALLREDUCE_LEVELS = 12  # thresholds of the all-reduce per interval in the budget walk (any grid is valid)
@@ -665,23 +773,24 @@ def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int
     return (a_d * D + a_e * X) / pp, (b_d * D + b_e * X) / pp
 
 
-def least_embedding_allreduce_s(problem: Problem, d: DegreeTerms, pp: int) -> float:
+def least_embedding_allreduce_s(problem: Problem, d: DegreeTerms, pp: int, cache: dict | None = None) -> float:
     """A lower bound on the tied-embedding all-reduce of every plan of a candidate (costmodel.embedding_allreduce_s:
     the first and the last stage exchange the word embedding's gradient when pp > 1): its least value over every
     pair of usable types at the ends, across nodes, and within one node where a plan of one type can put all pp
     stages on one node (costmodel.place: ends_same_node needs pp x w <= GPUs per node). 0 when pp = 1 or the
     embeddings are untied. (Round 7: every bound took it as >= 0; on GPT-3 13B, tp 1, the cheap layouts' A100 ends
-    spend 0.16 s of a 0.53 s iteration in it.)"""
+    spend 0.16 s of a 0.53 s iteration in it.) cache: as in ends_extra_s."""
     if pp <= 1 or not problem.model.tied_embeddings:
         return 0.0
     names = [u.name for u in d.uses]
-    values = [embedding_allreduce_s(problem, g, h, False, d.w, d.tp) for g in names for h in names]
-    values += [embedding_allreduce_s(problem, u.name, u.name, True, d.w, d.tp) for u in d.uses
+    call = _calls(cache)
+    values = [call(embedding_allreduce_s, problem, g, h, False, d.w, d.tp) for g in names for h in names]
+    values += [call(embedding_allreduce_s, problem, u.name, u.name, True, d.w, d.tp) for u in d.uses
                if pp * d.w <= u.node.gpus_per_node]
     return min(values)
 
 
-def whole_reduce_floor_s(problem: Problem, d: DegreeTerms, pp: int) -> float:
+def whole_reduce_floor_s(problem: Problem, d: DegreeTerms, pp: int, cache: dict | None = None) -> float:
     """With --overlap-grad-reduce (d.alpha_full set; 0 without): W = (alpha_full_min + beta_min) P_total / pp + the
     least embedding all-reduce, with it(M_j) >= (m - 1/v) max(M_j, stages_s / pp) + W (issue 14, round 8, floor). The cost
     model's iteration is pipeline + max_s A_s + E + max_s O_s. At v = 1, pipeline = (m - 1) max t + sum t, and
@@ -695,7 +804,7 @@ def whole_reduce_floor_s(problem: Problem, d: DegreeTerms, pp: int) -> float:
     the budget walk adds a bucket's all-reduce to the old expression only (InFlightTables.base_iteration)."""
     if not d.alpha_full:
         return 0.0
-    return (d.alpha_full_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp)
+    return (d.alpha_full_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp, cache)
 
 
 def least_layer_work_s(d: DegreeTerms, L: int) -> float:
@@ -725,17 +834,20 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         pp = cand.pp
         stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
             + 2 * (pp - 1) * d.send_min_s
-        comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp)
+        comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp, cache)
         if problem.model.is_moe and cand.cp == 1:  # round 8: dense and expert parameters at their own rates
             comm_s = max(comm_s, sum(moe_comm_floor_s(problem, d, pp, cand.dp, cand.ep))
-                         + least_embedding_allreduce_s(problem, d, pp))
+                         + least_embedding_allreduce_s(problem, d, pp, cache))
         slowest_s = float(slowest_floor(d, problem.model.num_layers, np.array([pp]), v=cand.v)[0])
-        if not math.isfinite(slowest_s):  # node supply: no plan of this candidate exists (not kept: asked again,
-            return CandidateBound(False)  # the same answer)
+        # node supply: no plan of this candidate exists (not kept: asked again, the same answer). stages_s is inf
+        # where the slots cannot hold the layers at NMAX (least_layer_work_s): it made it(M_j) NaN at m = 1, where
+        # (m - 1) x max(M_j, inf) is 0 x inf (bigproof)
+        if not math.isfinite(slowest_s) or not math.isfinite(stages_s):
+            return CandidateBound(False)
         kept[cand.key] = inflight_tables(problem, d, pp, cand.dp, cand.micro_batch_size, cand.cp, stages_s, comm_s,
-                                         cache, cand.v, slowest_s, cand.ep, whole_reduce_floor_s(problem, d, pp))
+                                         cache, cand.v, slowest_s, cand.ep, whole_reduce_floor_s(problem, d, pp, cache))
         if kept[cand.key] is not None:  # round 8: the cost walk's rent by end types, with their embedding all-reduce
-            kept[cand.key].ends_extra = ends_extra_s(problem, d, pp)
+            kept[cand.key].ends_extra = ends_extra_s(problem, d, pp, cache)
     tab = kept[cand.key]
     if tab is None:
         return bound

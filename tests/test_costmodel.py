@@ -556,11 +556,13 @@ def test_estimate_two_stages_by_hand():
     parameters: stage 0 = 2 x 12,002,000 + 1e7 = 34,004,000; stage 1 = 24,004,000 + 1000 + 1e7 = 34,005,000
     DP all-reduce (dp 2, 2 x 1/2 = 1; bf16 job: fp32 gradients, 4 B): stage 0 136,016,000 B / 1e11 = 1.36016e-3;
         stage 1 136,020,000 B / (PCIe all-reduce 0.5 x 1e10) = 0.027204
-    optimizer: stage 0 34,004,000 x 28 / 1e12 = 9.52112e-4; stage 1 34,005,000 x 28 / 5e11 = 1.90428e-3
+    optimizer: stage 0 34,004,000 x 28 / 1e12 = 9.52112e-4; stage 1 34,005,000 x 28 / 5e11 = 1.90428e-3;
+        + the gradient buffer's passes (section 8b, dp 2: zero, norm, scale = 4 passes x 4 B): stage 0
+        34,004,000 x 16 / 1e12 = 5.44064e-4 -> 1.496176e-3; stage 1 34,005,000 x 16 / 5e11 = 1.08816e-3 -> 2.99244e-3
     tied-embedding all-reduce (pp = 2, first on fast, last on slow, different nodes): V h / t = 1e7 elements x 4 B
         = 4e7 B over min(5e10 / 2, 1e10 / 2) = 5e9 B/s, 2 ranks: 2 x 1/2 x 4e7 / 5e9 = 8e-3
-    iteration: 0.605 + 0.027204 + 8e-3 + 1.90428e-3 = 0.64210828; training 642.10828 s
-    USD/hour: 1 x 10 + 1 x 2 = 12; cost 12 x 642.10828 / 3600
+    iteration: 0.605 + 0.027204 + 8e-3 + 2.99244e-3 = 0.64319644; training 643.19644 s
+    USD/hour: 1 x 10 + 1 x 2 = 12; cost 12 x 643.19644 / 3600
     memory stage 0: 34,004,000 x 18 + min(2, 4) x 2 x 74e6 + 2 GiB = 612,072,000 + 296e6 + 2,147,483,648
     memory stage 1: 34,005,000 x 18 + min(1, 4) x 2 x 74e6 + 6e7 + 2 GiB = 612,090,000 + 148e6 + 6e7 + 2,147,483,648
     capacity: 0.9 x 16 GiB and 0.9 x 8 GiB (default headroom 0.10)
@@ -574,15 +576,15 @@ def test_estimate_two_stages_by_hand():
     assert (s0.parameters, s1.parameters) == (34_004_000, 34_005_000)
     assert (s0.dp_allreduce_s, s1.dp_allreduce_s) == (approx(1.36016e-3), approx(0.027204))
     assert est.dp_allreduce_s == approx(0.027204)
-    assert (s0.optimizer_s, s1.optimizer_s) == (approx(9.52112e-4), approx(1.90428e-3))
-    assert est.optimizer_s == approx(1.90428e-3)
+    assert (s0.optimizer_s, s1.optimizer_s) == (approx(1.496176e-3), approx(2.99244e-3))
+    assert est.optimizer_s == approx(2.99244e-3)
     assert est.embedding_allreduce_s == approx(8e-3)
-    assert est.iteration_time_s == approx(0.64210828)
+    assert est.iteration_time_s == approx(0.64319644)
     assert est.iterations == 1000
-    assert est.training_time_s == approx(642.10828)
+    assert est.training_time_s == approx(643.19644)
     assert est.nodes == {"fast": 1, "slow": 1}
     assert est.usd_per_hour == approx(12.0)
-    assert est.cost_usd == approx(12 * 642.10828 / 3600)
+    assert est.cost_usd == approx(12 * 643.19644 / 3600)
     assert s0.memory_bytes == approx(3_055_555_648)
     assert s1.memory_bytes == approx(2_967_573_648)
     assert (s0.memory_capacity_bytes, s1.memory_capacity_bytes) == (approx(0.9 * 16 * GIB), approx(0.9 * 8 * GIB))
@@ -594,7 +596,7 @@ def test_estimate_training_length_from_tokens():
     job = JobSpec(global_batch_size=8, train_tokens=8_000_001)
     est = cm.estimate(toy_problem(job=job), plan(1, 2, 1, ("fast", 2), ("slow", 2)))
     assert est.iterations == 1001
-    assert est.training_time_s == approx(1001 * 0.64210828)
+    assert est.training_time_s == approx(1001 * 0.64319644)
 
 
 def test_embedding_allreduce_between_first_and_last_stage():

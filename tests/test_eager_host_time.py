@@ -21,7 +21,9 @@ from optsearch.profile.analytic import (
     eager_layer_times_s,
     gpu_layer_forward_s,
     host_forward_s,
+    head_forward_s,
     layer_forward_s,
+    megatron_head_times_s,
 )
 from optsearch.validate import load_runs, price
 
@@ -97,9 +99,13 @@ def test_profile_option_default_unchanged_and_unknown_engine_refused():
     assert (entry.forward_s, entry.backward_s) == pytest.approx(
         eager_layer_times_s(model, model.kinds[0], gpus["T4"], 2, 1, AMP, unfused=True))
     assert entry.forward_repeats == 2 and not entry.tp_comm_included
-    # the embedding and the head are single specs of the pipeline: unchanged
+    # the embedding is a single spec of the pipeline: unchanged; the head keeps head_forward_s under the eager engine
+    # and takes Megatron-LM's cross entropy without it (docs/cost-model.md section 4b)
     assert eager.get("T4", "embedding", 2, 1) == default.get("T4", "embedding", 2, 1)
-    assert eager.get("T4", "head", 2, 1) == default.get("T4", "head", 2, 1)
+    head = head_forward_s(model, gpus["T4"], 2, 1)
+    assert (eager.get("T4", "head", 2, 1).forward_s, eager.get("T4", "head", 2, 1).backward_s) == (head, 2 * head)
+    assert (default.get("T4", "head", 2, 1).forward_s, default.get("T4", "head", 2, 1).backward_s) == \
+        megatron_head_times_s(model, gpus["T4"], 2, 1)
     with pytest.raises(ProfileError, match="unknown eager engine 'pytorch-9'"):
         replace(default, eager_engine="pytorch-9").get("T4", "layer", 1, 1)
 
@@ -144,8 +150,12 @@ def test_validation_column_sets_the_engine(tmp_path):
     problem = build_problem("gpt2-medium", "amp-g4dn", profile="analytic", global_batch_size=32)
     params = stage_parameters(model, {"layer": 24}, True, True, 1)
     node = "g4dn.12xlarge"
-    engine = (deepspeed_optimizer_step_s(problem, node, params, 24 * 12 + 4, 1) - params * 28 / 320e9
-              + deepspeed_bucket_s(problem, node, params, 1, 16))
+    # the default (Megatron) path's step carries its buffer passes (section 8b; the rows are fp16, a 16-bit buffer,
+    # dp 16: 4 passes x 2 B) and its head Megatron's cross entropy (section 4b), 2 micro-batches of it
+    head = head_forward_s(model, t4, 1, 1)
+    engine = (deepspeed_optimizer_step_s(problem, node, params, 24 * 12 + 4, 1) - params * (28 + 8) / 320e9
+              + deepspeed_bucket_s(problem, node, params, 1, 16)
+              + 2 * (3 * head - sum(megatron_head_times_s(model, t4, 1, 1))))
     assert eager - default == pytest.approx(24 * 2 * (4 * gpu - old_step) + engine, rel=1e-6)
 
 

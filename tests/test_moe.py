@@ -186,15 +186,16 @@ def test_expert_allreduce_and_optimizer():
     """64e6 expert parameters, tp = 1, dp = 8, ep = 2: each rank holds 32e6, all-reduced over dp / ep = 4 ranks.
     Across nodes the NIC is shared by tp x ep = 2 rings: 5e10 / 2 = 2.5e10 B/s < NVLink 1e11.
     ring: 2 x 3/4 x 32e6 x 4 B / 2.5e10 = 7.68e-3 s;  one node: 2 x 3/4 x 128e6 / 1e11 = 1.92e-3 s.
-    Adam: 32e6 x 28 B / 1e12 = 8.96e-4 s; distributed (sharded over 4): 2.24e-4 s."""
+    Adam: 32e6 x 28 B / 1e12 = 8.96e-4 s; distributed (sharded over 4): 2.24e-4 s; both + the expert buffer's passes
+    (docs/cost-model.md section 8b, dp 8: 16 B over the whole 32e6): 5.12e-4 s."""
     p = moe_problem()
     assert cm.gradient_bytes(p.job) == 4
     assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 2, True) == approx(7.68e-3)
     assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 2, False) == approx(1.92e-3)
     assert cm.expert_allreduce_s(p, "fast", 64e6, 1, 8, 8, True) == 0.0  # dp / ep = 1: nothing to reduce
-    assert cm.expert_optimizer_step_s(p, "fast", 64e6, 1, 8, 2) == approx(8.96e-4)
+    assert cm.expert_optimizer_step_s(p, "fast", 64e6, 1, 8, 2) == approx(8.96e-4 + 5.12e-4)
     # the distributed optimizer is the plan's (issue 16): passed, not read from the job
-    assert cm.expert_optimizer_step_s(p, "fast", 64e6, 1, 8, 2, True) == approx(2.24e-4)
+    assert cm.expert_optimizer_step_s(p, "fast", 64e6, 1, 8, 2, True) == approx(2.24e-4 + 5.12e-4)
     # states: bf16, fp32 gradients: 2 + 4 + 12 = 18 B; distributed over dp / ep = 4: 6 + 12 / 4 = 9 B
     assert cm.expert_state_bytes_per_param(p.job, 8, 2) == 18.0
     assert cm.expert_state_bytes_per_param(p.job, 8, 2, True) == 9.0
@@ -208,7 +209,8 @@ def test_estimate_adds_exactly_the_expert_terms():
     """One stage of 4 MoE layers on 'fast' at tp = 1, dp = 4, b = 1 (one node): ep = 4 against ep = 1.
     compute: + 4 layers x 4 all-to-alls x 3e-5 s;  memory: experts 4 x 64e6 x 18 B x (1/4 - 1);
     all-reduce: experts are reduced over dp / ep = 1 rank instead of 4 (2 x 3/4 x 256e6 x 4 B / 1e11 = 1.536e-2 s less)
-    and the optimizer steps over a quarter of them (256e6 x 3/4 x 28 / 1e12 = 5.376e-3 s less)."""
+    and the optimizer steps over a quarter of them (256e6 x 3/4 x 28 / 1e12 = 5.376e-3 s less; the buffer's passes,
+    section 8b, 16 B each over 256e6 x 3/4 fewer local gradients: 3.072e-3 s less)."""
     p = moe_problem()
     stages = (Stage(node_type="fast", num_layers=4),)
     one = cm.estimate(p, Plan(tp=1, dp=4, micro_batch_size=1, stages=stages)).stages[0]
@@ -216,7 +218,7 @@ def test_estimate_adds_exactly_the_expert_terms():
     assert four.compute_s - one.compute_s == approx(16 * 3e-5)
     assert four.memory_bytes - one.memory_bytes == approx(-4 * 64e6 * 18 * 3 / 4)
     assert one.dp_allreduce_s - four.dp_allreduce_s == approx(2 * 3 / 4 * 256e6 * 4 / 1e11)
-    assert one.optimizer_s - four.optimizer_s == approx(256e6 * 3 / 4 * 28 / 1e12)
+    assert one.optimizer_s - four.optimizer_s == approx(256e6 * 3 / 4 * (28 + 16) / 1e12)
     assert four.parameters == one.parameters  # all ranks together: the same model
 
 

@@ -8,6 +8,7 @@ term), the layer forward split of the analytic profile; then the ratios under th
 README does not give (no recomputation in place of `selective`; micro-batch 2 and 4); then, for the checked terms,
 their size per row: tile / wave quantization of the layer GEMMs on 132 SMs, Megatron-Core r0.8.0's fp32 cross
 entropy against the head traffic charged, and r0.8.0's per-iteration passes over the fp32 gradient buffer.
+Those two are priced since (docs/cost-model.md sections 4b and 8b); the columns still print their size per row.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ CSV = Path(__file__).with_name("megatron-h100.csv")
 SMS = 132  # H100 SXM
 TILE_M, TILE_N = 128, 256  # a Hopper bf16 cuBLAS / CUTLASS tile (NVIDIA, "Matrix Multiplication Background", ch. 3)
 CE_BYTES_R080 = 38 + 14  # fp32 passes of vocab_parallel_cross_entropy at core_v0.8.0, forward + backward, per logit
-CE_BYTES_CHARGED = 3 * 4 * (1 + analytic.BACKWARD_OVER_FORWARD)  # head traffic of section 14: 12 B forward, x 2 back
+CE_BYTES_CHARGED = 3 * 4 * (1 + analytic.BACKWARD_OVER_FORWARD)  # head_forward_s (before 4b): 12 B forward, x 2 back
 GRAD_BUFFER_BYTES = 4 + 4 + 8  # zero_grad_buffer, the NaN check's norm, grad_data *= 1/dp: per fp32 grad element
 
 

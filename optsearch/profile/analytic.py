@@ -299,6 +299,24 @@ def head_forward_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> float:
     return _roofline_s(gpu, flops, traffic, 6)
 
 
+# Megatron-LM's unfused vocab-parallel cross entropy (docs/cost-model.md section 4b), bytes per fp32 logit element
+# s b V / t, at upstream main d98e8a64 (megatron/core/tensor_parallel/cross_entropy.py, the default path of
+# language_module.compute_language_model_loss since cross_entropy_loss_fusion defaults to False)
+MEGATRON_CE_FORWARD_BYTES = 38  # .float() 2 + 4, max 4, in-place subtract 8, exp(out=) 8, sum 4, in-place divide 8
+MEGATRON_CE_BACKWARD_BYTES = 14  # grad_input.mul_ 8, autograd's cast of the fp32 gradient to the 16-bit logits 4 + 2
+
+
+def megatron_head_times_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> tuple[float, float]:
+    """(forward, backward) of the LM head under Megatron-LM's unfused cross entropy: the output GEMM as
+    head_forward_s prices it (x 2 backward, its 6 kernels with it) plus the loss's passes over the fp32 logits,
+    38 B per element forward and 14 B backward, in place of head_forward_s's 12 B forward (x 2 backward)."""
+    s, h, v = model.seq_length, model.hidden_size, model.vocab_size
+    gemm = _roofline_s(gpu, 2.0 * b * s * h * v / tp, 0.0, 6)
+    logits_per_s = b * s * v / tp / (gpu.hbm_gbyte_per_s * 1e9)
+    return (gemm + MEGATRON_CE_FORWARD_BYTES * logits_per_s,
+            BACKWARD_OVER_FORWARD * gemm + MEGATRON_CE_BACKWARD_BYTES * logits_per_s)
+
+
 @dataclass(frozen=True, slots=True)
 class AnalyticProfile:
     """Per-layer times computed from the model shape and the GPU's datasheet numbers, for any tp and b."""
@@ -331,6 +349,9 @@ class AnalyticProfile:
         if layer_kind == EMBEDDING_KIND:
             fwd = embedding_forward_s(self.model, spec, tp, b)
         elif layer_kind == HEAD_KIND:
+            if self.eager_engine is None:  # Megatron-LM's own loss (section 4b); an eager engine keeps head_forward_s
+                fwd, bwd = megatron_head_times_s(self.model, spec, tp, b)
+                return ProfileEntry(forward_s=fwd, backward_s=bwd, tp_comm_included=False)
             fwd = head_forward_s(self.model, spec, tp, b)
         else:
             kinds = {k.name: k for k in self.model.kinds}
