@@ -359,6 +359,7 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 
 EXACT_MULTIPLIER = True  # _least_rent's multiplier from the kinks of phi (bigproof); False: the 16-step bisection
 _MULTIPLIERS: dict[tuple, np.ndarray] = {}
+MULTIPLIERS_KEPT = 4_096  # entries of _MULTIPLIERS before it is emptied (long what-if sweeps see many price vectors)
 
 
 def _multipliers(price: np.ndarray, most: int) -> np.ndarray:
@@ -366,6 +367,8 @@ def _multipliers(price: np.ndarray, most: int) -> np.ndarray:
     layers (kept by the prices and most). The caps are whole layers (floats of integers), so every kink is one."""
     key = (tuple(price.tolist()), most)
     if key not in _MULTIPLIERS:
+        if len(_MULTIPLIERS) >= MULTIPLIERS_KEPT:
+            _MULTIPLIERS.clear()
         gaps = (price[None, :] - price[:, None]).ravel()
         gaps = gaps[gaps > 0]
         steps = np.arange(1, max(most, 1) + 1, dtype=float)
