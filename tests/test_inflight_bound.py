@@ -18,6 +18,7 @@ from optsearch.candidates import (
 )
 from optsearch.formulation.model import Candidate
 from optsearch.inflight import sharpened
+from optsearch.costmodel import distributed_optimizer_on, overlap_grad_reduce_on
 from optsearch.plan import Plan, Stage
 from optsearch.search import budget_violations, objective_value
 from optsearch.solver import Bounded, Memo, _inflight_bounded
@@ -29,9 +30,10 @@ from test_solver_budget_time import _interleaved_plans
 from test_solver_memory import tight_instances
 
 
-def _plans(problem, options):
+def _plans(problem, options, as_searched: bool = False):
     """(candidate, priced plan) for every plan of every v = 1 candidate (every cp of the space), at its least
-    recomputation (block recomputation where the space has it)."""
+    recomputation (block recomputation where the space has it); as_searched: with the distributed optimizer and
+    --overlap-grad-reduce as the search sets them (costmodel.distributed_optimizer_on, overlap_grad_reduce_on)."""
     for tp in tp_candidates(problem):
         for mbs in micro_batch_candidates(problem, options):
             for cp in context_parallel_candidates(problem, options):
@@ -45,6 +47,9 @@ def _plans(problem, options):
                             for parts in partitions(problem.model.num_layers, pp):
                                 plan = Plan(tp=tp, dp=dp, cp=cp, micro_batch_size=mbs, stages=tuple(
                                     Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)))
+                                if as_searched:
+                                    plan = replace(plan, distributed_optimizer=distributed_optimizer_on(problem.job, dp, cp),
+                                                   overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp))
                                 priced = _least_recompute(problem, plan, options)
                                 if priced is not None:
                                     yield cand, priced

@@ -19,20 +19,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import optsearch.inflight as inflight
-from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
+from optsearch.baselines.exhaustive import count_plans
 from optsearch.bounds import CandidateBound, degree_terms
-from optsearch.candidates import (
-    SpaceOptions, context_parallel_candidates, dp_candidates, micro_batch_candidates, node_uses, tp_candidates,
-)
-from optsearch.costmodel import distributed_optimizer_on, estimate, overlap_grad_reduce_on
-from optsearch.formulation.model import Candidate
+from optsearch.candidates import SpaceOptions
+from optsearch.costmodel import distributed_optimizer_on, estimate
 from optsearch.inflight import sharpened
-from optsearch.plan import Plan, Stage
 from optsearch.search import budget_violations, objective_value
 from optsearch.solver import Bounded, Memo, _inflight_bounded
 from optsearch.spec.budget import Budget
 
-from test_inflight_bound import _budgets
+from test_inflight_bound import _budgets, _plans
 from test_interleaved import interleaved_instances
 from test_overlap_solve import _pipeline_problem
 from test_solver import MAX_PLANS, instances
@@ -43,36 +39,13 @@ from test_solver_memory import tight_instances
 _LEVELS = inflight.whole_levels_iteration  # the function under test, before any monkeypatch
 
 
-def _searched_plans(problem, options):
-    """(candidate, priced plan) for every plan of every v = 1 candidate (every cp of the space) at its least
-    recomputation, with the distributed optimizer and the overlap as the search sets them."""
-    for tp in tp_candidates(problem):
-        for mbs in micro_batch_candidates(problem, options):
-            for cp in context_parallel_candidates(problem, options):
-                for dp in dp_candidates(problem, tp, mbs, None, cp):
-                    uses = tuple(node_uses(problem, tp, dp, mbs, cp))
-                    if not uses:
-                        continue
-                    for pp in range(1, options.max_stages + 1):
-                        cand = Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, cp=cp)
-                        for types in type_sequences(list(uses), pp, None, tp * cp * dp):
-                            for parts in partitions(problem.model.num_layers, pp):
-                                plan = Plan(tp=tp, dp=dp, cp=cp, micro_batch_size=mbs, stages=tuple(
-                                    Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)),
-                                    distributed_optimizer=distributed_optimizer_on(problem.job, dp, cp),
-                                    overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp))
-                                priced = _least_recompute(problem, plan, options)
-                                if priced is not None:
-                                    yield cand, priced
-
-
 def _least_time_ratio(problem, options, strength: float = 1.0) -> tuple[float, float, int]:
     """(the least plan iteration / time bound over every plan and budget of _budgets minimizing time, the same over
     the plans with the overlap on, in how many (plan, budget) pairs the levels raised the bound). At least 1 (less
     1e-9) when the bound is valid; strength multiplies the levels' floor (a check that the test can fail)."""
     memo = Memo(problem, options)
     least, overlapped, raised = float("inf"), float("inf"), 0
-    for cand, (plan, est) in _searched_plans(problem, options):
+    for cand, (plan, est) in _plans(problem, options, as_searched=True):
         terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
         for budget in _budgets(est):
             if budget.objective != "time":
@@ -158,7 +131,7 @@ def _per_candidate(problem, options) -> dict:
     """(tp, dp, pp) -> the candidate's fastest plan's iteration / its time bound under no budget."""
     memo = Memo(problem, options)
     best, bound = {}, {}
-    for cand, (plan, est) in _searched_plans(problem, options):
+    for cand, (plan, est) in _plans(problem, options, as_searched=True):
         key = (cand.tp, cand.dp, cand.pp)
         best[key] = min(best.get(key, float("inf")), est.iteration_time_s)
         if key not in bound:
