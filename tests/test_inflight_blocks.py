@@ -32,23 +32,17 @@ from optsearch.candidates import (
     context_parallel_candidates, dp_candidates, micro_batch_candidates, node_uses, tp_candidates,
 )
 from optsearch.formulation.model import Candidate
-from optsearch.inflight import InFlightTables, _least_rent, _plain_cost, _rent, _rent_at, sharpened
+from optsearch.inflight import _least_rent, _plain_cost, _rent, _rent_at, sharpened
 from optsearch.search import BOUND_SLACK, budget_violations
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
+from test_costrows_bounds import _table
 from test_inflight_bound import _plans
 from test_solver import MAX_PLANS
 from test_solver_memory import tight_instances
 
 REL = 1e-9
-
-
-def _table(price, L, pp, w=1) -> InFlightTables:
-    middle = np.zeros(pp, dtype=bool)
-    middle[1:pp - 1] = True
-    return InFlightTables(marks=np.zeros(1), iteration=np.zeros(1), caps=None, price=np.array(price, float),
-                          middle=middle, w=w, L=L)
 
 
 def _phi_at_every_kink(price, caps, middle, L) -> float:
