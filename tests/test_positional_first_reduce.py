@@ -9,7 +9,9 @@ built for the overlap (the audit's: the optimizer open, so both settings are can
 memory-tight ones (every mode, uniform + block recomputation, cp in {1, 2}, the optimizer open), lies above the
 candidate's positional bound under no budget and under its own deadline, cost budget and rent, for both objectives.
 The floor raises some bounds there (counted), and a floor that ignores the hiding (rest + X_0, as if W_0 = 0) lies
-above some plan (the test can fail)."""
+above some plan (the test can fail). The same checks cover the floor on the tied embedding's all-reduce E
+(embedding_floor_s, the least over the end types, which the bound left out before round 10): three times it lies
+above some plan."""
 
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ def _cases():
         problem, options = random_instance(seed)
         if count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS:
             yield problem, options
-    for seed in (2, 10, 19):
+    for seed in (2, 10, 19, 28):
         problem, options = off_heavy_instance(seed)
         if count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS:
             yield problem, options
@@ -109,7 +111,16 @@ def _no_hiding(f):
                      * c.grad_overlap_share for g in range(out.shape[0])])
 
 
-@pytest.mark.parametrize("mutant", [_no_hiding])
-def test_an_invalid_floor_fails(monkeypatch, mutant):
-    monkeypatch.setattr(positional, "first_stage_reduce_s", mutant)
+_EMB = positional.embedding_floor_s
+
+
+def _tripled_embedding(f):
+    """An invalid floor on E: three times the least tied-embedding all-reduce over the end types."""
+    return 3 * _EMB(f)
+
+
+@pytest.mark.parametrize("name, mutant", [("first_stage_reduce_s", _no_hiding),
+                                          ("embedding_floor_s", _tripled_embedding)])
+def test_an_invalid_floor_fails(monkeypatch, name, mutant):
+    monkeypatch.setattr(positional, name, mutant)
     assert any(_least_ratio(problem, options)[0] < 1 - 1e-9 for problem, options in _cases())

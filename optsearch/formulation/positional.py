@@ -26,7 +26,8 @@ its rent is at least R(M'), and
 
     cost >= iterations / 3600 x R(M') x T0(M'),     time >= iterations x T0(M');
 
-with comm = max(the all-reduce and optimizer floor of comm_lower_s, C_A(M') + C_O(M')). A >= alpha_g (n P + P_fixed)
+with comm = max(the all-reduce and optimizer floor of comm_lower_s, C_A(M') + C_O(M')) + E_min (embedding_floor_s;
+round 10; under --overlap-grad-reduce also stage 0's reduce, first_stage_reduce_s). A >= alpha_g (n P + P_fixed)
 for every stage, so A is at least the least largest stage all-reduce over the layouts the programme of R allows at M'
 with every stage's all-reduce at most C: C_A(M) is the least such C, found by bisection over the values C takes; C_O
 likewise for the optimizer step (beta). This closes most of the gap to the model's least time: on FASOP's candidates
@@ -439,6 +440,21 @@ def comm_lower_s(f: Skeleton) -> float:
     return rate * total / f.cand.pp
 
 
+def embedding_floor_s(f: Skeleton) -> float:
+    """E >= this for every plan of the candidate: the tied embedding's all-reduce between the first and the last
+    stage (costmodel.embedding_allreduce_s, 0 when pp = 1 or untied) at its least over the types the ends may take,
+    across nodes, and within one node only where one type can hold the whole pipeline on one node (the model's rows
+    of E: ends on one node need a single block of such a type). It depends on the end types only, never on modes,
+    patterns or the optimizer setting. (Round 10: the bound left E out; on GPT-3 13B, tp 2, it is 0.0103 s of a
+    0.254 s iteration.)"""
+    c = f.c
+    if f.cand.pp <= 1 or not c.emb_inter_s:
+        return 0.0
+    values = [x for row in c.emb_inter_s for x in row]
+    values += [x for x, same in zip(c.emb_intra_s, c.emb_same_possible) if same]
+    return max(0.0, min(values)) * (1 - 1e-12)
+
+
 def first_stage_reduce_s(f: Skeleton) -> np.ndarray | None:
     """[g, n] -> a floor on stage 0's exposed gradient reduce A_0 when it runs on g with n layers (0 <= n <= L), under
     --overlap-grad-reduce (v = 1); None where the overlap is off. A block of q > 1 stages that starts the pipeline
@@ -618,7 +634,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     finished is kept, what they did not is computed again by a later call."""
     assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
-    comm_s = comm_lower_s(f)
+    emb_s = embedding_floor_s(f)  # E, counted in every iteration below through comm (round 10)
+    comm_s = comm_lower_s(f) + emb_s
     _on_time(deadline)
     tab = tables(f)
     tab.deadline = deadline
@@ -692,7 +709,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         elif level == 2:
             sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
         elif level == 3:
-            comm_s = max(comm_s, float(tab.comm_at(top)[0]))
+            comm_s = max(comm_s, float(tab.comm_at(top)[0]) + emb_s)
     floor_iteration, floor, useful = floors()
     best = math.inf  # least bound over the values of M seen so far
     beyond = np.nonzero(useful & (floor >= cutoff))[0]
@@ -709,12 +726,13 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             iteration = np.maximum((c.m - 1) * Ms + tab.total_at(ix) + comm, least_iteration_s)
         else:
             # --overlap-grad-reduce: max_s A_s >= A_0 >= stage 0's reduce floor h_0 (first_stage_reduce_s), and
-            # max O >= C_O (at this mark, or at the largest one: it never grows with M), so
-            # A + O >= comm + max(0, h_0 - (comm - C_O)): the excess rides on stage 0's block in the sum programme.
+            # max O >= C_O (at this mark, or at the largest one: it never grows with M), E >= emb_s, so
+            # A + O + E >= comm + max(0, h_0 - (comm - C_O - emb_s)): the excess rides on stage 0's block in the sum
+            # programme.
             c_o = np.where(np.isnan(tab.comm_o[ix]), 0.0, tab.comm_o[ix])
             if len(top) and not np.isnan(tab.comm_o[top[0]]):
                 c_o = np.maximum(c_o, tab.comm_o[top[0]])
-            shift = np.maximum(comm - c_o, 0.0)
+            shift = np.maximum(comm - c_o - emb_s, 0.0)
             iteration = np.maximum((c.m - 1) * Ms + tab.total_first_at(ix, shift) + comm, least_iteration_s)
         value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
         weight = np.zeros(len(Ms))
@@ -766,7 +784,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             rows = np.array([r for r in rows if rough[r] < min(best, cutoff)], dtype=np.int64)
             if len(rows) == 0:
                 continue
-            comm[rows] = np.maximum(comm_s, tab.comm_at(ix[rows]))
+            comm[rows] = np.maximum(comm_s, tab.comm_at(ix[rows]) + emb_s)
             rough = rough_at()
             best = min(best, float(rough[rows][rough[rows] >= cutoff].min(initial=math.inf)))
             rows = rows[rough[rows] < min(best, cutoff)]
