@@ -119,8 +119,10 @@ def _tripled_embedding(f):
     return 3 * _EMB(f)
 
 
-@pytest.mark.parametrize("name, mutant", [("first_stage_reduce_s", _no_hiding),
-                                          ("embedding_floor_s", _tripled_embedding)])
-def test_an_invalid_floor_fails(monkeypatch, name, mutant):
+@pytest.mark.parametrize("name, mutant, instance, seed", [
+    ("first_stage_reduce_s", _no_hiding, random_instance, 24),
+    ("embedding_floor_s", _tripled_embedding, off_heavy_instance, 28)])
+def test_an_invalid_floor_fails(monkeypatch, name, mutant, instance, seed):
+    problem, options = instance(seed)  # one of _cases' instances, where the valid floor holds (above)
     monkeypatch.setattr(positional, name, mutant)
-    assert any(_least_ratio(problem, options)[0] < 1 - 1e-9 for problem, options in _cases())
+    assert _least_ratio(problem, options)[0] < 1 - 1e-9
