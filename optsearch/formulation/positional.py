@@ -26,7 +26,8 @@ its rent is at least R(M'), and
 
     cost >= iterations / 3600 x R(M') x T0(M'),     time >= iterations x T0(M');
 
-with comm = max(the all-reduce and optimizer floor of comm_lower_s, C_A(M') + C_O(M')). A >= alpha_g (n P + P_fixed)
+with comm = max(the all-reduce and optimizer floor of comm_lower_s, C_A(M') + C_O(M')) + E_min (embedding_floor_s;
+round 10; under --overlap-grad-reduce also stage 0's reduce, first_stage_reduce_s). A >= alpha_g (n P + P_fixed)
 for every stage, so A is at least the least largest stage all-reduce over the layouts the programme of R allows at M'
 with every stage's all-reduce at most C: C_A(M) is the least such C, found by bisection over the values C takes; C_O
 likewise for the optimizer step (beta). This closes most of the gap to the model's least time: on FASOP's candidates
@@ -361,10 +362,12 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
 
 
 def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
-               rent_weight: np.ndarray | None = None, choices: bool = False, deadline: float | None = None):
+               rent_weight: np.ndarray | None = None, choices: bool = False, deadline: float | None = None,
+               first_extra: np.ndarray | None = None):
     """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
     node supply. rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices
-    records the best (block, layers) per (s, u, l) for the first M, and the u it ends with."""
+    records the best (block, layers) per (s, u, l) for the first M, and the u it ends with. first_extra[g, n, M] is
+    added to a block of type g that starts the pipeline holding n layers (_first_stage_extra: stage 0's reduce)."""
     nM, U = caps.shape[1], sup.size
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
@@ -382,11 +385,14 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
             ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
             if len(ns) == 0:
                 continue
+            extra = first_extra[grp.g] if first_extra is not None and s == 0 else None  # [block, n, M]
             if not choices and nM * len(grp.index) * U * len(ns) * (L + 1) <= SUM_VECTOR_LIMIT:
                 # Every count n at once (the loop below, one array operation): [M, block, u, n, l] holds
                 # per[n, block, M] + nxt[M, block, u, l - n], infinite where l < n; the least over blocks and n.
                 per = np.where((ns[:, None, None] >= grp.low[None, :, None]) & (ns[:, None, None] <= cap[None]),
                                base[None] + grp.step_s[None, :, None] * ns[:, None, None], np.inf)  # [n, block, M]
+                if extra is not None:
+                    per = per + extra[:, ns, :].transpose(1, 0, 2)
                 shift = np.arange(L + 1)[None, :] - ns[:, None]  # [n, l]: l - n
                 padded = np.concatenate([nxt, np.full(nxt.shape[:3] + (1,), np.inf)], axis=3)
                 got = per.transpose(2, 1, 0)[:, :, None, :, None] + padded[:, :, :, np.where(shift >= 0, shift, L + 1)]
@@ -394,6 +400,8 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                 continue
             for n in ns.tolist():
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
+                if extra is not None:
+                    per = per + extra[:, n, :]
                 got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
                 low = got.min(axis=1)
                 if choices:
@@ -432,6 +440,59 @@ def comm_lower_s(f: Skeleton) -> float:
     return rate * total / f.cand.pp
 
 
+def embedding_floor_s(f: Skeleton) -> float:
+    """E >= this for every plan of the candidate: the tied embedding's all-reduce between the first and the last
+    stage (costmodel.embedding_allreduce_s, 0 when pp = 1 or untied) at its least over the types the ends may take,
+    across nodes, and within one node only where one type can hold the whole pipeline on one node (the model's rows
+    of E: ends on one node need a single block of such a type). It depends on the end types only, never on modes,
+    patterns or the optimizer setting. (Round 10: the bound left E out; on GPT-3 13B, tp 2, it is 0.0103 s of a
+    0.254 s iteration.)"""
+    c = f.c
+    if f.cand.pp <= 1 or not c.emb_inter_s:
+        return 0.0
+    values = [x for row in c.emb_inter_s for x in row]
+    values += [x for x, same in zip(c.emb_intra_s, c.emb_same_possible) if same]
+    return max(0.0, min(values)) * (1 - 1e-12)
+
+
+def first_stage_reduce_s(f: Skeleton) -> np.ndarray | None:
+    """[g, n] -> a floor on stage 0's exposed gradient reduce A_0 when it runs on g with n layers (0 <= n <= L), under
+    --overlap-grad-reduce (v = 1); None where the overlap is off. A block of q > 1 stages that starts the pipeline
+    with n layers holds n_0 <= n of them on stage 0: its row is the least over n_0 <= n.
+
+    The cost model (section 7c, exposed_grad_reduce_s) prices A_0 = rest_0 + max(X_0 / n_b, X_0 - W_0 (n_b - 1) / n_b):
+    rest_0 the exposed part (alpha's share that is never overlapped, and the experts' exchange: the rows of C_A),
+    X_0 = share x alpha[g] x (n P + P_fixed[0]) the overlapped collective, n_b its buckets (Coefficients.grad_buckets0)
+    and W_0 = max(0, compute_0 - F_0) stage 0's own last backward, the only work that hides it. A_0 falls as W_0
+    grows, and W_0 <= n x max(0, max over modes of step - forward) + max(0, embedding step - forward) (+ the head's on
+    a one-stage pipeline): every mode (and block recomputation, whose layers take none's or full's step) is covered,
+    so this floor holds whatever mode, pattern or optimizer setting the plan runs."""
+    c, pp = f.c, f.cand.pp
+    if c.grad_overlap_share <= 0 or c.virtual_stages > 1:
+        return None
+    G, L = len(f.cand.uses), c.kind_layers[0]
+    n = np.arange(L + 1, dtype=float)
+    out = np.empty((G, L + 1))
+    for g in range(G):
+        steps = [c.step_s[g][r][0] for r in range(len(c.modes))]
+        if f.block is not None:
+            steps += [f.block.step_none_s[g][0], f.block.step_full_s[g][0]]
+        back = max(0.0, max(steps) - c.forward_layer_s[g])
+        ends = max(0.0, c.embedding_s[g] - c.forward_embedding_s[g])
+        if pp == 1:
+            ends += max(0.0, c.head_s[g] - c.forward_head_s[g])
+        hidden = (n * back + ends) * (1 + 1e-12)  # an upper bound on W_0 (float sums of the same parts may differ)
+        params = n * c.layer_params[0] + c.fixed_params[0]
+        rest = c.allreduce_floor_s_per_param[g] * params + n * c.layer_allreduce_s(g, 0)
+        whole = c.allreduce_s_per_param[g] * params * c.grad_overlap_share
+        buckets = np.array([c.grad_buckets0(x) for x in params], dtype=float)
+        out[g] = rest + np.maximum(whole / buckets, whole - hidden * (buckets - 1) / buckets)
+    for g, use in enumerate(f.cand.uses):
+        if use.stages_per_block > 1:
+            out[g] = np.minimum.accumulate(out[g])
+    return np.maximum(out, 0.0) * (1 - 1e-12)
+
+
 class _Tables:
     """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
     same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
@@ -452,6 +513,9 @@ class _Tables:
         self.possible = (per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+        self.comm_o = np.full(n, np.nan)  # C_O(M) alone (the optimizer step's part of comm)
+        self.first = first_stage_reduce_s(f)  # [g, n] stage 0's reduce floor under the overlap, or None
+        self.total_first: dict[tuple[int, float], float] = {}  # (mark, shift) -> S with stage 0's excess over shift
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
         self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
         self.deadline: float | None = None  # set by each positional_bound call: the programmes raise OutOfTime
@@ -476,9 +540,12 @@ class _Tables:
         if len(miss):
             Ms = self.marks[miss]
             comm = np.zeros(len(Ms))  # kept only once both searches are done (OutOfTime may stop them)
+            parts = []
             for which, cm in enumerate(self.comm_marks):
-                comm += cm[self._least_comm(Ms, cm, which)]
+                parts.append(cm[self._least_comm(Ms, cm, which)])
+                comm += parts[-1]
             self.comm[miss] = comm
+            self.comm_o[miss] = parts[1]
         return self.comm[ix]
 
     def _least_comm(self, Ms: np.ndarray, cm: np.ndarray, which: int, ways: int = COMM_WAYS) -> np.ndarray:
@@ -506,16 +573,37 @@ class _Tables:
                                           deadline=self.deadline)[0]
         return self.total[ix]
 
-    def combined_at(self, ix: np.ndarray, weight: np.ndarray) -> np.ndarray:
-        """min over blocks of (sum of stage times + weight x rent) at these marks."""
-        keys = [(int(i), float(w)) for i, w in zip(ix, weight)]
+    def combined_at(self, ix: np.ndarray, weight: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
+        """min over blocks of (sum of stage times + weight x rent) at these marks; with shift (and the overlap on),
+        plus stage 0's reduce floor in excess of shift (first_extra)."""
+        if shift is None or self.first is None:
+            keys = [(int(i), float(w)) for i, w in zip(ix, weight)]
+        else:
+            keys = [(int(i), float(w), float(x)) for i, w, x in zip(ix, weight, shift)]
         miss = [k for k in keys if k not in self.combined]
         if miss:
-            rows = np.array([i for i, _ in miss], dtype=np.int64)
+            rows = np.array([k[0] for k in miss], dtype=np.int64)
+            extra = self.first_extra(np.array([k[2] for k in miss])) if len(keys[0]) == 3 else None
             got, _ = _least_sum(self.groups, self.sup, self.caps(rows), self.pp, self.L,
-                                np.array([w for _, w in miss]), deadline=self.deadline)
+                                np.array([k[1] for k in miss]), deadline=self.deadline, first_extra=extra)
             self.combined.update(zip(miss, got.tolist()))
         return np.array([self.combined[k] for k in keys])
+
+    def first_extra(self, shift: np.ndarray) -> np.ndarray:
+        """[g, n, M] -> max(0, stage 0's reduce floor on g with n layers - shift[M])."""
+        return np.maximum(self.first[:, :, None] - shift[None, None, :], 0.0)
+
+    def total_first_at(self, ix: np.ndarray, shift: np.ndarray) -> np.ndarray:
+        """min over blocks of (sum of stage times + max(0, stage 0's reduce floor - shift)) at these marks (the
+        overlap on: self.first is not None)."""
+        keys = [(int(i), float(x)) for i, x in zip(ix, shift)]
+        miss = [k for k in keys if k not in self.total_first]
+        if miss:
+            rows = np.array([i for i, _ in miss], dtype=np.int64)
+            got, _ = _least_sum(self.groups, self.sup, self.caps(rows), self.pp, self.L, deadline=self.deadline,
+                                first_extra=self.first_extra(np.array([x for _, x in miss])))
+            self.total_first.update(zip(miss, got.tolist()))
+        return np.array([self.total_first[k] for k in keys])
 
     def sequence(self, i: int, weight: float | None) -> tuple[int, ...] | None:
         """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
@@ -546,7 +634,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     finished is kept, what they did not is computed again by a later call."""
     assert f.most is not None, "positional bounds need pattern mode (one layer kind)"
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
-    comm_s = comm_lower_s(f)
+    emb_s = embedding_floor_s(f)  # E, counted in every iteration below through comm (round 10)
+    comm_s = comm_lower_s(f) + emb_s
     _on_time(deadline)
     tab = tables(f)
     tab.deadline = deadline
@@ -620,7 +709,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         elif level == 2:
             sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
         elif level == 3:
-            comm_s = max(comm_s, float(tab.comm_at(top)[0]))
+            comm_s = max(comm_s, float(tab.comm_at(top)[0]) + emb_s)
     floor_iteration, floor, useful = floors()
     best = math.inf  # least bound over the values of M seen so far
     beyond = np.nonzero(useful & (floor >= cutoff))[0]
@@ -632,7 +721,19 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     def refine(ix: np.ndarray, rent: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bound at each M with S(M) itself, and for cost the McCormick bound; the rent weight it used."""
         Ms = marks[ix]
-        iteration = np.maximum((c.m - 1) * Ms + tab.total_at(ix) + comm, least_iteration_s)
+        shift = None
+        if tab.first is None:
+            iteration = np.maximum((c.m - 1) * Ms + tab.total_at(ix) + comm, least_iteration_s)
+        else:
+            # --overlap-grad-reduce: max_s A_s >= A_0 >= stage 0's reduce floor h_0 (first_stage_reduce_s), and
+            # max O >= C_O (at this mark, or at the largest one: it never grows with M), E >= emb_s, so
+            # A + O + E >= comm + max(0, h_0 - (comm - C_O - emb_s)): the excess rides on stage 0's block in the sum
+            # programme.
+            c_o = np.where(np.isnan(tab.comm_o[ix]), 0.0, tab.comm_o[ix])
+            if len(top) and not np.isnan(tab.comm_o[top[0]]):
+                c_o = np.maximum(c_o, tab.comm_o[top[0]])
+            shift = np.maximum(comm - c_o - emb_s, 0.0)
+            iteration = np.maximum((c.m - 1) * Ms + tab.total_first_at(ix, shift) + comm, least_iteration_s)
         value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
         weight = np.zeros(len(Ms))
         if is_cost or budget.max_cost_usd is not None:
@@ -644,7 +745,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             sharpen = np.isfinite(value) & (value < cutoff)
             if sharpen.any():
                 weight[sharpen] = iteration[sharpen] / rent[sharpen]
-                combined = tab.combined_at(ix[sharpen], weight[sharpen])
+                combined = tab.combined_at(ix[sharpen], weight[sharpen], None if shift is None else shift[sharpen])
                 K = (c.m - 1) * Ms[sharpen] + comm[sharpen]
                 mccormick = per_hour * (rent[sharpen] * (K + combined) - rent[sharpen] * iteration[sharpen])
                 if is_cost:
@@ -683,7 +784,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             rows = np.array([r for r in rows if rough[r] < min(best, cutoff)], dtype=np.int64)
             if len(rows) == 0:
                 continue
-            comm[rows] = np.maximum(comm_s, tab.comm_at(ix[rows]))
+            comm[rows] = np.maximum(comm_s, tab.comm_at(ix[rows]) + emb_s)
             rough = rough_at()
             best = min(best, float(rough[rows][rough[rows] >= cutoff].min(initial=math.inf)))
             rows = rows[rough[rows] < min(best, cutoff)]
