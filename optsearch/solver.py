@@ -521,7 +521,10 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     cap = "max_cost_usd" if quantity == "cost" else "max_time_s"
     relaxed = budget.model_copy(update={"objective": quantity, cap: None})
-    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}))
+    # at the default optimizer setting only where solve adds the off candidates later (LAZY_OFF): _climb moves
+    # between them alone, and the seeds' quick plans are incumbents only
+    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}), 0.0,
+                             DEFAULT if LAZY_OFF else ALL)
     gave: dict[tuple[int, int], int] = {}  # of each (cp, tp): seeds that gave a plan, and seeds tried
     tried: dict[tuple[int, int], int] = {}
     best = None
@@ -548,8 +551,15 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     return objective_value(got[2], budget.objective), got[1], got[2]
 
 
-def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
-    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. The bounds of
+ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every candidate, or one optimizer setting's
+
+
+def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings: str = ALL
+                ) -> tuple[list[Bounded], int]:
+    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. settings:
+    ALL; DEFAULT, only those at the search's default optimizer setting (Candidate.dist None); OFF, only the
+    distributed-optimizer-off copies (dist False) where the search tries both (lazy: solve adds them later,
+    _with_off). DEFAULT and OFF together are ALL, with the same bounds, and the same total. The bounds of
     every pp of one (tp, dp, b, ep, cp) come from one vectorized call (bounds.cheap_bounds, equal bit for bit to
     Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks).
     Python's cyclic garbage collector is paused while the list is built (issue 14, item 3: first plans): the list's
@@ -558,13 +568,14 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _build_candidates(memo, budget, slower_than_s)
+        return _build_candidates(memo, budget, slower_than_s, settings)
     finally:
         if paused:
             gc.enable()
 
 
-def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple[list[Bounded], int]:
+def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings: str = ALL
+                      ) -> tuple[list[Bounded], int]:
     """_candidates' work."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
@@ -592,8 +603,10 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
                     continue
                 both = len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
                     distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
-                for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options)
-                                 for o in ((None, False) if both else (None,))]:
+                dists = (None, False) if both else (None,)
+                if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
+                    dists = (None,) if settings == DEFAULT else (False,) if both else ()
+                for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options) for o in dists]:
                     # dist: None, the search's default; False, off too where both are tried (under the overlap)
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
                     ok, iteration, rate, cost = memo.cheap_bounds(
@@ -643,6 +656,23 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
                                       dist=False if off else None),
                             lb, terms, CHEAP))
     return kept, total
+
+
+LAZY_OFF = True  # solve adds the distributed-optimizer-off candidates after its first plan (_with_off)
+OFF_WAIT_SHARE = 0.1  # or once its loop has run this share of the time limit without a plan
+OFF_WAIT_S = 1.0  # (without a time limit: this long)
+
+
+def _with_off(memo: Memo, budget: Budget, slower_than_s: float, bounded: list[Bounded]
+              ) -> tuple[list[Bounded], list[Bounded], int]:
+    """The distributed-optimizer-off candidates that solve left out of its first list (_candidates(..., OFF)), and
+    the list with them: (bounded and the off ones merged in bound order, the off ones, their count before the cheap
+    bounds). The merged list is the one _candidates(..., ALL) builds (both are sorted by (bound, Candidate.key), a
+    total order), so every search after it sees the same candidates in the same order as without the delay."""
+    off, total = _candidates(memo, budget, slower_than_s, OFF)
+    if not off:
+        return bounded, off, total
+    return list(heapq.merge(bounded, off, key=lambda b: (b.lower_bound, b.cand.key))), off, total
 
 
 def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: float = 0.0) -> None:
@@ -929,7 +959,14 @@ def solve(
         seed_s = time.perf_counter() - start
     else:
         seed_first_s = None
-    bounded, total = _candidates(memo, budget, slower_than_s)
+    # The distributed-optimizer-off candidates (under --overlap-grad-reduce, Candidate.dist) come later (LAZY_OFF):
+    # their terms and cheap bounds doubled the candidates' building (GPT-3 175B, mixed-pool-8k, megatron target:
+    # 1.44 -> 2.77 s of a profiled start), all before the first plan. They join once a plan is known, before any
+    # climb from it and before the loop's first stopping test; or, without a plan, when the loop has run
+    # OFF_WAIT_SHARE of the limit or has nothing else left (off_pending below). No bound stands in for them: no
+    # answer, bound or gap is reported while one of them is missing (docs/solver.md, "Round 10: first plans").
+    bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL)
+    off_pending = LAZY_OFF
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
@@ -970,6 +1007,9 @@ def solve(
         first_plan_s = seeded_s
     if seed_first_s is not None:
         first_plan_s = seed_first_s
+    if off_pending and incumbent is not None and not first_plan_only:  # a plan is known: the off candidates join
+        bounded, _, more = _with_off(memo, budget, slower_than_s, bounded)
+        total, off_pending = total + more, False
 
     def climbed(incumbent, part: float = 1.0):
         """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
@@ -1038,16 +1078,26 @@ def solve(
     # every stopping test) and are solved again, with a slice MODEL_SLICE_GROWTH times longer and the incumbent found
     # meanwhile as the cut, once nothing in the queue can still beat the incumbent by the gap.
     parked: list = []
-    while queue or parked:
+    loop_start = time.perf_counter()
+    off_wait_s = OFF_WAIT_S if time_limit_s is None else OFF_WAIT_SHARE * time_limit_s
+    while queue or parked or off_pending:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
-        if climb and incumbent is not None:  # the seed found none in its share: climb from the loop's first plan
-            incumbent, climb = climbed(incumbent), False
         if first_plan_only and incumbent is not None:
             stopped_early = True
             break
+        if off_pending and (incumbent is not None or not (queue or parked)
+                            or time.perf_counter() - loop_start > off_wait_s):
+            # The off candidates join (see above), before any stopping test reads the queue and before a climb.
+            bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
+            total, off_pending = total + more, False
+            for j, b in enumerate(off):  # indices past every earlier one (the keys differ: never compared)
+                heapq.heappush(queue, (b.lower_bound, b.cand.key, len(bounded) + j, b))
+            continue
+        if climb and incumbent is not None:  # the seed found none in its share: climb from the loop's first plan
+            incumbent, climb = climbed(incumbent), False
         if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
             break  # every remaining candidate has a bound at least as large
         if incumbent is not None and lower >= incumbent[0] * (1 - gap):
