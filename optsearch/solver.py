@@ -462,8 +462,26 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
     return out
 
 
+def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | None:
+    """The memo of the seed search's cp = 1, v = 1 part (_seed_search), or None where the space has no such smaller
+    part. It shares memo's budget-free terms, cheap bounds and per-layer calls (they do not depend on the cp and v
+    options), and its skeletons and quick plans: a cp = 1, v = 1 candidate's skeleton reads only the recomputation
+    options (formulation.model.skeleton), and in_search_space answers the same for its cp = 1, v = 1 plans under
+    both options, so its quick plans are the same (so _budget_descent and the whole space's seeds reuse those of the
+    early seeds)."""
+    if not ((options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
+            1 in options.context_parallel_sizes and 1 in options.virtual_stages)):
+        return None
+    narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
+    return Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls,
+                skeletons=memo.skeletons, quick=memo.quick)
+
+
+EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
+
+
 def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
-                 memo: Memo) -> list[tuple[SearchResult, float]]:
+                 memo: Memo, seeds_only: bool = False, part: Memo | None = None) -> list[tuple[SearchResult, float]]:
     """First plans of `budget` (first_plan_only) for a budget search's seed, each with the time.perf_counter() at
     which it was known. Where the space has context parallelism or interleaving, the cp = 1, v = 1 part of it is
     searched first, for up to half the time: its candidates' cheap bounds need a quarter of the per-(tp, dp, b, cp)
@@ -471,15 +489,21 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
     whole space. The terms, cheap bounds and per-layer calls it computes do not depend on those options and are
     shared with memo. The whole space is searched after it, as before: its first plan is often a better start for
     the neighbour search (the caller climbs from the better of the two). Incumbents only: the caller checks each plan
-    against its own budget."""
+    against its own budget. seeds_only: only the usual seeds of the cp = 1, v = 1 part (of the whole space where it
+    has none), no loop (solve's seeds_only; the early seeds, round 10). part: that part's memo (_narrow_memo), kept
+    by the caller between the two calls."""
     start = time.perf_counter()
     out = []
-    if (options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
-            1 in options.context_parallel_sizes and 1 in options.virtual_stages):  # else not a part of the space
-        narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
-        part = Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls)
+    if part is None:
+        part = _narrow_memo(problem, options, memo)
+    if seeds_only:
+        first = solve(problem, budget, solver=solver, time_limit_s=time_limit_s,
+                      options=options if part is None else part.options, memo=memo if part is None else part,
+                      first_plan_only=True, seeds_only=True)
+        return [(first, time.perf_counter())]
+    if part is not None:  # else not a part of the space
         first = solve(problem, budget, solver=solver, time_limit_s=None if time_limit_s is None else 0.5 * time_limit_s,
-                      options=narrow, memo=part, first_plan_only=True)
+                      options=part.options, memo=part, first_plan_only=True)
         out.append((first, time.perf_counter()))
     left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
     whole = solve(problem, budget, solver=solver, time_limit_s=left, options=options, memo=memo, first_plan_only=True)
@@ -880,6 +904,7 @@ def solve(
     gap: float = 0.0,
     slower_than_s: float = 0.0,
     first_plan_only: bool = False,
+    seeds_only: bool = False,
 ) -> SearchResult:
     """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
 
@@ -894,6 +919,8 @@ def solve(
     tighter point), or no plan is this fast (below the least time). Every bound then uses T >= slower_than_s and
     rent x T >= rent x slower_than_s, and every model the rows of model.add_slower_than.
     first_plan_only: stop at the first plan that meets the budget (status "feasible"); the seed of a budget search.
+    seeds_only (with first_plan_only): only the usual seeds' quick plans (QUICK_SEEDS v = 1 candidates of each
+    (cp, tp) in bound order), no loop: "feasible" with a plan, else "timeout" (never a proof; the early seeds).
 
     A first plan, early: a candidate that reaches the front of the queue while no plan is known gets its quick plans
     before its positional bound (which on a deep pipeline of a large pool can take many seconds). Minimizing time
@@ -914,6 +941,8 @@ def solve(
     if (pipe := pipe_engine_of(problem)) is not None:  # the formulation and its bounds price Megatron-LM's 1F1B
         raise ProfileError(f"profile: its eager_engine runs the {pipe} pipeline schedule, priced for validate only; "
                            "solve plans Megatron-LM's 1F1B schedule (use a profile without eager_engine)")
+    if seeds_only and not first_plan_only:
+        raise ValueError("solve: seeds_only is a first-plan-only search's option")
     if memo is None:
         memo = Memo(problem, options)
     elif memo.problem is not problem or memo.options != options:
@@ -940,13 +969,25 @@ def solve(
         # and the first plan came at 3.4 s). The seed search computes the per-(tp, dp, b, cp) terms that both
         # searches share (Memo). Its plan is an incumbent only, never a proof.
         seed_first_s = None  # when the seed search's first plan that meets the budget was known
-        found = _budget_descent(memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
+        seed_budget = budget.model_copy(update={"objective": other})
+        part = _narrow_memo(problem, options, memo)
+        # The seed search's early seeds first (round 10): the usual seeds of its cp = 1, v = 1 part, no loop. Where
+        # they hold a plan the descent is skipped (Llama-2 70B, cost under D on mixed-pool-3k, megatron target: a
+        # plan at 0.12 s of CPU from them, where the descent, run first, took 0.46 s). Their quick plans and terms
+        # are shared with the descent and the seed search below (_narrow_memo).
+        early = _seed_search(problem, seed_budget, solver, None if time_limit_s is None else
+                             EARLY_SEED_SHARE * time_limit_s, options, memo, seeds_only=True, part=part)[0][0]
+        if (early.plan is not None and early.estimate is not None and in_search_space(problem, early.plan, options)
+                and not budget_violations(early.plan, early.estimate, budget)):
+            incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate, None)
+            seed_first_s = time.perf_counter() - start
+        found = None if incumbent is not None else _budget_descent(
+            memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
             descent = incumbent = (found[0], found[1], found[2], None)
             seed_first_s = time.perf_counter() - start
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
-        for seed, known in _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share,
-                                        options, memo):
+        for seed, known in _seed_search(problem, seed_budget, solver, share, options, memo, part=part):
             if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
                     and not budget_violations(seed.plan, seed.estimate, budget)):
                 value = objective_value(seed.estimate, budget.objective)
@@ -981,13 +1022,15 @@ def solve(
     # start for the neighbour search (Llama-2 70B, mixed-pool-8k, megatron target, time under a cost budget: 1.05e6 s
     # with them, 6.2e6 s without).
     own_seeds = incumbent is None or seed_first_s is not None
-    for item in bounded if own_seeds and not first_plan_only else ():
+    for item in bounded if own_seeds and (not first_plan_only or seeds_only) else ():
         group = (item.cand.cp, item.cand.tp)
         if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
-    if first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
+    if seeds_only:  # the usual seeds alone, for up to the whole limit (the early seeds)
+        seeds_until = None
+    elif first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
         seeds = _first_plan_seeds(bounded)[:FIRST_PLAN_SEEDS]  # the usual seeds: at most 8 x 4 cp x 4 tp
         seeds_until = None if time_limit_s is None else time.perf_counter() + FIRST_PLAN_SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
@@ -1074,6 +1117,8 @@ def solve(
 
     queue = [(b.lower_bound, b.cand.key, i, b) for i, b in enumerate(bounded)]
     heapq.heapify(queue)
+    if seeds_only:  # no loop: whatever the seeds gave, never a proof (status "timeout" without a plan)
+        queue, off_pending, stopped_early = [], False, True
     # Candidates whose model solve ran out of its time slice, ordered by bound. They stay open (their bounds count in
     # every stopping test) and are solved again, with a slice MODEL_SLICE_GROWTH times longer and the incumbent found
     # meanwhile as the cut, once nothing in the queue can still beat the incumbent by the gap.
