@@ -977,9 +977,11 @@ def solve(
         # are shared with the descent and the seed search below (_narrow_memo).
         early = _seed_search(problem, seed_budget, solver, None if time_limit_s is None else
                              EARLY_SEED_SHARE * time_limit_s, options, memo, seeds_only=True, part=part)[0][0]
+        early_plan = None
         if (early.plan is not None and early.estimate is not None and in_search_space(problem, early.plan, options)
                 and not budget_violations(early.plan, early.estimate, budget)):
-            incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate, None)
+            early_plan = incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate,
+                                      None)
             seed_first_s = time.perf_counter() - start
         found = None if incumbent is not None else _budget_descent(
             memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
@@ -995,6 +997,9 @@ def solve(
                 if incumbent is None or value < incumbent[0]:
                     incumbent = seed_plans[0]
                 seed_first_s = known - start if seed_first_s is None else seed_first_s
+        if early_plan is not None and incumbent is early_plan and seed_plans and min(
+                p[0] for p in seed_plans) <= early_plan[0]:  # the seed search found it again (or better): its plan
+            incumbent = min(seed_plans, key=itemgetter(0))  # is the start, as before the early seeds
         if descent is not None:  # climbed from after the seed search's plans (a quarter share)
             seed_plans.append(descent)
         seed_s = time.perf_counter() - start
@@ -1051,8 +1056,24 @@ def solve(
     if seed_first_s is not None:
         first_plan_s = seed_first_s
     if off_pending and incumbent is not None and not first_plan_only:  # a plan is known: the off candidates join
-        bounded, _, more = _with_off(memo, budget, slower_than_s, bounded)
+        bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
         total, off_pending = total + more, False
+        # The seeds the whole list gives (QUICK_SEEDS v = 1 candidates of each (cp, tp) in bound order), as before the
+        # delay: the off ones among them are priced now (the others were above, or are kept in memo.quick).
+        per_group = {}
+        for item in bounded if off and own_seeds else ():
+            group = (item.cand.cp, item.cand.tp)
+            if item.cand.v != 1 or per_group.get(group, 0) >= QUICK_SEEDS:
+                continue
+            per_group[group] = per_group.get(group, 0) + 1
+            if item.cand.dist is None:
+                continue
+            if (deadline is not None and time.perf_counter() > deadline) or (
+                    seeds_until is not None and time.perf_counter() > seeds_until):
+                break
+            own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+            if own is not None and own[0] < incumbent[0]:
+                incumbent = (own[0], own[1], own[2], None)
 
     def climbed(incumbent, part: float = 1.0):
         """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
