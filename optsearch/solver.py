@@ -462,8 +462,26 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
     return out
 
 
+def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | None:
+    """The memo of the seed search's cp = 1, v = 1 part (_seed_search), or None where the space has no such smaller
+    part. It shares memo's budget-free terms, cheap bounds and per-layer calls (they do not depend on the cp and v
+    options), and its skeletons and quick plans: a cp = 1, v = 1 candidate's skeleton reads only the recomputation
+    options (formulation.model.skeleton), and in_search_space answers the same for its cp = 1, v = 1 plans under
+    both options, so its quick plans are the same (so _budget_descent and the whole space's seeds reuse those of the
+    early seeds)."""
+    if not ((options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
+            1 in options.context_parallel_sizes and 1 in options.virtual_stages)):
+        return None
+    narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
+    return Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls,
+                skeletons=memo.skeletons, quick=memo.quick)
+
+
+EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
+
+
 def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
-                 memo: Memo) -> list[tuple[SearchResult, float]]:
+                 memo: Memo, seeds_only: bool = False, part: Memo | None = None) -> list[tuple[SearchResult, float]]:
     """First plans of `budget` (first_plan_only) for a budget search's seed, each with the time.perf_counter() at
     which it was known. Where the space has context parallelism or interleaving, the cp = 1, v = 1 part of it is
     searched first, for up to half the time: its candidates' cheap bounds need a quarter of the per-(tp, dp, b, cp)
@@ -471,15 +489,21 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
     whole space. The terms, cheap bounds and per-layer calls it computes do not depend on those options and are
     shared with memo. The whole space is searched after it, as before: its first plan is often a better start for
     the neighbour search (the caller climbs from the better of the two). Incumbents only: the caller checks each plan
-    against its own budget."""
+    against its own budget. seeds_only: only the usual seeds of the cp = 1, v = 1 part (of the whole space where it
+    has none), no loop (solve's seeds_only; the early seeds, round 10). part: that part's memo (_narrow_memo), kept
+    by the caller between the two calls."""
     start = time.perf_counter()
     out = []
-    if (options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
-            1 in options.context_parallel_sizes and 1 in options.virtual_stages):  # else not a part of the space
-        narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
-        part = Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls)
+    if part is None:
+        part = _narrow_memo(problem, options, memo)
+    if seeds_only:
+        first = solve(problem, budget, solver=solver, time_limit_s=time_limit_s,
+                      options=options if part is None else part.options, memo=memo if part is None else part,
+                      first_plan_only=True, seeds_only=True)
+        return [(first, time.perf_counter())]
+    if part is not None:  # else not a part of the space
         first = solve(problem, budget, solver=solver, time_limit_s=None if time_limit_s is None else 0.5 * time_limit_s,
-                      options=narrow, memo=part, first_plan_only=True)
+                      options=part.options, memo=part, first_plan_only=True)
         out.append((first, time.perf_counter()))
     left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
     whole = solve(problem, budget, solver=solver, time_limit_s=left, options=options, memo=memo, first_plan_only=True)
@@ -521,7 +545,10 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     cap = "max_cost_usd" if quantity == "cost" else "max_time_s"
     relaxed = budget.model_copy(update={"objective": quantity, cap: None})
-    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}))
+    # at the default optimizer setting only where solve adds the off candidates later (LAZY_OFF): _climb moves
+    # between them alone, and the seeds' quick plans are incumbents only
+    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}), 0.0,
+                             DEFAULT if LAZY_OFF else ALL)
     gave: dict[tuple[int, int], int] = {}  # of each (cp, tp): seeds that gave a plan, and seeds tried
     tried: dict[tuple[int, int], int] = {}
     best = None
@@ -548,8 +575,15 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     return objective_value(got[2], budget.objective), got[1], got[2]
 
 
-def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple[list[Bounded], int]:
-    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. The bounds of
+ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every candidate, or one optimizer setting's
+
+
+def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings: str = ALL
+                ) -> tuple[list[Bounded], int]:
+    """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. settings:
+    ALL; DEFAULT, only those at the search's default optimizer setting (Candidate.dist None); OFF, only the
+    distributed-optimizer-off copies (dist False) where the search tries both (lazy: solve adds them later,
+    _with_off). DEFAULT and OFF together are ALL, with the same bounds, and the same total. The bounds of
     every pp of one (tp, dp, b, ep, cp) come from one vectorized call (bounds.cheap_bounds, equal bit for bit to
     Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks).
     Python's cyclic garbage collector is paused while the list is built (issue 14, item 3: first plans): the list's
@@ -558,13 +592,14 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0) -> tuple
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _build_candidates(memo, budget, slower_than_s)
+        return _build_candidates(memo, budget, slower_than_s, settings)
     finally:
         if paused:
             gc.enable()
 
 
-def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple[list[Bounded], int]:
+def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings: str = ALL
+                      ) -> tuple[list[Bounded], int]:
     """_candidates' work."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
@@ -592,8 +627,10 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
                     continue
                 both = len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
                     distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
-                for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options)
-                                 for o in ((None, False) if both else (None,))]:
+                dists = (None, False) if both else (None,)
+                if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
+                    dists = (None,) if settings == DEFAULT else (False,) if both else ()
+                for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options) for o in dists]:
                     # dist: None, the search's default; False, off too where both are tried (under the overlap)
                     terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
                     ok, iteration, rate, cost = memo.cheap_bounds(
@@ -643,6 +680,23 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float) -> tuple
                                       dist=False if off else None),
                             lb, terms, CHEAP))
     return kept, total
+
+
+LAZY_OFF = True  # solve adds the distributed-optimizer-off candidates after its first plan (_with_off)
+OFF_WAIT_SHARE = 0.1  # or once its loop has run this share of the time limit without a plan
+OFF_WAIT_S = 1.0  # (without a time limit: this long)
+
+
+def _with_off(memo: Memo, budget: Budget, slower_than_s: float, bounded: list[Bounded]
+              ) -> tuple[list[Bounded], list[Bounded], int]:
+    """The distributed-optimizer-off candidates that solve left out of its first list (_candidates(..., OFF)), and
+    the list with them: (bounded and the off ones merged in bound order, the off ones, their count before the cheap
+    bounds). The merged list is the one _candidates(..., ALL) builds (both are sorted by (bound, Candidate.key), a
+    total order), so every search after it sees the same candidates in the same order as without the delay."""
+    off, total = _candidates(memo, budget, slower_than_s, OFF)
+    if not off:
+        return bounded, off, total
+    return list(heapq.merge(bounded, off, key=lambda b: (b.lower_bound, b.cand.key))), off, total
 
 
 def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: float = 0.0) -> None:
@@ -850,6 +904,7 @@ def solve(
     gap: float = 0.0,
     slower_than_s: float = 0.0,
     first_plan_only: bool = False,
+    seeds_only: bool = False,
 ) -> SearchResult:
     """The optimal plan under the cost model, or the best found and its proven gap when the time limit stops it.
 
@@ -864,6 +919,8 @@ def solve(
     tighter point), or no plan is this fast (below the least time). Every bound then uses T >= slower_than_s and
     rent x T >= rent x slower_than_s, and every model the rows of model.add_slower_than.
     first_plan_only: stop at the first plan that meets the budget (status "feasible"); the seed of a budget search.
+    seeds_only (with first_plan_only): only the usual seeds' quick plans (QUICK_SEEDS v = 1 candidates of each
+    (cp, tp) in bound order), no loop: "feasible" with a plan, else "timeout" (never a proof; the early seeds).
 
     A first plan, early: a candidate that reaches the front of the queue while no plan is known gets its quick plans
     before its positional bound (which on a deep pipeline of a large pool can take many seconds). Minimizing time
@@ -884,6 +941,8 @@ def solve(
     if (pipe := pipe_engine_of(problem)) is not None:  # the formulation and its bounds price Megatron-LM's 1F1B
         raise ProfileError(f"profile: its eager_engine runs the {pipe} pipeline schedule, priced for validate only; "
                            "solve plans Megatron-LM's 1F1B schedule (use a profile without eager_engine)")
+    if seeds_only and not first_plan_only:
+        raise ValueError("solve: seeds_only is a first-plan-only search's option")
     if memo is None:
         memo = Memo(problem, options)
     elif memo.problem is not problem or memo.options != options:
@@ -910,13 +969,27 @@ def solve(
         # and the first plan came at 3.4 s). The seed search computes the per-(tp, dp, b, cp) terms that both
         # searches share (Memo). Its plan is an incumbent only, never a proof.
         seed_first_s = None  # when the seed search's first plan that meets the budget was known
-        found = _budget_descent(memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
+        seed_budget = budget.model_copy(update={"objective": other})
+        part = _narrow_memo(problem, options, memo)
+        # The seed search's early seeds first (round 10): the usual seeds of its cp = 1, v = 1 part, no loop. Where
+        # they hold a plan the descent is skipped (Llama-2 70B, cost under D on mixed-pool-3k, megatron target: a
+        # plan at 0.12 s of CPU from them, where the descent, run first, took 0.46 s). Their quick plans and terms
+        # are shared with the descent and the seed search below (_narrow_memo).
+        early = _seed_search(problem, seed_budget, solver, None if time_limit_s is None else
+                             EARLY_SEED_SHARE * time_limit_s, options, memo, seeds_only=True, part=part)[0][0]
+        early_plan = None
+        if (early.plan is not None and early.estimate is not None and in_search_space(problem, early.plan, options)
+                and not budget_violations(early.plan, early.estimate, budget)):
+            early_plan = incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate,
+                                      None)
+            seed_first_s = time.perf_counter() - start
+        found = None if incumbent is not None else _budget_descent(
+            memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
             descent = incumbent = (found[0], found[1], found[2], None)
             seed_first_s = time.perf_counter() - start
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
-        for seed, known in _seed_search(problem, budget.model_copy(update={"objective": other}), solver, share,
-                                        options, memo):
+        for seed, known in _seed_search(problem, seed_budget, solver, share, options, memo, part=part):
             if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
                     and not budget_violations(seed.plan, seed.estimate, budget)):
                 value = objective_value(seed.estimate, budget.objective)
@@ -924,12 +997,22 @@ def solve(
                 if incumbent is None or value < incumbent[0]:
                     incumbent = seed_plans[0]
                 seed_first_s = known - start if seed_first_s is None else seed_first_s
+        if early_plan is not None and incumbent is early_plan and seed_plans and min(
+                p[0] for p in seed_plans) <= early_plan[0]:  # the seed search found it again (or better): its plan
+            incumbent = min(seed_plans, key=itemgetter(0))  # is the start, as before the early seeds
         if descent is not None:  # climbed from after the seed search's plans (a quarter share)
             seed_plans.append(descent)
         seed_s = time.perf_counter() - start
     else:
         seed_first_s = None
-    bounded, total = _candidates(memo, budget, slower_than_s)
+    # The distributed-optimizer-off candidates (under --overlap-grad-reduce, Candidate.dist) come later (LAZY_OFF):
+    # their terms and cheap bounds doubled the candidates' building (GPT-3 175B, mixed-pool-8k, megatron target:
+    # 1.44 -> 2.77 s of a profiled start), all before the first plan. They join once a plan is known, before any
+    # climb from it and before the loop's first stopping test; or, without a plan, when the loop has run
+    # OFF_WAIT_SHARE of the limit or has nothing else left (off_pending below). No bound stands in for them: no
+    # answer, bound or gap is reported while one of them is missing (docs/solver.md, "Round 10: first plans").
+    bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL)
+    off_pending = LAZY_OFF
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
@@ -944,13 +1027,15 @@ def solve(
     # start for the neighbour search (Llama-2 70B, mixed-pool-8k, megatron target, time under a cost budget: 1.05e6 s
     # with them, 6.2e6 s without).
     own_seeds = incumbent is None or seed_first_s is not None
-    for item in bounded if own_seeds and not first_plan_only else ():
+    for item in bounded if own_seeds and (not first_plan_only or seeds_only) else ():
         group = (item.cand.cp, item.cand.tp)
         if item.cand.v == 1 and per_group.get(group, 0) < QUICK_SEEDS:
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
-    if first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
+    if seeds_only:  # the usual seeds alone, for up to the whole limit (the early seeds)
+        seeds_until = None
+    elif first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
         seeds = _first_plan_seeds(bounded)[:FIRST_PLAN_SEEDS]  # the usual seeds: at most 8 x 4 cp x 4 tp
         seeds_until = None if time_limit_s is None else time.perf_counter() + FIRST_PLAN_SEED_SHARE * time_limit_s
     seeded_s = None  # when the first seed plan was found
@@ -959,8 +1044,8 @@ def solve(
             break
         if seeds_until is not None and time.perf_counter() > seeds_until:
             break  # with or without a plan: a budget search's seed search needs its share (issue 14)
-        if first_plan_only and incumbent is not None:
-            break
+        if (first_plan_only or off_pending) and incumbent is not None:
+            break  # (off_pending: the seeds go on below, over the whole list, once the off candidates joined)
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
             seeded_s = time.perf_counter() - start if incumbent is None else seeded_s
@@ -970,6 +1055,26 @@ def solve(
         first_plan_s = seeded_s
     if seed_first_s is not None:
         first_plan_s = seed_first_s
+    if off_pending and incumbent is not None and not first_plan_only:  # a plan is known: the off candidates join
+        bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
+        total, off_pending = total + more, False
+        # The seeds above stopped at their first plan; those of the whole list (QUICK_SEEDS v = 1 candidates of each
+        # (cp, tp) in bound order) are priced now, in order, for SEED_SHARE of the limit from here: the seeds as
+        # before the delay (the ones priced above are kept in memo.quick). Without them in that order the off
+        # candidates' seeds came last and were cut by the share (GPT-3 175B, mixed-pool-8k, time: 4.9 -> 7.7-9.1 %).
+        per_group = {}
+        seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
+        for item in bounded if own_seeds else ():
+            group = (item.cand.cp, item.cand.tp)
+            if item.cand.v != 1 or per_group.get(group, 0) >= QUICK_SEEDS:
+                continue
+            per_group[group] = per_group.get(group, 0) + 1
+            if (deadline is not None and time.perf_counter() > deadline) or (
+                    seeds_until is not None and time.perf_counter() > seeds_until):
+                break
+            own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+            if own is not None and own[0] < incumbent[0]:
+                incumbent = (own[0], own[1], own[2], None)
 
     def climbed(incumbent, part: float = 1.0):
         """The incumbent after _neighbour_search from it, for up to part x NEIGHBOUR_SHARE of the time left."""
@@ -1034,20 +1139,32 @@ def solve(
 
     queue = [(b.lower_bound, b.cand.key, i, b) for i, b in enumerate(bounded)]
     heapq.heapify(queue)
+    if seeds_only:  # no loop: whatever the seeds gave, never a proof (status "timeout" without a plan)
+        queue, off_pending, stopped_early = [], False, True
     # Candidates whose model solve ran out of its time slice, ordered by bound. They stay open (their bounds count in
     # every stopping test) and are solved again, with a slice MODEL_SLICE_GROWTH times longer and the incumbent found
     # meanwhile as the cut, once nothing in the queue can still beat the incumbent by the gap.
     parked: list = []
-    while queue or parked:
+    loop_start = time.perf_counter()
+    off_wait_s = OFF_WAIT_S if time_limit_s is None else OFF_WAIT_SHARE * time_limit_s
+    while queue or parked or off_pending:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
-        if climb and incumbent is not None:  # the seed found none in its share: climb from the loop's first plan
-            incumbent, climb = climbed(incumbent), False
         if first_plan_only and incumbent is not None:
             stopped_early = True
             break
+        if off_pending and (incumbent is not None or not (queue or parked)
+                            or time.perf_counter() - loop_start > off_wait_s):
+            # The off candidates join (see above), before any stopping test reads the queue and before a climb.
+            bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
+            total, off_pending = total + more, False
+            for j, b in enumerate(off):  # indices past every earlier one (the keys differ: never compared)
+                heapq.heappush(queue, (b.lower_bound, b.cand.key, len(bounded) + j, b))
+            continue
+        if climb and incumbent is not None:  # the seed found none in its share: climb from the loop's first plan
+            incumbent, climb = climbed(incumbent), False
         if incumbent is not None and lower >= incumbent[0] * (1 - INCUMBENT_REL):
             break  # every remaining candidate has a bound at least as large
         if incumbent is not None and lower >= incumbent[0] * (1 - gap):
