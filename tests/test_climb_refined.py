@@ -1,0 +1,112 @@
+"""The climb's refined-bound skip (issue 14, item 3, round 10, costside; docs/solver.md "Round 10: the climb
+skips what its bound rules out (costside)").
+
+_climb prices a neighbouring candidate's quick plans only where solver._refined_at_least does not say that the
+candidate's refined bound under the budget reaches the current plan's value. The skip is valid when that bound lies
+below every plan of the candidate that meets the budget, over every mode, pattern, kind, cp, v and optimizer setting:
+checked here against brute force (tests/test_audit_dist_bounds.py's instances: small GPUs, long sequences, slow
+links, mixture of experts, the megatron target's space, the optimizer left open) under edge budgets at plans' exact
+values. A skip that is too eager (the bound raised by 2 %) fails the check. And the climb's answer is the same with
+and without the skip, with fewer candidates' quick plans priced.
+"""
+
+from __future__ import annotations
+
+import random
+from unittest import mock
+
+import pytest
+
+from optsearch import solver
+from optsearch.search import budget_violations, objective_value
+from optsearch.spec.budget import Budget
+
+from tests.test_audit_dist_bounds import edge_budgets, random_instance, small, space_plans
+
+REL = 1e-9
+SEEDS = (3, 7, 8, 20)  # small instances: 7 and 20 mixtures of experts, 8 with cp, 3 interleaved
+CLIMB_SEEDS = (3, 7)
+
+
+def check_skip(problem, options, seed: int) -> dict:
+    """For every budget of edge_budgets and every v = 1 candidate with a plan that meets it: _refined_at_least is
+    False at that candidate's best plan's value (so _climb would price its quick plans). Returns counts."""
+    memo = solver.Memo(problem, options)
+    priced = list(space_plans(problem, options))
+    by_key: dict[tuple, list] = {}
+    for cand, plan, est in priced:
+        by_key.setdefault(cand.key, []).append((plan, est))
+    stats = {"checked": 0, "skipped": 0, "moe": problem.model.is_moe}
+    for budget in edge_budgets(priced, random.Random(seed)):
+        kept = {b.cand.key: b for b in solver._candidates(memo, budget)[0]}
+        values = [objective_value(e, budget.objective) for _, p, e in priced if not budget_violations(p, e, budget)]
+        overall = min(values) if values else None
+        for key, plans in by_key.items():
+            if key[6] != 1:  # _climb's neighbours are v = 1 candidates
+                continue
+            meeting = [objective_value(e, budget.objective) for p, e in plans if not budget_violations(p, e, budget)]
+            if not meeting:
+                continue
+            best = min(meeting)
+            assert key in kept, ("pruned by its cheap bound", key, budget)
+            assert not solver._refined_at_least(memo, budget, kept[key], best * (1 + REL)), (key, budget, best)
+            stats["checked"] += 1
+            # the skip does fire: candidates ruled out at the optimum's value (a climb that has reached it)
+            stats["skipped"] += solver._refined_at_least(memo, budget, kept[key], overall * (1 + REL))
+    return stats
+
+
+def test_the_refined_skip_never_rules_out_a_plan_that_meets_the_budget():
+    checked = moe = skipped = 0
+    for seed in SEEDS:
+        problem, options = random_instance(seed)
+        assert small(problem, options)
+        stats = check_skip(problem, options, seed)
+        checked += stats["checked"]
+        skipped += stats["skipped"]
+        moe += stats["moe"] and stats["checked"] > 0
+    assert checked > 200 and moe >= 2 and skipped > 0
+
+
+def test_the_check_fails_on_a_skip_that_is_too_eager():
+    """The check can fail: with the refined bound (the one _refined_at_least reads; the cheap bounds unchanged)
+    raised by 2 %, the skip rules out candidates whose best plan beats the value (seed 3)."""
+    from optsearch.bounds import CandidateBound
+
+    real = solver.Memo.refined_bound
+
+    def raised(self, *args, **kwargs):
+        out = real(self, *args, **kwargs)
+        return CandidateBound(out.feasible, out.iteration_s * 1.02, out.rate_usd_per_hour,
+                              out.cost_per_iteration_usd * 1.02) if out.feasible else out
+
+    problem, options = random_instance(3)
+    with mock.patch.object(solver.Memo, "refined_bound", raised), pytest.raises(AssertionError, match="_refined_at_least"):
+        check_skip(problem, options, 3)
+
+
+def test_the_climb_gives_the_same_plan_with_fewer_quick_plans():
+    """_neighbour_search from the worst plan that meets each budget: the same value with and without the skip, and
+    never more candidates' quick plans priced with it."""
+    compared = fewer = 0
+    for seed in CLIMB_SEEDS:
+        problem, options = random_instance(seed)
+        priced = list(space_plans(problem, options))
+        for budget in edge_budgets(priced, random.Random(seed))[4:]:  # the budgets at plans' values
+            meeting = [(objective_value(e, budget.objective), p, e) for _, p, e in priced
+                       if p.virtual_stages == 1 and not budget_violations(p, e, budget)]
+            if not meeting:
+                continue
+            start = max(meeting, key=lambda t: t[0])
+            got = {}
+            for on in (False, True):
+                memo = solver.Memo(problem, options)
+                bounded = solver._candidates(memo, budget)[0]
+                with mock.patch.object(solver, "CLIMB_REFINED", on):
+                    best = solver._neighbour_search(memo, budget, bounded, start, None)
+                got[on] = (best[0], len(memo.quick))
+            assert got[True][0] == got[False][0], (seed, budget, got)
+            assert got[True][1] <= got[False][1]
+            compared += 1
+            fewer += got[True][1] < got[False][1]
+    assert compared > 5 and fewer > 0
