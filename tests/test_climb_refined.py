@@ -24,9 +24,9 @@ from optsearch.spec.budget import Budget
 from tests.test_audit_dist_bounds import edge_budgets, random_instance, small, space_plans
 
 REL = 1e-9
-SEEDS = (3, 7, 8, 20)  # 7 and 20 mixtures of experts; 8 and 20 seq 8192 on 4-6 GiB GPUs (memory-tight), 8 with
-# cp; 3 interleaved, uniform and block recomputation
-CLIMB_SEEDS = (3, 7)
+SEEDS = (3, 6, 7, 8, 20, 36)  # 7 and 20 mixtures of experts; 6, 8 and 20 seq 8192 on 4-12 GiB GPUs and 36 a
+# 2.5 GiB GPU (memory-tight); 8 with cp; 6 and 36 interleaved (v = 2 plans beat their v = 1 twins); 3 uniform + block
+CLIMB_SEEDS = (36, 7)
 
 
 def check_skip(problem, options, seed: int) -> dict:
@@ -37,7 +37,7 @@ def check_skip(problem, options, seed: int) -> dict:
     by_key: dict[tuple, list] = {}
     for cand, plan, est in priced:
         by_key.setdefault(cand.key, []).append((plan, est))
-    stats = {"checked": 0, "skipped": 0, "moe": problem.model.is_moe}
+    stats = {"checked": 0, "skipped": 0, "interleaved": 0, "moe": problem.model.is_moe}
     for budget in edge_budgets(priced, random.Random(seed)):
         kept = {b.cand.key: b for b in solver._candidates(memo, budget)[0]}
         values = [objective_value(e, budget.objective) for _, p, e in priced if not budget_violations(p, e, budget)]
@@ -51,6 +51,12 @@ def check_skip(problem, options, seed: int) -> dict:
             best = min(meeting)
             assert key in kept, ("pruned by its cheap bound", key, budget)
             assert not solver._refined_at_least(memo, budget, kept[key], best * (1 + REL)), (key, budget, best)
+            # the wide climb's form: the plans of the same (tp, dp, b, pp) at every v count too
+            every_v = min([best] + [objective_value(e, budget.objective) for k, others in by_key.items()
+                                    if k[:6] + k[7:] == key[:6] + key[7:] and k[6] > 1
+                                    for p, e in others if not budget_violations(p, e, budget)])
+            assert not solver._refined_at_least(memo, budget, kept[key], every_v * (1 + REL), True), (key, budget)
+            stats["interleaved"] += every_v < best
             stats["checked"] += 1
             # the skip does fire: candidates ruled out at the optimum's value (a climb that has reached it)
             stats["skipped"] += solver._refined_at_least(memo, budget, kept[key], overall * (1 + REL))
@@ -58,15 +64,16 @@ def check_skip(problem, options, seed: int) -> dict:
 
 
 def test_the_refined_skip_never_rules_out_a_plan_that_meets_the_budget():
-    checked = moe = skipped = 0
+    checked = moe = skipped = interleaved = 0
     for seed in SEEDS:
         problem, options = random_instance(seed)
         assert small(problem, options)
         stats = check_skip(problem, options, seed)
         checked += stats["checked"]
         skipped += stats["skipped"]
+        interleaved += stats["interleaved"]
         moe += stats["moe"] and stats["checked"] > 0
-    assert checked > 200 and moe >= 2 and skipped > 0
+    assert checked > 200 and moe >= 2 and skipped > 0 and interleaved > 0  # some v > 1 plan beats its v = 1 twin
 
 
 def test_the_check_fails_on_a_skip_that_is_too_eager():
@@ -84,6 +91,19 @@ def test_the_check_fails_on_a_skip_that_is_too_eager():
     problem, options = random_instance(3)
     with mock.patch.object(solver.Memo, "refined_bound", raised), pytest.raises(AssertionError, match="_refined_at_least"):
         check_skip(problem, options, 3)
+
+
+def test_the_check_fails_on_a_wide_skip_that_ignores_interleaving():
+    """The wide climb prices interleaved variants: a skip that reads the v = 1 bound only rules out neighbours whose
+    v = 2 plans beat the value (seed 36)."""
+    real = solver._refined_at_least
+
+    def v1_only(memo, budget, item, value, interleaved=False):
+        return real(memo, budget, item, value, False)
+
+    problem, options = random_instance(36)
+    with mock.patch.object(solver, "_refined_at_least", v1_only), pytest.raises(AssertionError, match="v1_only"):
+        check_skip(problem, options, 36)
 
 
 def test_the_climb_gives_the_same_plan_with_fewer_quick_plans():
