@@ -382,6 +382,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             return best
 
 
+CLIMB_INFLIGHT = True  # and, for the wide climb's v > 1 candidates, their in-flight bound (costside)
 CLIMB_REFINED = True  # _climb skips a neighbour whose refined bound reaches the current plan's value (costside)
 
 
@@ -401,6 +402,10 @@ def _refined_at_least(memo: Memo, budget: Budget, item: Bounded, value: float, i
         cand = item.cand if v == 1 else replace(item.cand, v=v)
         sharper = _bounded(memo.problem, budget, item.terms, cand, True,
                            memo.refined_bound(item.terms, cand, budget), 0.0)
+        if sharper is not None and sharper.lower_bound < value and v > 1 and CLIMB_INFLIGHT:
+            # the v candidate's own in-flight bound (its tables kept in Memo.inflight for the loop)
+            got = _inflight_bounded(memo, budget, sharper, 0.0, value)
+            sharper = None if got is None else replace(sharper, lower_bound=got)
         if sharper is not None and sharper.lower_bound < value:
             return False
     return True

@@ -6,8 +6,10 @@ candidate's refined bound under the budget reaches the current plan's value. The
 below every plan of the candidate that meets the budget, over every mode, pattern, kind, cp, v and optimizer setting:
 checked here against brute force (tests/test_audit_dist_bounds.py's instances: small GPUs, long sequences, slow
 links, mixture of experts, the megatron target's space, the optimizer left open) under edge budgets at plans' exact
-values. A skip that is too eager (the bound raised by 2 %) fails the check. And the climb's answer is the same with
-and without the skip, with fewer candidates' quick plans priced.
+values, the wide climb's form (which prices interleaved variants: every v > 1 candidate of the same (tp, dp, b, pp)
+must be ruled out too, by its refined or its in-flight bound) against the plans of every v. A skip that is too
+eager (the refined or the in-flight bound raised by 2 %, or the v = 1 bound alone in the wide form) fails the
+check. And the climb's answer is the same with and without the skip, with fewer candidates' quick plans priced.
 """
 
 from __future__ import annotations
@@ -103,6 +105,21 @@ def test_the_check_fails_on_a_wide_skip_that_ignores_interleaving():
 
     problem, options = random_instance(36)
     with mock.patch.object(solver, "_refined_at_least", v1_only), pytest.raises(AssertionError, match="v1_only"):
+        check_skip(problem, options, 36)
+
+
+def test_the_check_fails_on_a_raised_inflight_bound_in_the_wide_skip():
+    """The wide climb's skip also reads the v > 1 candidates' in-flight bounds (CLIMB_INFLIGHT): raised by 2 %, it
+    rules out a neighbour whose v = 2 plan beats the value (seed 36)."""
+    real = solver._inflight_bounded
+
+    def raised(*args, **kwargs):
+        out = real(*args, **kwargs)
+        return None if out is None else out * 1.02
+
+    problem, options = random_instance(36)
+    with mock.patch.object(solver, "_inflight_bounded", raised), pytest.raises(AssertionError,
+                                                                             match="_refined_at_least"):
         check_skip(problem, options, 36)
 
 
