@@ -392,9 +392,10 @@ def _refined_at_least(memo: Memo, budget: Budget, item: Bounded, value: float, i
     candidate beats a plan of that value, and _climb need not price its quick plans (3-10 ms each, against about
     1 ms for the bound, whose compositions the loop reuses). interleaved: the plans priced include the quick plans'
     interleaved variants (_climb_plans in a budget search's wide climb), plans of the same (tp, dp, b, pp) at each
-    v > 1 of the space: the v candidates' refined bounds (the v = 1 bound under the budget / f_v, times f_v) must
-    reach `value` too. Used for incumbents only: skipping a neighbour never changes a bound or an answer, only which
-    plans the climb prices."""
+    v > 1 of the space: each v candidate must be ruled out too, by its refined bound (the v = 1 bound under the
+    budget / f_v, times f_v) or else its own in-flight bound (CLIMB_INFLIGHT; the tables are kept for the loop).
+    Every bound read is one the loop takes (audited in tests/test_audit_dist_bounds.py). Used for incumbents only:
+    skipping a neighbour never changes a bound or an answer, only which plans the climb prices."""
     if item.terms is None:
         return False
     vs = [1] + ([v for v in memo.options.virtual_stages if v > 1] if interleaved else [])
