@@ -331,6 +331,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     where the plain climb reaches 1.05e6 s). until: stop at the first plan (the start included) for which it holds
     (_budget_descent)."""
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
     best = start
     if until is not None and until(best):
         return best
@@ -365,6 +366,9 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
                 break  # this and every later neighbour are bounded at the current plan's value or above
             seen.add(key)
+            if CLIMB_REFINED and _refined_at_least(memo, budget, by_key[key], best[0] * (1 - INCUMBENT_REL),
+                                                   wide and budget_search):
+                continue  # its refined bound (kept for the loop) says no plan it would price beats the current one
             evals += 1
             own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand) if wide
                                 else memo.quick_plans(memo.skeleton(by_key[key].cand)))
@@ -376,6 +380,36 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         best, at = moved
         if until is not None and until(best):
             return best
+
+
+CLIMB_INFLIGHT = True  # and, for the wide climb's v > 1 candidates, their in-flight bound (costside)
+CLIMB_REFINED = True  # _climb skips a neighbour whose refined bound reaches the current plan's value (costside)
+
+
+def _refined_at_least(memo: Memo, budget: Budget, item: Bounded, value: float, interleaved: bool = False) -> bool:
+    """Whether the candidate's refined bound under the budget (Memo.refined_bound, _bounded: the loop's own level
+    above the cheap one) is at least `value`, or proves that no plan of it meets the budget: then no plan of the
+    candidate beats a plan of that value, and _climb need not price its quick plans (3-10 ms each, against about
+    1 ms for the bound, whose compositions the loop reuses). interleaved: the plans priced include the quick plans'
+    interleaved variants (_climb_plans in a budget search's wide climb), plans of the same (tp, dp, b, pp) at each
+    v > 1 of the space: each v candidate must be ruled out too, by its refined bound (the v = 1 bound under the
+    budget / f_v, times f_v) or else its own in-flight bound (CLIMB_INFLIGHT; the tables are kept for the loop).
+    Every bound read is one the loop takes (audited in tests/test_audit_dist_bounds.py). Used for incumbents only:
+    skipping a neighbour never changes a bound or an answer, only which plans the climb prices."""
+    if item.terms is None:
+        return False
+    vs = [1] + ([v for v in memo.options.virtual_stages if v > 1] if interleaved else [])
+    for v in vs:
+        cand = item.cand if v == 1 else replace(item.cand, v=v)
+        sharper = _bounded(memo.problem, budget, item.terms, cand, True,
+                           memo.refined_bound(item.terms, cand, budget), 0.0)
+        if sharper is not None and sharper.lower_bound < value and v > 1 and CLIMB_INFLIGHT:
+            # the v candidate's own in-flight bound (its tables kept in Memo.inflight for the loop)
+            got = _inflight_bounded(memo, budget, sharper, 0.0, value)
+            sharper = None if got is None else replace(sharper, lower_bound=got)
+        if sharper is not None and sharper.lower_bound < value:
+            return False
+    return True
 
 
 def _climb_depths(pp: int) -> list[int]:
