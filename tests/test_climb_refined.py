@@ -21,7 +21,6 @@ import pytest
 
 from optsearch import solver
 from optsearch.search import budget_violations, objective_value
-from optsearch.spec.budget import Budget
 
 from tests.test_audit_dist_bounds import edge_budgets, random_instance, small, space_plans
 
