@@ -195,8 +195,11 @@ def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, 
     """alpha with --overlap-grad-reduce (costmodel section 7c): the overlapped collective (the all-reduce, or the
     distributed optimizer's reduce-scatter, g of its g + 2 bytes) may be hidden by the backward, so only the rest
     (the parameter all-gather) is a floor on A: 0, or alpha x 2 / (g + 2). Applied to every candidate of a problem
-    with the overlap on (also where overlap_grad_reduce_on is off for it: lower, still valid)."""
-    if not distributed:
+    with the overlap on (also where overlap_grad_reduce_on is off for it: lower, still valid). With
+    --overlap-param-gather in the search (Problem.overlap_param_gather; costmodel.overlap_param_gather_on turns it on
+    for one-stage plans) the all-gather's delay may be as small as the gather / its buckets: 0 (for every candidate
+    of the problem, whatever its pp: lower, still valid)."""
+    if not distributed or problem.overlap_param_gather:
         return tuple(0.0 for _ in alpha)
     g = gradient_bytes(problem.job)
     return tuple(a * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for a in alpha)

@@ -399,6 +399,20 @@ def overlap_grad_reduce_on(problem: Problem, dp: int, cp: int = 1, virtual_stage
             and pipe_engine_of(problem) is None)
 
 
+def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: int, pp: int,
+                            distributed: bool) -> bool:
+    """The search's choice of Megatron's --overlap-param-gather (docs/cost-model.md section 7f): on where the problem
+    searches it (Problem.overlap_param_gather), the plan has the distributed optimizer (upstream's validate_args
+    asserts it) and --overlap-grad-reduce (overlap_grad_reduce_on; asserted too), and one pipeline stage. There it
+    never loses: the stage's all-gather G leaves the exchange after the step and the first forward waits at most
+    max(G / n, G - F (n - 1) / n) <= G for it (param_gather_delay_s), with no memory of its own; upstream main and
+    r0.8.0 dispatch a one-stage plan's gathers alike. With pp > 1 upstream main gathers a later stage's one bucket
+    only when its first micro-batch arrives, so every later stage's whole gather adds along the pipeline fill
+    (param_gather_delay_main_s) and off can be faster: off there."""
+    return (problem.overlap_param_gather and distributed and pp == 1
+            and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
+
+
 def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
     """The settings of the search space: both where dp x cp > 1 and the job leaves it open (unset), only on where
     the job sets it (true), only off where it forces it off (false) or dp x cp = 1 (nothing to shard)."""
@@ -1397,6 +1411,18 @@ def param_gather_delay_s(gather_s: list[float], forward_s: list[float], buckets0
     for gather, forward in zip(gather_s[1:], forward_s[1:]):
         end = max(end, gather) + forward
     return max(0.0, end - sum(forward_s))
+
+
+def param_gather_delay_main_s(gather_s: list[float], forward_s: list[float], buckets0: int) -> float:
+    """param_gather_delay_s as upstream main (d98e8a64) dispatches the gathers (docs/cost-model.md section 7f): no
+    dispatch at zero_grad, a bucket group's gather is dispatched by the forward pre-hook the first time the forward
+    reaches it (param_and_grad_buffer.py finish_param_sync: 'If current bucket's param AG has not been dispatched,
+    dispatch it now'), waited on, and only then the next group's dispatched. Stage 0: the same chain as r0.8.0's.
+    Stage i > 0 (one bucket): its gather starts when its first micro-batch arrives, E_i = E_{i-1} + G_i + F_i. So
+    delay = E_0 - F_0 + sum_{i>0} G_i."""
+    if not gather_s:
+        return 0.0
+    return overlapped_grad_reduce_s(gather_s[0], forward_s[0], buckets0) + sum(gather_s[1:])
 
 
 def _overlap_param_gather(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],

@@ -226,7 +226,8 @@ def engine_problem(target: Target | str, problem: Problem, flash_attention: bool
                             "attention; drop --flash-attention")
         return with_flash_attention(problem, False)
     get_target(name)
-    problem = replace(problem, overlap_grad_reduce=overlap_grad_reduce is not False)
+    problem = replace(problem, overlap_grad_reduce=overlap_grad_reduce is not False,
+                      overlap_param_gather=overlap_grad_reduce is not False)  # --overlap-param-gather needs the former
     return with_flash_attention(problem, flash_attention is not False)
 
 
