@@ -250,7 +250,9 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
         return False
     if plan.cp not in context_parallel_candidates(problem, options):
         return False
-    from optsearch.costmodel import distributed_optimizer_choices, overlap_grad_reduce_on, overlap_param_gather_on
+    from optsearch.costmodel import (
+        ddp_average_on, distributed_optimizer_choices, overlap_grad_reduce_on, overlap_param_gather_on,
+    )
 
     if plan.distributed_optimizer not in distributed_optimizer_choices(problem.job, plan.dp, plan.cp):
         return False
@@ -262,6 +264,8 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
     # --overlap-param-gather: the search's own setting (on for one-stage plans where it never loses)
     if plan.overlap_param_gather != overlap_param_gather_on(problem, plan.dp, plan.cp, v, plan.pp,
                                                             plan.distributed_optimizer):
+        return False
+    if plan.ddp_average_in_collective != ddp_average_on(problem, plan.dp, plan.cp):  # the search's own (8c)
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp, options)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):

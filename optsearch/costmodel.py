@@ -413,6 +413,15 @@ def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: 
             and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
 
 
+def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:
+    """The search's choice of Megatron's --ddp-average-in-collective (docs/cost-model.md 8c): on where the problem
+    prices it (Problem.ddp_average_in_collective: upstream Megatron-LM) and there is a data-parallel reduce to average
+    (dp x cp > 1). It only drops the 1 / (dp x cp) scale pass (grad_buffer_passes_s): never slower, no memory, so on
+    is optimal where it is valid (upstream refuses it only with --calculate-per-token-loss or GTP, which optsearch
+    never emits: arguments.py l. 1553, distributed_data_parallel.py l. 238-247)."""
+    return problem.ddp_average_in_collective and dp * cp > 1
+
+
 def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
     """The settings of the search space: both where dp x cp > 1 and the job leaves it open (unset), only on where
     the job sets it (true), only off where it forces it off (false) or dp x cp = 1 (nothing to shard)."""
@@ -550,7 +559,8 @@ def optimizer_s(problem: Problem, node_type: str, parameters: float, tp: int, dp
     per_gpu = parameters / tp / (dp * cp if distributed else 1)
     gpu = problem.gpu_of(node_type)
     return (per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
-            + grad_buffer_passes_s(problem, node_type, parameters / tp, dp * cp))
+            + grad_buffer_passes_s(problem, node_type, parameters / tp, dp * cp,
+                                   scaled=not problem.ddp_average_in_collective))
 
 
 # Megatron-LM's per-iteration passes over the gradient buffer (docs/cost-model.md section 8b), at upstream main
@@ -561,10 +571,15 @@ GRAD_BUFFER_NAN_CHECK_PASSES = 1  # check_grads: bucket.grad_data.norm(p=2) (--c
 GRAD_BUFFER_SCALE_PASSES = 2  # grad_data *= 1 / (dp x cp) before the reduce: a read and a write; skipped at dp x cp 1
 
 
-def grad_buffer_passes_s(problem: Problem, node_type: str, local_gradients: float, dp_cp: int) -> float:
-    """The gradient buffer's passes per iteration: local_gradients x (1 zero + 1 norm [+ 2 scale if dp x cp > 1]) x
-    gradient_bytes / HBM bandwidth."""
-    passes = GRAD_BUFFER_ZERO_PASSES + GRAD_BUFFER_NAN_CHECK_PASSES + (GRAD_BUFFER_SCALE_PASSES if dp_cp > 1 else 0)
+def grad_buffer_passes_s(problem: Problem, node_type: str, local_gradients: float, dp_cp: int,
+                         scaled: bool = True) -> float:
+    """The gradient buffer's passes per iteration: local_gradients x (1 zero + 1 norm [+ 2 scale if dp x cp > 1 and
+    scaled]) x gradient_bytes / HBM bandwidth. scaled = False: --ddp-average-in-collective sets the buffer's scaling
+    factor to 1 (distributed_data_parallel.py l. 271-273: the dense buffer; the experts' only at ep = 1, where
+    expt_dp_group.size() / dp_cp_group.size() = 1) and start_grad_sync skips a factor of 1 (param_and_grad_buffer.py
+    l. 664-667), the collective averaging instead (ReduceOp.AVG, l. 670-672; docs/cost-model.md 8c)."""
+    scale = GRAD_BUFFER_SCALE_PASSES if dp_cp > 1 and scaled else 0
+    passes = GRAD_BUFFER_ZERO_PASSES + GRAD_BUFFER_NAN_CHECK_PASSES + scale
     gpu = problem.gpu_of(node_type)
     return local_gradients * passes * gradient_bytes(problem.job) / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
 
@@ -907,7 +922,8 @@ def expert_optimizer_step_s(problem: Problem, node_type: str, expert_params: flo
     per_gpu = expert_params / (tp * ep) / (dp // ep if distributed else 1)
     gpu = problem.gpu_of(node_type)
     return (per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
-            + grad_buffer_passes_s(problem, node_type, expert_params / (tp * ep), dp))
+            + grad_buffer_passes_s(problem, node_type, expert_params / (tp * ep), dp,
+                                   scaled=not (problem.ddp_average_in_collective and ep == 1)))
 
 
 def ep_ranks_per_node(gpus_per_node: int, tp: int, ep: int, spans_nodes: bool) -> int:
@@ -1068,6 +1084,9 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         why = tp_comm_overlap_error(problem, plan)
         if why is not None:
             raise SpecError(f"plan: tp_comm_overlap: {why}")
+    if plan.ddp_average_in_collective != problem.ddp_average_in_collective:  # the plan's own setting prices (8c)
+        from dataclasses import replace as _replace
+        problem = _replace(problem, ddp_average_in_collective=plan.ddp_average_in_collective)
     model, tp, dp, mbs, pp = problem.model, plan.tp, plan.dp, plan.micro_batch_size, plan.pp
     cp, dist = plan.cp, plan.distributed_optimizer
     v = plan.virtual_stages

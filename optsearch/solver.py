@@ -34,7 +34,7 @@ from optsearch.candidates import (
     interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, overlap_param_gather_on, memory_capacity_bytes, stage_parameters,
+    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, overlap_param_gather_on, ddp_average_on, memory_capacity_bytes, stage_parameters,
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
@@ -462,7 +462,8 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
             out.append(replace(plan, dp=dp, micro_batch_size=b, distributed_optimizer=dist,
                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, plan.cp, plan.virtual_stages),
                                overlap_param_gather=overlap_param_gather_on(problem, dp, plan.cp, plan.virtual_stages,
-                                                                            plan.pp, dist)))
+                                                                            plan.pp, dist),
+                               ddp_average_in_collective=ddp_average_on(problem, dp, plan.cp)))
     return out
 
 

@@ -32,9 +32,9 @@ from test_solver import MAX_PLANS, _budget, assert_backends_equal_brute_force, i
 
 
 def _gather(problem):
-    """The problem with --overlap-grad-reduce on, the distributed optimizer open and --overlap-param-gather searched,
-    as engine_problem sets them for the megatron target."""
-    problem = replace(problem, overlap_grad_reduce=True, overlap_param_gather=True)
+    """The problem with --overlap-grad-reduce on, the distributed optimizer open, --overlap-param-gather searched and
+    --ddp-average-in-collective on, as engine_problem sets them for the megatron target."""
+    problem = replace(problem, overlap_grad_reduce=True, overlap_param_gather=True, ddp_average_in_collective=True)
     return replace(problem, job=problem.job.model_copy(update={"distributed_optimizer": None}))
 
 
@@ -107,6 +107,7 @@ def test_solve_turns_it_on_for_one_stage_and_equals_brute_force(solver):
     assert got.objective_value < without.objective_value
     args = megatron.megatron_args(problem, plan).args
     assert "--overlap-param-gather" in args and "--use-distributed-optimizer" in args
+    assert plan.ddp_average_in_collective and "--ddp-average-in-collective" in args
 
 
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -175,10 +176,12 @@ def test_bounds_lie_below_the_plans_with_the_gather_on():
 
 def test_upstream_accepts_the_gather_plan(upstream, monkeypatch):  # noqa: F811
     """With OPTSEARCH_MEGATRON_LM set: upstream's parse_args / validate_args take the solved plan's arguments,
-    --overlap-param-gather with --use-distributed-optimizer and --overlap-grad-reduce."""
+    --overlap-param-gather with --use-distributed-optimizer and --overlap-grad-reduce, and
+    --ddp-average-in-collective."""
     problem = _gather(_one_node_problem())
     plan = solve(problem, Budget(objective="time"), options=OPTIONS).plan
     assert plan.overlap_param_gather
     _check(upstream, monkeypatch, problem, plan)
     _, args, _, _ = _run_upstream(upstream, monkeypatch, problem, plan)
     assert args.overlap_param_gather and args.overlap_grad_reduce and args.use_distributed_optimizer
+    assert args.ddp_average_in_collective and not args.calculate_per_token_loss  # upstream's one rule against it

@@ -29,7 +29,7 @@ from optsearch.candidates import (
     type_sequence_allowed,
 )
 from optsearch.costmodel import (
-    Estimate, distributed_optimizer_choices, estimate, overlap_grad_reduce_on, overlap_param_gather_on,
+    Estimate, ddp_average_on, distributed_optimizer_choices, estimate, overlap_grad_reduce_on, overlap_param_gather_on,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
@@ -232,7 +232,8 @@ def solve_exhaustive(
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
                                 distributed_optimizer=dist, virtual_stages=v,
                                 overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v),
-                                overlap_param_gather=overlap_param_gather_on(problem, dp, cp, v, pp, dist))
+                                overlap_param_gather=overlap_param_gather_on(problem, dp, cp, v, pp, dist),
+                                ddp_average_in_collective=ddp_average_on(problem, dp, cp))
                     for variant in _param_gather_variants(plan):
                         priced += 1
                         found = _least_recompute(problem, variant, options)

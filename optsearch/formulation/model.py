@@ -41,6 +41,7 @@ from optsearch.costmodel import (  # --overlap-grad-reduce (section 7c)
     WEIGHT_BYTES_PER_PARAM, gradient_bytes, overlap_bucket_elements, overlap_grad_reduce_on, stage_forward_s,
 )
 from optsearch.costmodel import overlapped_grad_reduce_s, overlap_param_gather_on  # --overlap-param-gather (7f)
+from optsearch.costmodel import ddp_average_on  # --ddp-average-in-collective (8c)
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
@@ -90,7 +91,8 @@ def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
                 cp=cand.cp, distributed_optimizer=dist,
                 recompute_num_layers=recompute_num_layers, virtual_stages=cand.v,
                 overlap_grad_reduce=overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v),
-                overlap_param_gather=overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist))
+                overlap_param_gather=overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist),
+                ddp_average_in_collective=ddp_average_on(problem, cand.dp, cand.cp))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
