@@ -418,8 +418,9 @@ def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:
     prices it (Problem.ddp_average_in_collective: upstream Megatron-LM) and there is a data-parallel reduce to average
     (dp x cp > 1). It only drops the 1 / (dp x cp) scale pass (grad_buffer_passes_s): never slower, no memory, so on
     is optimal where it is valid (upstream refuses it only with --calculate-per-token-loss or GTP, which optsearch
-    never emits: arguments.py l. 1553, distributed_data_parallel.py l. 238-247)."""
-    return problem.ddp_average_in_collective and dp * cp > 1
+    never emits: arguments.py l. 1553, distributed_data_parallel.py l. 238-247). Never on an eager engine's profile
+    (section 6c: its optimizer step is priced apart)."""
+    return problem.ddp_average_in_collective and dp * cp > 1 and pipe_engine_of(problem) is None
 
 
 def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
