@@ -261,11 +261,12 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
     # tries both, costmodel.distributed_optimizer_settings; elsewhere on, which never loses)
     if plan.overlap_grad_reduce != overlap_grad_reduce_on(problem, plan.dp, plan.cp, v):
         return False
-    # --overlap-param-gather: the search's own setting (on for one-stage plans where it never loses)
-    if plan.overlap_param_gather != overlap_param_gather_on(problem, plan.dp, plan.cp, v, plan.pp,
-                                                            plan.distributed_optimizer):
+    # --overlap-param-gather and --ddp-average-in-collective: on only where the search may set them
+    # (costmodel.overlap_param_gather_on, ddp_average_on); off is in the space too (dominated, as brute force checks)
+    if plan.overlap_param_gather and not overlap_param_gather_on(problem, plan.dp, plan.cp, v, plan.pp,
+                                                                 plan.distributed_optimizer):
         return False
-    if plan.ddp_average_in_collective != ddp_average_on(problem, plan.dp, plan.cp):  # the search's own (8c)
+    if plan.ddp_average_in_collective and not ddp_average_on(problem, plan.dp, plan.cp):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp, options)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):
