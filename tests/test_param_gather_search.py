@@ -18,7 +18,7 @@ from optsearch import megatron
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import (
-    estimate, overlap_param_gather_on, overlapped_grad_reduce_s, param_gather_delay_main_s, param_gather_delay_s,
+    estimate, overlap_param_gather_on, param_gather_delay_main_s, param_gather_delay_s,
 )
 from optsearch.formulation.model import Candidate
 from optsearch.plan import Plan, Stage
