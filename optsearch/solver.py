@@ -876,6 +876,20 @@ def _budget_allowance(f) -> dict[str, float]:
     return out
 
 
+def _unrelax_budget_rows(f) -> None:
+    """Undo _relax_budget_rows before another backend re-checks the model: the rows get back their names and the
+    right-hand sides add_budgets gave them. The allowance is for CP-SAT's ticks; CBC, given it, returned a plan 10^-5
+    over a cost budget (the allowance plus CBC's tolerance) that no rounding cut could remove, and the re-check of a
+    model with no plan that meets the budget ended in "unknown" or a plan that breaks it (issue 14, round 10)."""
+    for i, con in enumerate(f.lm.constraints):
+        if con.name == "bud_time_cpsat":
+            rhs = f.budget.max_time_s * (1 + BUDGET_REL) / f.c.iterations
+            f.lm.constraints[i] = replace(con, name="bud_time", rhs=rhs)
+        elif con.name == "bud_cost_cpsat":
+            rhs = f.budget.max_cost_usd * (1 + BUDGET_REL) * SECONDS_PER_HOUR * PRICE_SCALE / f.c.iterations
+            f.lm.constraints[i] = replace(con, name="bud_cost", rhs=rhs)
+
+
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
     """Solve one candidate's model: (solution, (plan, estimate) or None, how many solves).
 
@@ -891,7 +905,9 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     solves = 0
     if isinstance(engine, CpSat):
         _relax_budget_rows(problem, f)
-    relaxed = _budget_allowance(f)  # also where CP-SAT relaxed the rows before another backend's re-check
+    else:  # a re-check of a model CP-SAT solved first: CBC solves it as built
+        _unrelax_budget_rows(f)
+    relaxed = _budget_allowance(f)
     while True:
         left = None if deadline is None else deadline - time.perf_counter()
         if solves and left is not None and left <= 0:  # out of time after a cut: this candidate stays open
@@ -913,7 +929,7 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
             ("time", budget.max_time_s, est.training_time_s, Lin.of((1.0, "T"))),
             ("cost", budget.max_cost_usd, est.cost_usd, cost_rate_expr(f) if budget.max_cost_usd else None))
             if limit is not None and limit * (1 + BUDGET_REL) < value
-            <= limit * (1 + BUDGET_REL) * (1 + max(CHECK_REL, relaxed.get(name, 0.0)))]
+            <= limit * (1 + BUDGET_REL) * (1 + relaxed.get(name, 0.0)) * (1 + CHECK_REL)]
         if over and solves > MAX_ROUNDING_CUTS and any(
                 value > limit * (1 + BUDGET_REL) * (1 + CHECK_REL) for limit, value in (
                     (budget.max_time_s, est.training_time_s), (budget.max_cost_usd, est.cost_usd)) if limit is not None):
@@ -926,7 +942,9 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
             # Below both the solver's value (CBC reports 8 digits, CP-SAT rounds) and the priced one, by more than
             # CBC's tolerance and CP-SAT's tick and far less than BUDGET_REL.
             at = min(sum(coef * sol.values[n] for n, coef in lin.terms.items()), per_iteration[name])
-            f.lm.add(f"round_{name}_{solves}", lin, "<=", at - max(1e-8 * abs(at), 1e-8),
+            # Named by the model's row count: a re-check by the other backend solves the same model again, and
+            # its cuts must not take the names of the first backend's (PuLP refuses a repeated name).
+            f.lm.add(f"round_{name}_{len(f.lm.constraints)}", lin, "<=", at - max(1e-8 * abs(at), 1e-8),
                      "time" if name == "time" else "rate")
 
 
