@@ -603,9 +603,13 @@ class _Tables:
                 comm += parts[-1]
             if self.hidden_marks is not None:
                 # max A >= the largest level at which the layouts within M with every hidden-reduce floor under it
-                # do not hold L layers (hidden_reduce_rows): the value below the least one that does
-                at = self._least_comm(Ms, self.hidden_marks, 2)
-                comm += np.maximum(self.hidden_marks[np.maximum(at - 1, 0)] - parts[0], 0.0)
+                # do not hold L layers (hidden_reduce_rows): the value below the least one that does. Searched only
+                # at the marks where the layouts do not hold them at C_A itself (elsewhere it cannot raise C_A).
+                caps = self.caps_of.at(Ms, parts[0], 2)
+                low = np.nonzero(_most_cover(self.groups, self.sup, caps, self.pp, self.deadline) < self.L)[0]
+                if len(low):
+                    at = self._least_comm(Ms[low], self.hidden_marks, 2)
+                    comm[low] += np.maximum(self.hidden_marks[np.maximum(at - 1, 0)] - parts[0][low], 0.0)
             self.comm[miss] = comm
             self.comm_o[miss] = parts[1]
         return self.comm[ix]
