@@ -71,7 +71,10 @@ def main() -> None:
         "model": args.model, "cluster": args.cluster, "objective": args.objective, "max_time_s": args.max_time_s,
         "max_cost_usd": args.max_cost_usd, "time_limit": args.time_limit, "gap_asked": args.gap,
         "cpu_clock": args.cpu_clock, "status": result.status, "objective_value": result.objective_value,
-        "bound": result.bound, "gap": result.gap, "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
+        "bound": result.bound, "gap": result.gap,
+        "training_time_s": result.estimate.training_time_s if result.estimate is not None else None,
+        "cost_usd": result.estimate.cost_usd if result.estimate is not None else None,
+        "cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
         "stats": result.stats, "load_before": load_before, "load_after": os.getloadavg(),
     }))
 

@@ -235,6 +235,8 @@ class _Caps:
         self.offsets = np.cumsum(blocks.stages) - blocks.stages
         self.position = blocks.row_position
         self.pp = pp
+        self.whole: np.ndarray | None = None  # [block stage, n] rest + X (hidden_reduce_rows), or None
+        self.hide: np.ndarray | None = None  # [block stage] max(1, s) rho: the hiding is at most this x M
 
     def at(self, Ms: np.ndarray, Cs: np.ndarray | None = None, which: int = 0) -> np.ndarray:
         """[block, M] -> cap; with Cs, also no stage's all-reduce (which=0) or optimizer step (1) above C (pairwise
@@ -244,7 +246,9 @@ class _Caps:
     def both(self, Ms: np.ndarray, Cs: np.ndarray | None = None, which: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """[block, M] -> cap, and [stage, M] -> the most layers stage s holds on any type (-1: on none)."""
         fit = self.times[:, :, None] <= Ms[None, None, :]
-        if Cs is not None:
+        if Cs is not None and which == 2:  # rest + max(0, X - max(1, s) rho M) <= C (hidden_reduce_rows)
+            fit &= self.whole[:, :, None] - self.hide[:, None, None] * Ms[None, None, :] <= Cs[None, None, :]
+        elif Cs is not None:
             fit &= self.comm[which][:, :, None] <= Cs[None, None, :]
         k = fit.sum(axis=1)  # allowed counts from lo that fit (both grow with n: a prefix)
         cap = np.add.reduceat(self.lows[:, None] + k - 1, self.offsets, axis=0)
@@ -493,6 +497,52 @@ def first_stage_reduce_s(f: Skeleton) -> np.ndarray | None:
     return np.maximum(out, 0.0) * (1 - 1e-12)
 
 
+HIDDEN_LEVELS = 256  # values of C tried (geometrically spaced) by the hidden-reduce floor's search (comm_at)
+
+
+def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.ndarray] | None:
+    """([block stage, n] whole, [block stage] hide), or None: a floor on every stage's exposed gradient reduce under
+    --overlap-grad-reduce (v = 1) at mark M, A_s >= whole - hide x M, whole = rest_s + X_s (round 10b, timeb2).
+
+    The cost model (section 7c, exposed_grad_reduce_s) prices A_s = rest_s + max(0, X_s - sum_{j<s} W_j) for s > 0 and
+    A_0 = rest_0 + max(X_0 / n_b, X_0 - W_0 (n_b - 1) / n_b) >= rest_0 + X_0 - W_0, with rest_s, X_s as in
+    first_stage_reduce_s (with --overlap-param-gather the gather is out of A and its delay >= 0 is left out) and
+    W_j = max(0, compute_j - F_j) <= rho compute_j <= rho T, T = max_j t_j the plan's slowest stage: rho is the largest
+    share of a step that is not its forward (layers in every mode and block recomputation's, the embedding, the head:
+    W_j is a sum of such parts, each at most rho x its step). So A_s >= rest_s + max(0, X_s - h_s rho T), h_s =
+    max(1, s). A plan at mark M' (its stages' t_lb at most M' <= T) has iteration (m - 1) T + sum t + max A + E + max O;
+    with T = M' + d and max A >= floor_s(M') - h_s rho d (floor_s(M) = rest_s + max(0, X_s - h_s rho M)), the
+    iteration is at least its value with T = M' and A = floor(M') whenever m - 1 >= h_s rho for every s, which is
+    checked here (None otherwise). So max A >= the least C such that the layouts at M' with every floor_s(M') <= C
+    hold L layers: comm_at's C_A(M) takes the larger of that and its own. floor_s(M) falls as M grows and the layouts
+    allowed grow, so the value at the largest mark is still a floor at every mark. Where the overlap is off (X = 0 in
+    the cost model), None: C_A's rows already hold the whole reduce."""
+    c, pp = f.c, f.cand.pp
+    if c.grad_overlap_share <= 0 or c.virtual_stages > 1 or not c.forward_layer_s:
+        return None
+    rho = 0.0
+    for g in range(len(f.cand.uses)):
+        steps = [c.step_s[g][r][0] for r in range(len(c.modes))]
+        if f.block is not None:
+            steps += [f.block.step_none_s[g][0], f.block.step_full_s[g][0]]
+        parts = [(x, c.forward_layer_s[g]) for x in steps] + [(c.embedding_s[g], c.forward_embedding_s[g]),
+                                                              (c.head_s[g], c.forward_head_s[g])]
+        rho = max([rho] + [1.0 - fw / x for x, fw in parts if x > 0])
+    rho = min(1.0, rho * (1 + 1e-9))
+    if c.m - 1 < (pp - 1 if pp > 1 else 1) * rho:
+        return None
+    rg = np.repeat(blocks.g, blocks.stages)
+    rs = blocks.row_position
+    counts = blocks.rows.shape[1]
+    params = np.arange(counts)[None, :] * c.layer_params[0] + np.array(c.fixed_params)[rs][:, None]  # [row, n]
+    floor = np.array(c.allreduce_floor_s_per_param)[rg][:, None]
+    alpha = np.array(c.allreduce_s_per_param)[rg][:, None] * c.grad_overlap_share
+    experts = np.array([c.layer_allreduce_s(g, 0) for g in range(len(f.cand.uses))])[rg][:, None]
+    whole = (floor + alpha) * params + experts * np.arange(counts)[None, :]
+    hide = np.maximum(rs, 1) * rho
+    return whole * (1 - 1e-12), hide
+
+
 class _Tables:
     """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
     same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
@@ -504,6 +554,13 @@ class _Tables:
         self.blocks = _blocks(f)
         self.groups = _groups(self.blocks, pp)
         self.caps_of = _Caps(self.blocks, pp)
+        hidden = hidden_reduce_rows(f, self.blocks)
+        self.hidden_marks = None  # the values of C the hidden-reduce floor's search tries (comm_at), or None
+        if hidden is not None and len(self.blocks):
+            self.caps_of.whole, self.caps_of.hide = hidden
+            top = float(np.nanmax(np.where(np.isnan(self.blocks.rows), np.nan, hidden[0]), initial=0.0))
+            if top > 0:
+                self.hidden_marks = np.concatenate([[0.0], np.geomspace(top * 1e-4, top, HIDDEN_LEVELS)])
         self.sup = _supply(f)
         allowed = ~np.isnan(self.blocks.rows)
         self.marks = np.unique(self.blocks.rows[allowed])
@@ -544,6 +601,15 @@ class _Tables:
             for which, cm in enumerate(self.comm_marks):
                 parts.append(cm[self._least_comm(Ms, cm, which)])
                 comm += parts[-1]
+            if self.hidden_marks is not None:
+                # max A >= the largest level at which the layouts within M with every hidden-reduce floor under it
+                # do not hold L layers (hidden_reduce_rows): the value below the least one that does. Searched only
+                # at the marks where the layouts do not hold them at C_A itself (elsewhere it cannot raise C_A).
+                caps = self.caps_of.at(Ms, parts[0], 2)
+                low = np.nonzero(_most_cover(self.groups, self.sup, caps, self.pp, self.deadline) < self.L)[0]
+                if len(low):
+                    at = self._least_comm(Ms[low], self.hidden_marks, 2)
+                    comm[low] += np.maximum(self.hidden_marks[np.maximum(at - 1, 0)] - parts[0][low], 0.0)
             self.comm[miss] = comm
             self.comm_o[miss] = parts[1]
         return self.comm[ix]
