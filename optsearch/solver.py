@@ -124,6 +124,8 @@ class Memo:
     inflight: dict[tuple[int, ...], object] = field(default_factory=dict)  # inflight.InFlightTables per candidate
     # _candidates' lists by (budget, slower_than_s, settings), the last CANDIDATE_LISTS_KEPT of them (fastpath)
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
+    # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
+    uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -677,11 +679,17 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
             for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
-                uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
+                # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they
+                # were a fifth of a later list's build, GPT-3 13B on mixed-pool-8k)
+                known = memo.uses_by_degree.get((tp, dp, mbs, cp))
+                if known is None:
+                    uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
+                    both = bool(uses) and len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
+                        distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
+                    known = memo.uses_by_degree[(tp, dp, mbs, cp)] = (uses, both)
+                uses, both = known
                 if not uses:
                     continue
-                both = len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
-                    distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
                 dists = (None, False) if both else (None,)
                 if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
                     dists = (None,) if settings == DEFAULT else (False,) if both else ()
