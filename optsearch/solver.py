@@ -122,6 +122,10 @@ class Memo:
     cheap_by_pp: dict[tuple[int, ...], tuple] = field(default_factory=dict)  # (tp, dp, b, ep, cp) -> cheap_bounds
     calls: dict[tuple, float] = field(default_factory=dict)  # memoized per-layer cost-model calls (bounds._calls)
     inflight: dict[tuple[int, ...], object] = field(default_factory=dict)  # inflight.InFlightTables per candidate
+    # _candidates' lists by (budget, slower_than_s, settings), the last CANDIDATE_LISTS_KEPT of them (fastpath)
+    candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
+    # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
+    uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -615,6 +619,7 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
 
 
 ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every candidate, or one optimizer setting's
+CANDIDATE_LISTS_KEPT = 4  # _candidates' lists kept per memo (Memo.candidate_lists)
 
 
 def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings: str = ALL
@@ -627,14 +632,27 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings
     Memo.cheap_bound and _bounded, which tests/test_cheap_bounds.py checks).
     Python's cyclic garbage collector is paused while the list is built (issue 14, item 3: first plans): the list's
     objects hold no cycles, and the full collections that 63,030 new candidates triggered (GPT-3 175B, mixed-pool-8k,
-    megatron target) each walked every live object, about 0.2 s of its 1.2 s of CPU. The values are the same."""
+    megatron target) each walked every live object, about 0.2 s of its 1.2 s of CPU. The values are the same.
+    A list is kept on the memo (Memo.candidate_lists, the last CANDIDATE_LISTS_KEPT) and a call with the same budget,
+    slower_than_s and settings gets a copy of it: a budget search builds the seed budget's list up to twice on each
+    memo (the early seeds and the seed search's cp = 1, v = 1 part; the descent and the seed search's whole space).
+    The list depends only on those, the memo's problem and options, and the memo's budget-free tables (terms and cheap
+    bounds, themselves kept), so the copy equals a fresh build candidate by candidate (tests/test_fastpath.py)."""
+    key = (tuple(sorted(budget.model_dump().items())), slower_than_s, settings)
+    kept = memo.candidate_lists.get(key)
+    if kept is not None:  # the same inputs: the same list (_build_candidates reads only these and memo's tables)
+        return list(kept[0]), kept[1]
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _build_candidates(memo, budget, slower_than_s, settings)
+        built = _build_candidates(memo, budget, slower_than_s, settings)
     finally:
         if paused:
             gc.enable()
+    memo.candidate_lists[key] = built
+    while len(memo.candidate_lists) > CANDIDATE_LISTS_KEPT:  # a what-if sweep's memo sees many budgets: oldest out
+        del memo.candidate_lists[next(iter(memo.candidate_lists))]
+    return list(built[0]), built[1]
 
 
 def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings: str = ALL
@@ -661,11 +679,17 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
             for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
-                uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
+                # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they
+                # were a fifth of a later list's build, GPT-3 13B on mixed-pool-8k)
+                known = memo.uses_by_degree.get((tp, dp, mbs, cp))
+                if known is None:
+                    uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
+                    both = bool(uses) and len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
+                        distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
+                    known = memo.uses_by_degree[(tp, dp, mbs, cp)] = (uses, both)
+                uses, both = known
                 if not uses:
                     continue
-                both = len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
-                    distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
                 dists = (None, False) if both else (None,)
                 if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
                     dists = (None,) if settings == DEFAULT else (False,) if both else ()

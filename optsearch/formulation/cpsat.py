@@ -21,10 +21,32 @@ TIME_TICKS_MAX = 10**10  # the largest time variable's range in ticks
 INT_ROOM = 2**62  # CP-SAT rejects a row whose sum of |coef| x |bound| may leave int64: keep a factor 2 spare
 
 
+_TICKS_LAST: list = []  # [model, its variables, rows and objective terms then, ticks_per_s]: the last model's value
+
+
 def ticks_per_s(model: LinearModel) -> int:
     """A power of ten such that the largest time variable's upper bound spans about TIME_TICKS_MAX ticks, lowered
     until every time and rate row, and the objective, stays within INT_ROOM at its extremes. Each of those grows in
-    proportion to the tick; a cost row over many blocks (256 nodes of each of four types) went past 2^63 at 10^10."""
+    proportion to the tick; a cost row over many blocks (256 nodes of each of four types) went past 2^63 at 10^10.
+
+    The last model's value is kept (fastpath): one candidate's model is asked up to five times in a row (the budget
+    rows' allowance, the solve, the point's check, solver._check), each a pass over every row. It is reused only while
+    the model holds the same variables, the same rows and the same objective terms (lists compared element by element,
+    by identity first, then by value), so a row added (a cut, an incumbent's row) or replaced (the relaxed budget
+    rows) computes it again. Rows are taken as fixed once added (Constraint is frozen; LinearModel.add folds the
+    expression's constant into the right-hand side then): a row whose Lin is changed in place afterwards would not be
+    seen, and nothing does that after the model is built (formulation.model._amend edits rows while building)."""
+    variables, rows, objective = list(model.variables.values()), list(model.constraints), dict(model.objective.terms)
+    last = _TICKS_LAST
+    if last and last[0] is model and last[1] == variables and last[2] == rows and last[3] == objective:
+        return last[4]
+    value = _ticks_per_s(model)
+    last[:] = [model, variables, rows, objective, value]
+    return value
+
+
+def _ticks_per_s(model: LinearModel) -> int:
+    """ticks_per_s's computation, uncached."""
     upper = max((v.ub for v in model.variables.values() if v.kind == "time"), default=1.0)
     exponent = max(3, min(13, math.floor(math.log10(TIME_TICKS_MAX / max(upper, 1e-12)))))
     spans = [_span_s(model, con.lin.terms, con.rhs) for con in model.constraints
