@@ -1,0 +1,167 @@
+"""Post-merge audit of round 10 (docs/solver.md "Round 10 after the merge: the seams, audited"): the seams between
+timeb (stage 0's reduce and the tied embedding in the positional bound), lazyoff (the distributed-optimizer-off
+candidates built after the first plan, solver.LAZY_OFF / _with_off) and costside (the climb's skip,
+solver._refined_at_least), written in parallel, none seeing the others.
+
+The checks are functions, so that bench/audit_round10.py can run them over many seeds; the tests here run a few:
+  * check_solve: both backends against brute force (both optimizer settings in the space) under edge budgets (none;
+    B and D at plans' exact values, just inside BUDGET_REL and just below the least value; an off plan's time and
+    cost; a rent and a GPU limit), on each path by which the off candidates join: after the seeds' first plan (no
+    limit), under a time limit (seed search, early seeds, descent, climb shares), in the loop at once with no seeds
+    (OFF_WAIT_S 0, QUICK_SEEDS 0), and with the climb's skip off (the same values);
+  * the climb's skip (tests/test_climb_refined.check_skip) and timeb's floors
+    (tests/test_positional_first_reduce._least_ratio) on memory-tight and off-heavy instances, which those files'
+    own tests do not draw (their instances are test_audit_dist_bounds.random_instance's).
+A check that fails on a broken version: the off candidates never joining (_with_off adds nothing)."""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import replace
+from unittest import mock
+
+import pytest
+
+from optsearch import solver as solver_module
+from optsearch.baselines.exhaustive import solve_exhaustive
+from optsearch.costmodel import distributed_optimizer_on
+from optsearch.spec.budget import Budget
+
+from test_audit_dist_bounds import (
+    MAX_PLANS, check_plan_honest, off_heavy_instance, random_instance, small, space_plans,
+)
+
+
+def tight_instance(seed: int):
+    """random_instance with 2.5-6 GiB GPUs and 4-8k sequences: memory-tight (recomputation, and the optimizer
+    setting's memory, decide which plans fit; some instances have no plan at all)."""
+    from optsearch.problem import Problem, with_flash_attention
+    from optsearch.profile import AnalyticProfile
+
+    problem, options = random_instance(seed)
+    rng = random.Random(20_000 + seed)
+    gpus = [g.model_copy(update={"memory_gib": rng.choice([2.5, 3.0, 4.0, 6.0])}) for g in problem.cluster.gpus]
+    model = problem.model.model_copy(update={"seq_length": rng.choice([4096, 8192])})
+    cluster = problem.cluster.model_copy(update={"gpus": gpus})
+    by_name = {g.name: g for g in gpus}
+    out = Problem(model=model, cluster=cluster, job=problem.job, gpus=by_name,
+                  profile=AnalyticProfile(model=model, gpus=by_name), overlap_grad_reduce=True)
+    if problem.flash_attention:
+        out = with_flash_attention(out, True)
+    return replace(out, **{k: getattr(problem, k) for k in ("overlap_param_gather", "ddp_average_in_collective")
+                           if hasattr(problem, k)}), options
+
+
+def solve_budgets(priced: list, rng: random.Random) -> list[Budget]:
+    """Edge budgets: none; B at the fastest plan's cost, at the cheapest's cost, within BUDGET_REL below it (brute
+    force counts the plan as meeting it) and 1e-4 below it (infeasible); D the same way at the fastest plan's time
+    and at the cheapest's; an off plan's exact time and cost (where one exists); a random plan's rent and GPUs."""
+    out = [Budget(objective="cost"), Budget(objective="time")]
+    if not priced:
+        return out
+    ests = [e for _, _, e in priced]
+    fastest = min(ests, key=lambda e: e.training_time_s)
+    cheapest = min(ests, key=lambda e: e.cost_usd)
+    out += [Budget(objective="time", max_cost_usd=fastest.cost_usd),
+            Budget(objective="time", max_cost_usd=cheapest.cost_usd),
+            Budget(objective="time", max_cost_usd=cheapest.cost_usd * (1 - 1e-4)),
+            Budget(objective="cost", max_time_s=cheapest.training_time_s),
+            Budget(objective="cost", max_time_s=fastest.training_time_s),
+            Budget(objective="cost", max_time_s=fastest.training_time_s * (1 - 1e-4)),
+            Budget(objective="time", max_cost_usd=cheapest.cost_usd * (1 - 5e-7)),
+            Budget(objective="cost", max_time_s=fastest.training_time_s * (1 - 5e-7))]
+    off = [e for _, p, e in priced if not p.distributed_optimizer]
+    if off:
+        pick = rng.choice(off)
+        out += [Budget(objective="time", max_cost_usd=pick.cost_usd),
+                Budget(objective="cost", max_time_s=pick.training_time_s)]
+    pick = rng.choice(priced)
+    out += [Budget(objective=rng.choice(["cost", "time"]), max_usd_per_hour=pick[2].usd_per_hour),
+            Budget(objective=rng.choice(["cost", "time"]), max_gpus=pick[1].num_gpus)]
+    return out
+
+
+# solve's paths: (module settings, time limit)
+PATHS = {
+    "default": ({}, None),  # the off candidates join after the seeds' first plan
+    "limit": ({}, 60.0),  # seed search, early seeds and descent, climbs with their shares
+    "join-at-once": ({"OFF_WAIT_S": 0.0, "QUICK_SEEDS": 0}, None),  # in the loop, before any plan
+    "no-skip": ({"CLIMB_REFINED": False}, 60.0),  # the climb without costside's skip
+}
+
+
+def check_solve(problem, options, seed: int, paths=tuple(PATHS), solvers=("cbc", "cpsat")) -> dict:
+    """Every path's answer on both backends equals brute force's (status, value), and every plan is honest
+    (check_plan_honest: in the space, fits, meets the budget, priced as reported, launch flags as the plan says)."""
+    rng = random.Random(seed)
+    priced = list(space_plans(problem, options))
+    stats = {"plans": len(priced), "budgets": 0, "solves": 0, "infeasible": 0, "off_optima": 0}  # off_optima: an
+    # off candidate's (dist False where the search's default is on, the ones lazyoff builds late)
+    for budget in solve_budgets(priced, rng):
+        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+        stats["budgets"] += 1
+        stats["infeasible"] += truth.status == "infeasible"
+        stats["off_optima"] += truth.status == "optimal" and truth.plan.distributed_optimizer is False and \
+            distributed_optimizer_on(problem.job, truth.plan.dp, truth.plan.cp)
+        for path in paths:
+            patches, limit = PATHS[path]
+            for name in solvers:
+                with mock.patch.multiple(solver_module, **patches) if patches else _Nothing():
+                    got = solver_module.solve(problem, budget, solver=name, options=options, time_limit_s=limit)
+                stats["solves"] += 1
+                where = (path, name, budget, truth.status, truth.objective_value, got.status, got.message)
+                if truth.status == "infeasible":
+                    assert got.status == "infeasible", where
+                    continue
+                assert truth.status == "optimal" and got.status == "optimal", where
+                check_plan_honest(problem, options, budget, got.plan, got.objective_value)
+                assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6), where
+    return stats
+
+
+class _Nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+# off-heavy 2: 15 plans, an off candidate's plan the optimum under 12 of its 14 budgets; tight 1: 10 plans on 2.5-6
+# GiB GPUs at seq 4096-8192 (most plans do not fit)
+SOLVE_CASES = ((off_heavy_instance, 2, ("default", "join-at-once")), (tight_instance, 1, ("default",)))
+
+
+@pytest.mark.parametrize("instance, seed, paths", SOLVE_CASES)
+def test_every_join_path_equals_brute_force_at_edge_budgets(instance, seed, paths):
+    problem, options = instance(seed)
+    assert small(problem, options)
+    stats = check_solve(problem, options, seed, paths)
+    assert stats["infeasible"] > 0 and stats["solves"] >= 28  # the budgets below the least value are infeasible
+    assert stats["off_optima"] > 0 or instance is tight_instance  # lazyoff's candidates hold optima
+
+
+def test_the_check_fails_when_the_off_candidates_never_join():
+    """A lazy path that never builds the off candidates (_with_off adding nothing) answers above brute force, or
+    'infeasible' where only off plans meet the budget: check_solve fails on it (off-heavy seed 2, the default path)."""
+    problem, options = off_heavy_instance(2)
+    with mock.patch.object(solver_module, "_with_off", lambda memo, budget, slower, bounded: (bounded, [], 0)), \
+            pytest.raises(AssertionError):
+        check_solve(problem, options, 2, ("default",), ("cpsat",))
+
+
+@pytest.mark.parametrize("instance, seed", [(off_heavy_instance, 2), (off_heavy_instance, 1), (tight_instance, 1),
+                                            (tight_instance, 12)])
+def test_the_skip_and_the_floors_hold_on_off_heavy_and_memory_tight_instances(instance, seed):
+    """costside's skip (check_skip: _refined_at_least is False at every v = 1 candidate's best plan under each edge
+    budget) and timeb's floors (_least_ratio: every v = 1 plan at or above its candidate's positional bound), with
+    off candidates (off-heavy) and where memory decides (tight), which their own tests' instances do not draw."""
+    from test_climb_refined import check_skip
+    from test_positional_first_reduce import _least_ratio
+
+    problem, options = instance(seed)
+    stats = check_skip(problem, options, seed)
+    assert stats["checked"] > 100 and stats["skipped"] > 0
+    least, raised = _least_ratio(problem, options)
+    assert least >= 1 - 1e-9 and raised > 0
