@@ -20,123 +20,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import random
 import sys
 import time
 import traceback
-from dataclasses import replace
 from pathlib import Path
-from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from optsearch import solver as solver_module  # noqa: E402
-from optsearch.baselines.exhaustive import solve_exhaustive  # noqa: E402
-from optsearch.search import budget_violations, objective_value  # noqa: E402
-from optsearch.spec.budget import Budget  # noqa: E402
-
-from test_audit_dist_bounds import (  # noqa: E402
-    MAX_PLANS, check_bounds, check_plan_honest, off_heavy_instance, random_instance, small, space_plans,
-)
-
-
-def tight_instance(seed: int):
-    """random_instance with small GPUs and long sequences (memory-tight: recomputation and off/on memory matter)."""
-    problem, options = random_instance(seed)
-    rng = random.Random(20_000 + seed)
-    gpus = [g.model_copy(update={"memory_gib": rng.choice([2.5, 3.0, 4.0, 6.0])}) for g in problem.cluster.gpus]
-    model = problem.model.model_copy(update={"seq_length": rng.choice([4096, 8192])})
-    from optsearch.problem import Problem, with_flash_attention
-    from optsearch.profile import AnalyticProfile
-
-    cluster = problem.cluster.model_copy(update={"gpus": gpus})
-    by_name = {g.name: g for g in gpus}
-    out = Problem(model=model, cluster=cluster, job=problem.job, gpus=by_name,
-                  profile=AnalyticProfile(model=model, gpus=by_name), overlap_grad_reduce=True)
-    if problem.flash_attention:
-        out = with_flash_attention(out, True)
-    return out, options
-
+from test_audit_dist_bounds import check_bounds, off_heavy_instance, random_instance, small  # noqa: E402
+from test_audit_round10 import PATHS, check_solve, solve_budgets, tight_instance  # noqa: E402,F401
 
 KINDS = {"random": random_instance, "offheavy": off_heavy_instance, "tight": tight_instance}
-
-
-def solve_budgets(priced: list, rng: random.Random) -> list[Budget]:
-    """Edge budgets: none; B at the fastest plan's cost, at the cheapest's cost and just below it (infeasible); D at
-    the cheapest plan's time, at the fastest's and just below it; an off plan's exact time and cost (where one
-    exists); a random plan's rent and GPU count."""
-    out = [Budget(objective="cost"), Budget(objective="time")]
-    if not priced:
-        return out
-    ests = [e for _, _, e in priced]
-    fastest = min(ests, key=lambda e: e.training_time_s)
-    cheapest = min(ests, key=lambda e: e.cost_usd)
-    out += [Budget(objective="time", max_cost_usd=fastest.cost_usd),
-            Budget(objective="time", max_cost_usd=cheapest.cost_usd),
-            Budget(objective="time", max_cost_usd=cheapest.cost_usd * (1 - 1e-4)),
-            Budget(objective="cost", max_time_s=cheapest.training_time_s),
-            Budget(objective="cost", max_time_s=fastest.training_time_s),
-            Budget(objective="cost", max_time_s=fastest.training_time_s * (1 - 1e-4)),
-            # within BUDGET_REL (1e-6) below a plan's value: brute force counts the plan as meeting it
-            Budget(objective="time", max_cost_usd=cheapest.cost_usd * (1 - 5e-7)),
-            Budget(objective="cost", max_time_s=fastest.training_time_s * (1 - 5e-7))]
-    off = [e for _, p, e in priced if not p.distributed_optimizer]
-    if off:
-        pick = rng.choice(off)
-        out += [Budget(objective="time", max_cost_usd=pick.cost_usd),
-                Budget(objective="cost", max_time_s=pick.training_time_s)]
-    pick = rng.choice(priced)
-    out += [Budget(objective=rng.choice(["cost", "time"]), max_usd_per_hour=pick[2].usd_per_hour),
-            Budget(objective=rng.choice(["cost", "time"]), max_gpus=pick[1].num_gpus)]
-    return out
-
-
-PATHS = {
-    "default": ({}, None),
-    "limit": ({}, 60.0),
-    "join-at-once": ({"OFF_WAIT_S": 0.0, "QUICK_SEEDS": 0}, None),
-    "no-skip": ({"CLIMB_REFINED": False}, 60.0),
-}
-
-
-def check_solve(problem, options, seed: int, paths=tuple(PATHS), solvers=("cbc", "cpsat")) -> dict:
-    rng = random.Random(seed)
-    priced = list(space_plans(problem, options))
-    stats = {"plans": len(priced), "budgets": 0, "solves": 0, "infeasible": 0, "off_optima": 0, "cpu_s": 0.0}
-    began = time.process_time()
-    for budget in solve_budgets(priced, rng):
-        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
-        stats["budgets"] += 1
-        stats["infeasible"] += truth.status == "infeasible"
-        stats["off_optima"] += truth.status == "optimal" and truth.plan.distributed_optimizer is False
-        for path in paths:
-            patches, limit = PATHS[path]
-            for name in solvers:
-                with mock.patch.multiple(solver_module, **patches) if patches else _null():
-                    got = solve(problem, budget, solver=name, options=options, time_limit_s=limit)
-                stats["solves"] += 1
-                where = (path, name, budget, truth.status, truth.objective_value, got.status, got.message)
-                if truth.status == "infeasible":
-                    assert got.status == "infeasible", where
-                    continue
-                assert truth.status == "optimal" and got.status == "optimal", where
-                check_plan_honest(problem, options, budget, got.plan, got.objective_value)
-                assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6), where
-    stats["cpu_s"] = round(time.process_time() - began, 2)
-    return stats
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *a):
-        return False
-
-
-def solve(*args, **kwargs):
-    return solver_module.solve(*args, **kwargs)
 
 
 def check_skip_all(problem, options, seed):
