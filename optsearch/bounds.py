@@ -91,10 +91,22 @@ class DegreeTerms:
     alpha_full: tuple[float, ...] = ()  # [g]; empty when the overlap is off
     alpha_full_min: float = 0.0
     distributed_optimizer: bool | None = None  # the setting these terms are at (degree_terms' dist)
+    # --overlap-param-gather searched (Problem.overlap_param_gather): alpha above is the floor of every pp (0, the
+    # pp = 1 one) and these are the floor of pp > 1 candidates, where the gather is off (grad_overlap_floor's pp).
+    alpha_multi: tuple[float, ...] = ()  # [g]; empty when it equals alpha
+    alpha_multi_min: float = 0.0
 
     def all_params(self, pp: int) -> float:
         """P_total: every layer, the embedding and the head (with the tied copy when pp > 1)."""
         return self.layer_params + self.ends_params[pp > 1]
+
+    def alpha_at(self, pp: int) -> tuple[float, ...]:
+        """alpha of the candidates with pp stages (alpha_multi where pp > 1 and it is kept, else alpha)."""
+        return self.alpha_multi if pp > 1 and self.alpha_multi else self.alpha
+
+    def alpha_min_at(self, pp: int) -> float:
+        """min_g alpha_at(pp)."""
+        return self.alpha_multi_min if pp > 1 and self.alpha_multi else self.alpha_min
 
 
 def _calls(cache: dict | None):
@@ -141,12 +153,17 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache, dist) for g in names]
     alpha = tuple(gradient_sync_s(problem, u.name, 1.0, tp, dp, w > u.node.gpus_per_node, cp, dist) for u in uses)
     alpha_full: tuple[float, ...] = ()
+    alpha_multi: tuple[float, ...] = ()
     if problem.overlap_grad_reduce:  # --overlap-grad-reduce may hide the reduce: only its exposed floor (section 7c)
         alpha_full, alpha = alpha, grad_overlap_floor(problem, dist, alpha)
+        if problem.overlap_param_gather and dist:  # the floor at pp > 1 (no gather there, 7f); alpha: every pp's
+            alpha_multi = grad_overlap_floor(problem, dist, alpha_full, pp=2)
     beta = tuple(optimizer_s(problem, g, 1.0, tp, dp, cp, dist) for g in names)
     if model.is_moe:
         if alpha_full:
             alpha_full = moe_rates(problem, uses, tp, dp, ep, alpha_full, beta, state, dist)[0]
+        if alpha_multi:
+            alpha_multi = moe_rates(problem, uses, tp, dp, ep, alpha_multi, beta, state, dist)[0]
         alpha, beta, state = moe_rates(problem, uses, tp, dp, ep, alpha, beta, state, dist)
     model_terms = cache.get(("model_terms",)) if cache is not None else None
     if model_terms is None:  # the model's own (no degree): one computation per problem, the same values
@@ -188,15 +205,22 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
         alpha_full=alpha_full,
         alpha_full_min=min(alpha_full) if alpha_full else 0.0,
         distributed_optimizer=dist,
+        alpha_multi=alpha_multi,
+        alpha_multi_min=min(alpha_multi) if alpha_multi else 0.0,
     )
 
 
-def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, ...]) -> tuple[float, ...]:
+def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, ...], pp: int | None = None
+                       ) -> tuple[float, ...]:
     """alpha with --overlap-grad-reduce (costmodel section 7c): the overlapped collective (the all-reduce, or the
     distributed optimizer's reduce-scatter, g of its g + 2 bytes) may be hidden by the backward, so only the rest
     (the parameter all-gather) is a floor on A: 0, or alpha x 2 / (g + 2). Applied to every candidate of a problem
-    with the overlap on (also where overlap_grad_reduce_on is off for it: lower, still valid)."""
-    if not distributed:
+    with the overlap on (also where overlap_grad_reduce_on is off for it: lower, still valid). With
+    --overlap-param-gather in the search (Problem.overlap_param_gather; costmodel.overlap_param_gather_on turns it on
+    for one-stage plans) the all-gather's delay may be as small as the gather / its buckets: 0 for candidates of
+    pp = 1 and for a set of candidates of any pp (pp None: the least floor over them); candidates with pp > 1 keep
+    the gather exposed after the step (the search leaves the flag off there), so theirs is the floor above."""
+    if not distributed or (problem.overlap_param_gather and (pp is None or pp == 1)):
         return tuple(0.0 for _ in alpha)
     g = gradient_bytes(problem.job)
     return tuple(a * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for a in alpha)
@@ -544,7 +568,8 @@ def _composition_bound(problem: Problem, d: DegreeTerms, pp: int, counts: tuple[
     total = min(d.layer_work_s[g] for g in present) + ends + 2 * (pp - 1) * send_min
     # Every stage of g has A >= alpha_g x its parameters, and every stage holds at least P_stage_min of them.
     least = d.least_stage_params[min(pp, 3) - 1]
-    comm = (max(min(d.alpha[g] for g in present) * all_params / pp, max(d.alpha[g] for g in present) * least)
+    alpha = d.alpha_at(pp)  # the floor of pp (--overlap-param-gather: 0 at pp = 1 only)
+    comm = (max(min(alpha[g] for g in present) * all_params / pp, max(alpha[g] for g in present) * least)
             + max(min(d.beta[g] for g in present) * all_params / pp, max(d.beta[g] for g in present) * least))
     pipeline = max((d.m - 1) * total / pp + total, _pipeline_s(d, pp, counts, send_min, L) + ends,
                    (d.m - 1) * slowest_s + total)
@@ -768,7 +793,7 @@ def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps
     ends = least(d.emb_s) + least(d.head_s)
     total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
     small = d.least_stage_params[min(pp, 3) - 1]
-    comm = (np.maximum(least(d.alpha) * all_params / pp, most(d.alpha) * small)
+    comm = (np.maximum(least(d.alpha_at(pp)) * all_params / pp, most(d.alpha_at(pp)) * small)
             + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
     pipeline = np.maximum(np.maximum((d.m - 1) * total / pp + total, _pipelines_at_once(d, pp, counts, send_min, L)
                                      + ends), (d.m - 1) * slowest_s + total)
@@ -880,7 +905,7 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
         fastest[g] = min(left, d.slots[g])
         left -= fastest[g]
     total = d.layer_work_min_s + d.end_work_min_s + 2 * (pp - 1) * d.send_min_s
-    comm = (d.alpha_min + d.beta_min) * all_params / pp
+    comm = (d.alpha_min_at(pp) + d.beta_min) * all_params / pp
     pipeline = (d.m - 1) * total / pp + total
     slowest = slowest_floor(d, L, np.array([pp]))  # node supply (issue 14, item 3); cheap_bounds' operations
     if not np.isfinite(slowest[0]):
@@ -1002,7 +1027,7 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     hold, enough = _best_slots_by_pp(tuple(float(n) for n in d.max_layers_per_stage), d.slots, pps, largest=True)
     ok &= enough & ~(hold < L)
     total = d.layer_work_min_s + d.end_work_min_s + 2 * (pps - 1) * d.send_min_s
-    comm = (d.alpha_min + d.beta_min) * all_params / pps
+    comm = (np.where(pps > 1, d.alpha_min_at(2), d.alpha_min) + d.beta_min) * all_params / pps  # alpha_min_at(pp)
     pipeline = (d.m - 1) * total / pps + total
     slowest = slowest_floor(d, L, pps)  # node supply (issue 14, item 3)
     ok &= np.isfinite(slowest)

@@ -250,7 +250,9 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
         return False
     if plan.cp not in context_parallel_candidates(problem, options):
         return False
-    from optsearch.costmodel import distributed_optimizer_choices, overlap_grad_reduce_on
+    from optsearch.costmodel import (
+        ddp_average_on, distributed_optimizer_choices, overlap_grad_reduce_on, overlap_param_gather_on,
+    )
 
     if plan.distributed_optimizer not in distributed_optimizer_choices(problem.job, plan.dp, plan.cp):
         return False
@@ -258,6 +260,13 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
     # flag: launch refuses it). The distributed optimizer: either setting of the space (under the overlap the search
     # tries both, costmodel.distributed_optimizer_settings; elsewhere on, which never loses)
     if plan.overlap_grad_reduce != overlap_grad_reduce_on(problem, plan.dp, plan.cp, v):
+        return False
+    # --overlap-param-gather and --ddp-average-in-collective: on only where the search may set them
+    # (costmodel.overlap_param_gather_on, ddp_average_on); off is in the space too (dominated, as brute force checks)
+    if plan.overlap_param_gather and not overlap_param_gather_on(problem, plan.dp, plan.cp, v, plan.pp,
+                                                                 plan.distributed_optimizer):
+        return False
+    if plan.ddp_average_in_collective and not ddp_average_on(problem, plan.dp, plan.cp):
         return False
     uses = {u.name: u for u in node_uses(problem, plan.tp, plan.dp, plan.micro_batch_size, plan.cp, options)}
     if any(s.node_type not in uses for s in plan.stages) or not recompute_allowed(plan, options):

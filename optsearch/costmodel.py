@@ -399,6 +399,30 @@ def overlap_grad_reduce_on(problem: Problem, dp: int, cp: int = 1, virtual_stage
             and pipe_engine_of(problem) is None)
 
 
+def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: int, pp: int,
+                            distributed: bool) -> bool:
+    """The search's choice of Megatron's --overlap-param-gather (docs/cost-model.md section 7f): on where the problem
+    searches it (Problem.overlap_param_gather), the plan has the distributed optimizer (upstream's validate_args
+    asserts it) and --overlap-grad-reduce (overlap_grad_reduce_on; asserted too), and one pipeline stage. There it
+    never loses: the stage's all-gather G leaves the exchange after the step and the first forward waits at most
+    max(G / n, G - F (n - 1) / n) <= G for it (param_gather_delay_s), with no memory of its own; upstream main and
+    r0.8.0 dispatch a one-stage plan's gathers alike. With pp > 1 upstream main gathers a later stage's one bucket
+    only when its first micro-batch arrives, so every later stage's whole gather adds along the pipeline fill
+    (param_gather_delay_main_s) and off can be faster: off there."""
+    return (problem.overlap_param_gather and distributed and pp == 1
+            and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
+
+
+def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:
+    """The search's choice of Megatron's --ddp-average-in-collective (docs/cost-model.md 8c): on where the problem
+    prices it (Problem.ddp_average_in_collective: upstream Megatron-LM) and there is a data-parallel reduce to average
+    (dp x cp > 1). It only drops the 1 / (dp x cp) scale pass (grad_buffer_passes_s): never slower, no memory, so on
+    is optimal where it is valid (upstream refuses it only with --calculate-per-token-loss or GTP, which optsearch
+    never emits: arguments.py l. 1553, distributed_data_parallel.py l. 238-247). Never on an eager engine's profile
+    (section 6c: its optimizer step is priced apart)."""
+    return problem.ddp_average_in_collective and dp * cp > 1 and pipe_engine_of(problem) is None
+
+
 def distributed_optimizer_choices(job: JobSpec, dp: int, cp: int = 1) -> tuple[bool, ...]:
     """The settings of the search space: both where dp x cp > 1 and the job leaves it open (unset), only on where
     the job sets it (true), only off where it forces it off (false) or dp x cp = 1 (nothing to shard)."""
@@ -536,7 +560,8 @@ def optimizer_s(problem: Problem, node_type: str, parameters: float, tp: int, dp
     per_gpu = parameters / tp / (dp * cp if distributed else 1)
     gpu = problem.gpu_of(node_type)
     return (per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
-            + grad_buffer_passes_s(problem, node_type, parameters / tp, dp * cp))
+            + grad_buffer_passes_s(problem, node_type, parameters / tp, dp * cp,
+                                   scaled=not problem.ddp_average_in_collective))
 
 
 # Megatron-LM's per-iteration passes over the gradient buffer (docs/cost-model.md section 8b), at upstream main
@@ -547,10 +572,15 @@ GRAD_BUFFER_NAN_CHECK_PASSES = 1  # check_grads: bucket.grad_data.norm(p=2) (--c
 GRAD_BUFFER_SCALE_PASSES = 2  # grad_data *= 1 / (dp x cp) before the reduce: a read and a write; skipped at dp x cp 1
 
 
-def grad_buffer_passes_s(problem: Problem, node_type: str, local_gradients: float, dp_cp: int) -> float:
-    """The gradient buffer's passes per iteration: local_gradients x (1 zero + 1 norm [+ 2 scale if dp x cp > 1]) x
-    gradient_bytes / HBM bandwidth."""
-    passes = GRAD_BUFFER_ZERO_PASSES + GRAD_BUFFER_NAN_CHECK_PASSES + (GRAD_BUFFER_SCALE_PASSES if dp_cp > 1 else 0)
+def grad_buffer_passes_s(problem: Problem, node_type: str, local_gradients: float, dp_cp: int,
+                         scaled: bool = True) -> float:
+    """The gradient buffer's passes per iteration: local_gradients x (1 zero + 1 norm [+ 2 scale if dp x cp > 1 and
+    scaled]) x gradient_bytes / HBM bandwidth. scaled = False: --ddp-average-in-collective sets the buffer's scaling
+    factor to 1 (distributed_data_parallel.py l. 271-273: the dense buffer; the experts' only at ep = 1, where
+    expt_dp_group.size() / dp_cp_group.size() = 1) and start_grad_sync skips a factor of 1 (param_and_grad_buffer.py
+    l. 664-667), the collective averaging instead (ReduceOp.AVG, l. 670-672; docs/cost-model.md 8c)."""
+    scale = GRAD_BUFFER_SCALE_PASSES if dp_cp > 1 and scaled else 0
+    passes = GRAD_BUFFER_ZERO_PASSES + GRAD_BUFFER_NAN_CHECK_PASSES + scale
     gpu = problem.gpu_of(node_type)
     return local_gradients * passes * gradient_bytes(problem.job) / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
 
@@ -893,7 +923,8 @@ def expert_optimizer_step_s(problem: Problem, node_type: str, expert_params: flo
     per_gpu = expert_params / (tp * ep) / (dp // ep if distributed else 1)
     gpu = problem.gpu_of(node_type)
     return (per_gpu * OPTIMIZER_TRAFFIC_BYTES_PER_PARAM / gbyte_per_s_to_bytes_per_s(gpu.hbm_gbyte_per_s)
-            + grad_buffer_passes_s(problem, node_type, expert_params / (tp * ep), dp))
+            + grad_buffer_passes_s(problem, node_type, expert_params / (tp * ep), dp,
+                                   scaled=not (problem.ddp_average_in_collective and ep == 1)))
 
 
 def ep_ranks_per_node(gpus_per_node: int, tp: int, ep: int, spans_nodes: bool) -> int:
@@ -1054,6 +1085,9 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         why = tp_comm_overlap_error(problem, plan)
         if why is not None:
             raise SpecError(f"plan: tp_comm_overlap: {why}")
+    if plan.ddp_average_in_collective != problem.ddp_average_in_collective:  # the plan's own setting prices (8c)
+        from dataclasses import replace as _replace
+        problem = _replace(problem, ddp_average_in_collective=plan.ddp_average_in_collective)
     model, tp, dp, mbs, pp = problem.model, plan.tp, plan.dp, plan.micro_batch_size, plan.pp
     cp, dist = plan.cp, plan.distributed_optimizer
     v = plan.virtual_stages
@@ -1397,6 +1431,18 @@ def param_gather_delay_s(gather_s: list[float], forward_s: list[float], buckets0
     for gather, forward in zip(gather_s[1:], forward_s[1:]):
         end = max(end, gather) + forward
     return max(0.0, end - sum(forward_s))
+
+
+def param_gather_delay_main_s(gather_s: list[float], forward_s: list[float], buckets0: int) -> float:
+    """param_gather_delay_s as upstream main (d98e8a64) dispatches the gathers (docs/cost-model.md section 7f): no
+    dispatch at zero_grad, a bucket group's gather is dispatched by the forward pre-hook the first time the forward
+    reaches it (param_and_grad_buffer.py finish_param_sync: 'If current bucket's param AG has not been dispatched,
+    dispatch it now'), waited on, and only then the next group's dispatched. Stage 0: the same chain as r0.8.0's.
+    Stage i > 0 (one bucket): its gather starts when its first micro-batch arrives, E_i = E_{i-1} + G_i + F_i. So
+    delay = E_0 - F_0 + sum_{i>0} G_i."""
+    if not gather_s:
+        return 0.0
+    return overlapped_grad_reduce_s(gather_s[0], forward_s[0], buckets0) + sum(gather_s[1:])
 
 
 def _overlap_param_gather(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],

@@ -179,9 +179,9 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
     modes = list(RECOMPUTE_MODES)
     steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes] for g in names])
-    allreduce_per_layer = np.array(d.alpha, float) * model.layer_parameters(kind)
+    allreduce_per_layer = np.array(d.alpha_at(pp), float) * model.layer_parameters(kind)
     if model.is_moe:  # round 8: the expert terms at this ep, exact per layer (moe_layer_terms)
-        per_layer_state, a2a, allreduce_per_layer = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes)
+        per_layer_state, a2a, allreduce_per_layer = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes, pp)
         steps = steps + a2a
     acts = np.array([[call(cp_layer_activation_bytes, problem, g, kind, tp, mbs, r, cp) for r in modes]
                      for g in names])
@@ -224,7 +224,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
                          middle=middle, w=d.w, L=L, rent=np.full(len(marks), np.nan),
                          slots=np.array(d.slots, dtype=np.int64),
                          allreduce_per_layer=allreduce_per_layer,
-                         allreduce_floor=d.alpha_min * d.all_params(pp) / pp, v=v, base_iteration=base)
+                         allreduce_floor=d.alpha_min_at(pp) * d.all_params(pp) / pp, v=v, base_iteration=base)
     if whole is not None:
         tab.whole_per_layer, tab.whole_base, tab.whole_mean = whole
         if v == 1:
@@ -702,8 +702,8 @@ def _meets(rent: np.ndarray, it: np.ndarray, iterations: int, max_time_s: float 
         ok &= it * iterations <= max_time_s * slack
     return ok
 
-def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, ep: int, modes: list[str]
-                    ) -> tuple[float, np.ndarray, np.ndarray]:
+def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, ep: int, modes: list[str],
+                    pp: int | None = None) -> tuple[float, np.ndarray, np.ndarray]:
     """A mixture-of-experts layer's terms in the in-flight bound at expert-parallel size ep (round 8; no context
     parallelism with experts): (state bytes per GPU, [g, r] its all-to-alls per micro-batch, [g] its share of the
     stage all-reduce), each the cost model's own value for one layer (costmodel.estimate), so the bound of the
@@ -731,7 +731,7 @@ def moe_layer_terms(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, e
     a2a = np.array([[moe_layer_alltoall_s(problem, u.name, kind, tp, ep, mbs, r, s) for r in modes]
                     for u, s in zip(d.uses, spans)])
     dense = _exposed_dense(problem, dist, [gradient_sync_s(problem, u.name, P - X, tp, dp, s, 1, dist)
-                                           for u, s in zip(d.uses, spans)])
+                                           for u, s in zip(d.uses, spans)], pp)
     allreduce = np.array([a + expert_allreduce_s(problem, u.name, X, tp, dp, ep, s, dist)
                           for a, u, s in zip(dense, d.uses, spans)])
     return state, a2a, allreduce
@@ -742,12 +742,14 @@ def _terms_dist(problem: Problem, d: DegreeTerms, dp: int, cp: int) -> bool:
     return distributed_optimizer_on(problem.job, dp, cp) if d.distributed_optimizer is None else d.distributed_optimizer
 
 
-def _exposed_dense(problem: Problem, distributed: bool, dense: list[float]) -> tuple[float, ...]:
+def _exposed_dense(problem: Problem, distributed: bool, dense: list[float], pp: int | None = None
+                   ) -> tuple[float, ...]:
     """The dense part of MoE all-reduces as a floor: whole, or with --overlap-grad-reduce (Problem.overlap_grad_reduce,
     upstream's default in solve) only its exposed floor, bounds.grad_overlap_floor (costmodel._overlap_grad_reduce
     hides the dense reduce-scatter behind the backward; the experts' exchange stays exposed). Applied to every
-    candidate of such a problem, also where the overlap is off for it (dp = 1): lower, still valid."""
-    return grad_overlap_floor(problem, distributed, tuple(dense)) if problem.overlap_grad_reduce else tuple(dense)
+    candidate of such a problem, also where the overlap is off for it (dp = 1): lower, still valid. pp: the
+    candidates' (grad_overlap_floor's: None for any pp)."""
+    return grad_overlap_floor(problem, distributed, tuple(dense), pp) if problem.overlap_grad_reduce else tuple(dense)
 
 
 def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int) -> tuple[float, float]:
@@ -769,7 +771,7 @@ def moe_comm_floor_s(problem: Problem, d: DegreeTerms, pp: int, dp: int, ep: int
     D = d.all_params(pp) - X
     spans = [d.w > u.node.gpus_per_node for u in d.uses]
     a_d = min(_exposed_dense(problem, dist, [gradient_sync_s(problem, u.name, 1.0, tp, dp, s, 1, dist)
-                                             for u, s in zip(d.uses, spans)]))
+                                             for u, s in zip(d.uses, spans)], pp))
     a_e = min(expert_allreduce_s(problem, u.name, 1.0, tp, dp, ep, s, dist) for u, s in zip(d.uses, spans))
     b_d = min(optimizer_s(problem, u.name, 1.0, tp, dp, 1, dist) for u in d.uses)
     b_e = min(expert_optimizer_step_s(problem, u.name, 1.0, tp, dp, ep, dist) for u in d.uses)
@@ -837,7 +839,8 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         pp = cand.pp
         stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
             + 2 * (pp - 1) * d.send_min_s
-        comm_s = (d.alpha_min + d.beta_min) * d.all_params(pp) / pp + least_embedding_allreduce_s(problem, d, pp, cache)
+        comm_s = (d.alpha_min_at(pp) + d.beta_min) * d.all_params(pp) / pp \
+            + least_embedding_allreduce_s(problem, d, pp, cache)
         if problem.model.is_moe and cand.cp == 1:  # round 8: dense and expert parameters at their own rates
             comm_s = max(comm_s, sum(moe_comm_floor_s(problem, d, pp, cand.dp, cand.ep))
                          + least_embedding_allreduce_s(problem, d, pp, cache))
@@ -906,6 +909,8 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
         emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
         head = min(min(h, x) for h, x in zip(d.head_s, head_f))
         forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
+        if problem.overlap_param_gather and pp == 1:  # the gather hides behind that forward (costmodel 7f): no credit
+            forward = 0.0
         # a stage s > 0 also keeps its own last backward W_s beside its whole reduce (the docstring), W_s >= n_s bw[g_s]
         # + the ends' step - forward where negative; stage 0 hides behind its own (no bw at position 0)
         bw = np.maximum(steps.min(axis=1) - fwd, 0.0)
@@ -1005,6 +1010,8 @@ def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: 
         ratios += [(e - stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) / e if e > 0 else 0.0,
                    (h - stage_forward_s(problem, g, {}, tp, mbs, False, True, cp)) / h if h > 0 else 0.0]
     rho = min(1.0, max(0.0, max(ratios)))
+    if problem.overlap_param_gather and pp == 1:  # A_0 also hides behind the forward (the gather, costmodel 7f):
+        rho = 1.0                                 # H_0 <= W_0 + F_0 <= compute_0 <= M*
     params = d.all_params(pp)
     fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
     base = (m - 1) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) + fixed

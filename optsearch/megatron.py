@@ -411,6 +411,8 @@ def megatron_args(problem: Problem, plan: Plan, *, allow_recompute_superset: boo
         args.append("--use-distributed-optimizer")
     if sequence_parallel_on(job, plan.tp):
         args.append("--sequence-parallel")
+    if plan.ddp_average_in_collective:  # as priced (costmodel.grad_buffer_passes_s, section 8c)
+        args.append("--ddp-average-in-collective")
     overlap, overlap_notes = overlap_args(problem, plan)
     args += overlap
     if plan.cp > 1:
@@ -706,7 +708,8 @@ def fasop_settings(problem: Problem, plan: Plan, *, allow_recompute_superset: bo
     (Megatron-LM-2/megatron/model/transformer.py; its own example is T5 with 11-13-11-13 and split rank 2).
     """
     check_launchable(problem, plan)
-    overlaps = [k for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap") if getattr(plan, k)]
+    overlaps = [k for k in ("overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+                            "ddp_average_in_collective") if getattr(plan, k)]
     if overlaps:
         raise UnsupportedPlanError(
             f"plan: {', '.join(overlaps)}: optsearch's FASOP launch does not emit Megatron's overlap flags, so the "

@@ -54,12 +54,18 @@ class Plan:
     overlap_grad_reduce: bool = False
     # Megatron's --overlap-param-gather (issue 15; needs the distributed optimizer and overlap_grad_reduce): the
     # parameter all-gather runs during the next iteration's first forward instead of after the optimizer step
-    # (costmodel.param_gather_delay_s). Off unless a validation row says the run used it; never set by the search.
+    # (costmodel.param_gather_delay_s). Set by a validation row, or by the search on one-stage plans where it never
+    # loses (costmodel.overlap_param_gather_on, docs/cost-model.md 7f).
     overlap_param_gather: bool = False
     # Megatron's --tp-comm-overlap (issue 15; Transformer Engine's userbuffers, needs sequence parallelism): each
     # transformer layer's tensor-parallel all-gathers / reduce-scatters run alongside its GEMMs
     # (costmodel.tp_overlap_layer_comm_s). Off unless a validation row says the run used it; never set by the search.
     tp_comm_overlap: bool = False
+    # Megatron's --ddp-average-in-collective (issue 15, paramgather): the data-parallel collective averages the dense
+    # gradients (ReduceOp.AVG), so Megatron skips its 1 / (dp x cp) scale pass over the gradient buffer
+    # (costmodel.grad_buffer_passes_s, docs/cost-model.md 8c). The search sets it for upstream Megatron-LM where
+    # dp x cp > 1 (costmodel.ddp_average_on); launch emits the flag.
+    ddp_average_in_collective: bool = False
 
     @property
     def pp(self) -> int:
@@ -108,6 +114,8 @@ class Plan:
         for key in OVERLAP_FIELDS:  # Megatron's communication overlaps: written only when on
             if getattr(self, key):
                 out[key] = True
+        if self.ddp_average_in_collective:  # written only when on: plans without it keep their JSON
+            out["ddp_average_in_collective"] = True
         return out
 
     def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
@@ -169,8 +177,11 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
         raise SpecError(f"{source}: distributed_optimizer = {dist!r}: must be true or false")
     virtual = _positive_int(data, "virtual_stages", source) if "virtual_stages" in data else 1
     overlaps = _overlap_fields(data, source, dist)
+    average = data.get("ddp_average_in_collective", False)
+    if not isinstance(average, bool):
+        raise SpecError(f"{source}: ddp_average_in_collective = {average!r}: must be true or false")
     return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep, cp=cp,
-                distributed_optimizer=dist, virtual_stages=virtual, **overlaps)
+                distributed_optimizer=dist, virtual_stages=virtual, **overlaps, ddp_average_in_collective=average)
 
 
 # Megatron-LM's communication overlaps (issue 15; docs/targets.md "Communication overlaps"), as plan-file keys.

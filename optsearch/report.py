@@ -226,7 +226,8 @@ def plan_json(plan: Plan, est: Estimate) -> dict[str, Any]:
         **({} if plan.recompute_num_layers is None else {"recompute_num_layers": plan.recompute_num_layers}),
         **({"ep": plan.ep} if plan.ep != 1 else {}),  # expert parallelism: written only when set
     } | {k: v for k, v in plan.to_dict().items()
-         if k in ("cp", "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap")}
+         if k in ("cp", "distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap",
+                  "ddp_average_in_collective")}
     if plan.virtual_stages != 1:  # interleaved only: other plans keep today's JSON
         out["virtual_stages"] = plan.virtual_stages
     return out

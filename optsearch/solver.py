@@ -34,7 +34,7 @@ from optsearch.candidates import (
     interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
-    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, memory_capacity_bytes, stage_parameters,
+    MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, overlap_param_gather_on, ddp_average_on, memory_capacity_bytes, stage_parameters,
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
@@ -460,7 +460,8 @@ def _interleaved_rebalanced(plan: Plan, options: SpaceOptions) -> list[Plan]:
         even = [q + (1 if i < r else 0) for i in range(pp)]
         for split in {tuple(rounded), tuple(even)}:
             if min(split) >= 1:
-                out.append(replace(plan, virtual_stages=v, overlap_grad_reduce=False, stages=tuple(
+                out.append(replace(plan, virtual_stages=v, overlap_grad_reduce=False, overlap_param_gather=False,
+                                   stages=tuple(
                     replace(stage, num_layers=v * n) for stage, n in zip(plan.stages, split))))
     return out
 
@@ -469,7 +470,8 @@ def _interleaved(plan: Plan, options: SpaceOptions) -> list[Plan]:
     """A v = 1 plan interleaved: the same stages with each v > 1 of the space that divides every stage's layers
     (Megatron splits a rank's layers into v equal chunks). Incumbents only; Memo.runnable drops those that leave the
     search space or do not fit. --overlap-grad-reduce is off at v > 1 (costmodel.overlap_grad_reduce_on)."""
-    return [replace(plan, virtual_stages=v, overlap_grad_reduce=False) for v in options.virtual_stages
+    return [replace(plan, virtual_stages=v, overlap_grad_reduce=False, overlap_param_gather=False)
+            for v in options.virtual_stages
             if v > 1 and plan.virtual_stages == 1 and all(s.num_layers % v == 0 for s in plan.stages)]
 
 
@@ -490,9 +492,12 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
                   (2 * plan.dp, plan.micro_batch_size // 2), (plan.dp, plan.micro_batch_size // 2),
                   (plan.dp // 2, plan.micro_batch_size)):
         if dp >= 1 and b >= 1 and (dp, b) != (plan.dp, plan.micro_batch_size) and dp % plan.ep == 0:
-            out.append(replace(plan, dp=dp, micro_batch_size=b,
-                               distributed_optimizer=distributed_optimizer_on(problem.job, dp, plan.cp),
-                               overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, plan.cp, plan.virtual_stages)))
+            dist = distributed_optimizer_on(problem.job, dp, plan.cp)
+            out.append(replace(plan, dp=dp, micro_batch_size=b, distributed_optimizer=dist,
+                               overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, plan.cp, plan.virtual_stages),
+                               overlap_param_gather=overlap_param_gather_on(problem, dp, plan.cp, plan.virtual_stages,
+                                                                            plan.pp, dist),
+                               ddp_average_in_collective=ddp_average_on(problem, dp, plan.cp)))
     return out
 
 

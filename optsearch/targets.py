@@ -211,6 +211,10 @@ def engine_problem(target: Target | str, problem: Problem, flash_attention: bool
     says --attention-backend unfused). The FASOP fork (Megatron-LM-2, 2023) has no flash attention: off; asking for
     it is a SpecError. Megatron's --overlap-grad-reduce: on for upstream Megatron-LM unless overlap_grad_reduce is
     False (Problem.overlap_grad_reduce; the FASOP fork's launch does not emit it: off, and asking for it an error).
+    With it, upstream main's other gradient-path options the search sets where they never lose: --overlap-param-gather
+    (Problem.overlap_param_gather, docs/cost-model.md 7f) and --ddp-average-in-collective
+    (Problem.ddp_average_in_collective, 8c); overlap_grad_reduce = False turns all three off (the gradient path of an
+    engine without them, e.g. the README's FASOP run priced by hand).
     """
     from dataclasses import replace
 
@@ -226,7 +230,9 @@ def engine_problem(target: Target | str, problem: Problem, flash_attention: bool
                             "attention; drop --flash-attention")
         return with_flash_attention(problem, False)
     get_target(name)
-    problem = replace(problem, overlap_grad_reduce=overlap_grad_reduce is not False)
+    problem = replace(problem, overlap_grad_reduce=overlap_grad_reduce is not False,
+                      overlap_param_gather=overlap_grad_reduce is not False,  # --overlap-param-gather needs the former
+                      ddp_average_in_collective=overlap_grad_reduce is not False)  # never costs (costmodel 8c)
     return with_flash_attention(problem, flash_attention is not False)
 
 

@@ -481,7 +481,9 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
         _allowed, _degree_candidates, _least_recompute, _stage_counts, partitions, type_sequences,
     )
     from optsearch.candidates import kinds_split_allowed
-    from optsearch.costmodel import distributed_optimizer_settings, overlap_grad_reduce_on
+    from optsearch.costmodel import (
+        ddp_average_on, distributed_optimizer_settings, overlap_grad_reduce_on, overlap_param_gather_on,
+    )
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
@@ -498,7 +500,9 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
                                    for t, k in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
                                 distributed_optimizer=dist, virtual_stages=v,
-                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v))  # as the search
+                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v),  # as the search
+                                overlap_param_gather=overlap_param_gather_on(problem, dp, cp, v, pp, dist),
+                                ddp_average_in_collective=ddp_average_on(problem, dp, cp))
                     found = _least_recompute(problem, plan, options)
                     if found is not None and not budget_violations(found[0], found[1], budget):
                         yield found

@@ -96,7 +96,7 @@ def test_eager_engine_path_is_untouched(monkeypatch):
     a Megatron row (megatron-h100 1.7B) does not."""
     _, amp = _price_first("amp-g4dn")
     _, h100 = _price_first("megatron-h100")
-    monkeypatch.setattr(cm, "grad_buffer_passes_s", lambda *args: 0.0)
+    monkeypatch.setattr(cm, "grad_buffer_passes_s", lambda *args, **kwargs: 0.0)
     monkeypatch.setattr(analytic, "megatron_head_times_s",
                         lambda model, gpu, tp, b: (head_forward_s(model, gpu, tp, b),
                                                    analytic.BACKWARD_OVER_FORWARD * head_forward_s(model, gpu, tp, b)))

@@ -47,6 +47,7 @@ from optsearch.candidates import (
 )
 from optsearch.costmodel import (
     Estimate, distributed_optimizer_on, estimate, num_micro_batches, overlap_grad_reduce_on, place, stage_send_s,
+    overlap_param_gather_on, ddp_average_on,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Recompute, Stage
@@ -429,6 +430,8 @@ def _evaluate(problem, budget, types, k: _Knobs, m, usd_per_hour, best, stats, o
         return Plan(tp=k.tp, dp=k.dp, micro_batch_size=k.mbs, cp=k.cp, ep=k.ep, virtual_stages=k.v,
                     distributed_optimizer=dist, recompute_num_layers=block,
                     overlap_grad_reduce=overlap_grad_reduce_on(problem, k.dp, k.cp, k.v),
+                    overlap_param_gather=overlap_param_gather_on(problem, k.dp, k.cp, k.v, len(types), dist),
+                    ddp_average_in_collective=ddp_average_on(problem, k.dp, k.cp),
                     stages=tuple(Stage(node_type=t, num_layers=n, recompute=r)
                                  for t, n, r in zip(types, layers, modes_by_stage)))
 

@@ -29,7 +29,7 @@ from optsearch.candidates import (
     type_sequence_allowed,
 )
 from optsearch.costmodel import (
-    Estimate, distributed_optimizer_choices, estimate, overlap_grad_reduce_on,
+    Estimate, ddp_average_on, distributed_optimizer_choices, estimate, overlap_grad_reduce_on, overlap_param_gather_on,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
@@ -104,6 +104,15 @@ def _optimizer_settings(problem: Problem, dp: int, cp: int) -> tuple[bool, ...]:
     both only under --overlap-grad-reduce (costmodel.distributed_optimizer_settings): equal optima check that the
     search loses nothing."""
     return distributed_optimizer_choices(problem.job, dp, cp)
+
+
+def _param_gather_variants(plan: Plan) -> tuple[Plan, ...]:
+    """The plan, and where the search turns --overlap-param-gather on (costmodel.overlap_param_gather_on: one stage,
+    where it never loses) the same plan with it off too: equal optima check that the search loses nothing by fixing
+    it on."""
+    if plan.overlap_param_gather:
+        return (plan, replace(plan, overlap_param_gather=False))
+    return (plan,)
 
 
 def count_plans(problem: Problem, budget: Budget, options: SpaceOptions = SpaceOptions(), limit: int | None = None) -> int:
@@ -222,17 +231,20 @@ def solve_exhaustive(
                                    for t, n in zip(types, parts))
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
                                 distributed_optimizer=dist, virtual_stages=v,
-                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v))
-                    priced += 1
-                    found = _least_recompute(problem, plan, options)
-                    if found is None:
-                        continue
-                    plan, est = found
-                    if budget_violations(plan, est, budget):
-                        continue
-                    key = (objective_value(est, budget.objective), plan.num_gpus)
-                    if best is None or key < best[0]:
-                        best = (key, plan, est)
+                                overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v),
+                                overlap_param_gather=overlap_param_gather_on(problem, dp, cp, v, pp, dist),
+                                ddp_average_in_collective=ddp_average_on(problem, dp, cp))
+                    for variant in _param_gather_variants(plan):
+                        priced += 1
+                        found = _least_recompute(problem, variant, options)
+                        if found is None:
+                            continue
+                        found_plan, est = found
+                        if budget_violations(found_plan, est, budget):
+                            continue
+                        key = (objective_value(est, budget.objective), found_plan.num_gpus)
+                        if best is None or key < best[0]:
+                            best = (key, found_plan, est)
     return _finish(best, budget, start, priced, timed_out=False)
 
 

@@ -162,10 +162,13 @@ def with_search_overlap(problem, plan: Plan) -> Plan:
     """The plan with --overlap-grad-reduce as the search sets it for the problem (costmodel.overlap_grad_reduce_on:
     on for the megatron target where valid unless --no-overlap-grad-reduce), so a hand plan with solve's knobs is the
     plan solve wrote."""
-    from optsearch.costmodel import overlap_grad_reduce_on
+    from optsearch.costmodel import ddp_average_on, overlap_grad_reduce_on, overlap_param_gather_on
 
     on = overlap_grad_reduce_on(problem, plan.dp, plan.cp, plan.virtual_stages)
-    return replace(plan, overlap_grad_reduce=on, overlap_param_gather=plan.overlap_param_gather and on)
+    gather = overlap_param_gather_on(problem, plan.dp, plan.cp, plan.virtual_stages, plan.pp,
+                                     plan.distributed_optimizer)  # --overlap-param-gather too (section 7f)
+    return replace(plan, overlap_grad_reduce=on, overlap_param_gather=(plan.overlap_param_gather and on) or gather,
+                   ddp_average_in_collective=ddp_average_on(problem, plan.dp, plan.cp))
 
 
 def _check_block_range(problem, plan: Plan, name: str) -> None:

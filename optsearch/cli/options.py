@@ -171,7 +171,10 @@ OverlapGradReduceOpt = Annotated[
                       "gradient exchange on the 1F1B schedule (dp x cp > 1, no interleaving, one layer kind), priced "
                       "as bucketed behind the last micro-batch's backward (docs/cost-model.md section 7c) and emitted "
                       "by launch. It never costs time or memory under the model, so it is the default; "
-                      "--no-overlap-grad-reduce prices and launches the reduce exposed. See docs/targets.md, "
+                      "--no-overlap-grad-reduce prices and launches the reduce exposed. With it come upstream "
+                      "main's --overlap-param-gather (one-stage plans with the distributed optimizer) and "
+                      "--ddp-average-in-collective (dp x cp > 1), which never lose either (docs/cost-model.md 7f, "
+                      "8c); --no-overlap-grad-reduce turns those off too. See docs/targets.md, "
                       "\"Communication overlaps\".",
                  show_default=False),
 ]

@@ -40,6 +40,8 @@ from optsearch.costmodel import (
 from optsearch.costmodel import (  # --overlap-grad-reduce (section 7c)
     WEIGHT_BYTES_PER_PARAM, gradient_bytes, overlap_bucket_elements, overlap_grad_reduce_on, stage_forward_s,
 )
+from optsearch.costmodel import overlapped_grad_reduce_s, overlap_param_gather_on  # --overlap-param-gather (7f)
+from optsearch.costmodel import ddp_average_on  # --ddp-average-in-collective (8c)
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
 from optsearch.problem import Problem
@@ -84,10 +86,13 @@ def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
                    recompute_num_layers: int | None = None) -> Plan:
     """The candidate's plan with these stages: its degrees (tp, dp, b, ep, cp, v), and its distributed-optimizer
     setting (candidate_distributed_optimizer)."""
+    dist = candidate_distributed_optimizer(problem, cand)
     return Plan(tp=cand.tp, dp=cand.dp, micro_batch_size=cand.micro_batch_size, stages=stages, ep=cand.ep,
-                cp=cand.cp, distributed_optimizer=candidate_distributed_optimizer(problem, cand),
+                cp=cand.cp, distributed_optimizer=dist,
                 recompute_num_layers=recompute_num_layers, virtual_stages=cand.v,
-                overlap_grad_reduce=overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v))
+                overlap_grad_reduce=overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v),
+                overlap_param_gather=overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist),
+                ddp_average_in_collective=ddp_average_on(problem, cand.dp, cand.cp))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,11 +151,17 @@ class Coefficients:
     forward_head_s: tuple[float, ...] = ()  # [g]: the last stage's head forward
     bucket_elements: int = 0  # Megatron's bucket size on pipeline rank 0 (costmodel.overlap_bucket_elements)
     tp: int = 1
+    # Megatron's --overlap-param-gather (costmodel section 7f; overlap_param_gather_on: pp = 1 only): [g] the
+    # parameter all-gather's rate per parameter (the 2 of the g + 2 bytes of alpha[g]); empty when off.
+    param_gather_s_per_param: tuple[float, ...] = ()
 
     @property
     def allreduce_floor_s_per_param(self) -> tuple[float, ...]:
         """[g] the part of alpha[g] that stays exposed whatever the overlap: every stage's A >= this x its
-        parameters (the bounds' rate; alpha itself when the overlap is off)."""
+        parameters (the bounds' rate; alpha itself when the overlap is off; 0 with --overlap-param-gather, whose
+        delay may be as small as the gather / its buckets)."""
+        if self.param_gather_s_per_param:
+            return tuple(0.0 for _ in self.allreduce_s_per_param)
         return tuple(a * (1.0 - self.grad_overlap_share) for a in self.allreduce_s_per_param)
 
     def grad_buckets0(self, params: float) -> int:
@@ -230,7 +241,11 @@ def _grad_overlap_terms(problem: Problem, cand: Candidate, names: list[str], dis
         forward_layer_s=tuple(stage_forward_s(problem, h, {kind.name: 1}, tp, mbs, False, False, cp) for h in names),
         forward_embedding_s=tuple(stage_forward_s(problem, h, {}, tp, mbs, True, False, cp) for h in names),
         forward_head_s=tuple(stage_forward_s(problem, h, {}, tp, mbs, False, True, cp) for h in names),
-        bucket_elements=overlap_bucket_elements(cand.dp * cp), tp=tp)
+        bucket_elements=overlap_bucket_elements(cand.dp * cp), tp=tp,
+        param_gather_s_per_param=tuple(
+            gradient_sync_s(problem, u.name, 1.0, tp, cand.dp, cand.gpus_per_stage > u.node.gpus_per_node, cp, True)
+            * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for u in cand.uses)
+        if overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist) else ())
 
 
 # ---- variable names ([A-Za-z0-9_] only) --------------------------------------------------------------------
@@ -785,7 +800,9 @@ def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
 
 def _overlap_parts(f: Formulation, s: int) -> dict[tuple[int, int], tuple[float, float, float]]:
     """(g, n) -> (rest, R, F) of stage s's pattern: the exposed part of its all-reduce and its experts' (rest), the
-    overlapped collective R = share x alpha[g] x dense parameters, and its forward of one micro-batch F."""
+    overlapped collective R = share x alpha[g] x dense parameters, and its forward of one micro-batch F. With
+    --overlap-param-gather (pp = 1, costmodel section 7f) rest holds the gather's delay in place of the gather, a
+    constant of the pattern: overlapped_grad_reduce_s(G, F, n_b), G = the gather's rate x dense parameters."""
     c, pp = f.c, f.cand.pp
     out = {}
     for (g, n) in f.patterns_of(s):
@@ -793,6 +810,8 @@ def _overlap_parts(f: Formulation, s: int) -> dict[tuple[int, int], tuple[float,
         rest = c.allreduce_floor_s_per_param[g] * params + n * c.layer_allreduce_s(g, 0)
         forward = (n * c.forward_layer_s[g] + (c.forward_embedding_s[g] if s == 0 else 0.0)
                    + (c.forward_head_s[g] if s == pp - 1 else 0.0))
+        if c.param_gather_s_per_param:  # pp = 1: the one stage's gather waited for by its first forward
+            rest += overlapped_grad_reduce_s(c.param_gather_s_per_param[g] * params, forward, c.grad_buckets0(params))
         out[(g, n)] = (rest, c.allreduce_s_per_param[g] * params * c.grad_overlap_share, forward)
     return out
 
