@@ -29,9 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from test_audit_dist_bounds import check_bounds, off_heavy_instance, random_instance, small  # noqa: E402
-from test_audit_round10 import PATHS, check_solve, solve_budgets, tight_instance  # noqa: E402,F401
+from test_audit_round10 import PATHS, check_solve, solve_budgets, tight_instance, with_knobs  # noqa: E402,F401
 
 KINDS = {"random": random_instance, "offheavy": off_heavy_instance, "tight": tight_instance}
+KINDS.update({f"{name}-knobs": with_knobs(made) for name, made in list(KINDS.items())})  # paramgather's knobs on
 
 
 def check_skip_all(problem, options, seed):
