@@ -41,17 +41,20 @@ def run(model: str, cluster: str, objective: str, max_time_s: float | None, limi
                 plan=None if plan is None else dict(
                     tp=plan.tp, dp=plan.dp, micro_batch_size=plan.micro_batch_size, pp=plan.pp, cp=plan.cp,
                     v=plan.virtual_stages, distributed_optimizer=plan.distributed_optimizer,
-                    overlap_grad_reduce=plan.overlap_grad_reduce, types=[s.node_type for s in plan.stages],
-                    balance=[s.num_layers for s in plan.stages]))
+                    overlap_grad_reduce=plan.overlap_grad_reduce,
+                    # round 10's fields (bench/paramgather_knob.py runs through here; older checkouts lack them)
+                    overlap_param_gather=getattr(plan, "overlap_param_gather", False),
+                    ddp_average_in_collective=getattr(plan, "ddp_average_in_collective", False),
+                    types=[s.node_type for s in plan.stages], balance=[s.num_layers for s in plan.stages]))
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(rows: list[tuple] = ROWS, doc: str = __doc__) -> None:
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=30.0)
     parser.add_argument("--rows", default=None, help="comma-separated row indexes (default: all)")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
-    picked = ROWS if args.rows is None else [ROWS[int(i)] for i in args.rows.split(",")]
+    picked = rows if args.rows is None else [rows[int(i)] for i in args.rows.split(",")]
     out = []
     for row in picked:
         rec = run(*row, args.time_limit)
