@@ -777,6 +777,8 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
         slack = sum(abs(sol.values[b] - round(sol.values[b])) for b in f.block_starts.values())
         price_max = max(u.node.price_usd_per_node_hour * u.nodes_per_block for u in f.cand.uses)
         tol += slack * f.time_upper_s * price_max * f.c.iterations / SECONDS_PER_HOUR
+    # The tick is that of the model CP-SAT solved: its budget rows' allowance is in its translation only, never in
+    # f.lm (_budget_allowance); the plan's budget is checked on the exact limits below (budget_violations).
     if solver_name == "cpsat":  # each rounded time coefficient is off by <= half a tick per unit
         tick_error_s = 0.5 / ticks_per_s(f.lm) * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
         scale = f.c.iterations if f.budget.objective == "time" else est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR
