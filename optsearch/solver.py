@@ -777,6 +777,8 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
         slack = sum(abs(sol.values[b] - round(sol.values[b])) for b in f.block_starts.values())
         price_max = max(u.node.price_usd_per_node_hour * u.nodes_per_block for u in f.cand.uses)
         tol += slack * f.time_upper_s * price_max * f.c.iterations / SECONDS_PER_HOUR
+    # The tick is that of the model CP-SAT solved: its budget rows' allowance is in its translation only, never in
+    # f.lm (_budget_allowance); the plan's budget is checked on the exact limits below (budget_violations).
     if solver_name == "cpsat":  # each rounded time coefficient is off by <= half a tick per unit
         tick_error_s = 0.5 / ticks_per_s(f.lm) * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
         scale = f.c.iterations if f.budget.objective == "time" else est.usd_per_hour * f.c.iterations / SECONDS_PER_HOUR
@@ -859,11 +861,13 @@ def cpsat_tick_error_s(problem: Problem, f, ticks: int) -> float:
     return 0.5 / ticks * (problem.model.num_layers + 8) * (f.c.m + f.cand.pp + 2)
 
 
-def _relax_budget_rows(problem: Problem, f) -> None:
-    """Raise the right-hand sides of the model's time and cost budget rows by CPSAT_BUDGET_MARGIN x the bound on
-    CP-SAT's rounding of that row at a plan (cpsat_tick_error_s; the cost row: that times the most any plan of the
-    candidate can rent per iteration-second, pp blocks at the dearest block price), so that every plan that meets
-    the budget is a point of CP-SAT's integer model (_budget_allowance reads the allowance back).
+def _budget_allowance(problem: Problem, f) -> dict[str, float]:
+    """CP-SAT's allowance on the model's time and cost budget rows, by row name ("bud_time", "bud_cost"): how far
+    above its right-hand side (in the row's own units) CP-SAT's translation puts each row (CpSat.solve's
+    `allowance`), so that every plan that meets the budget is a point of CP-SAT's integer model. It is
+    CPSAT_BUDGET_MARGIN x the bound on CP-SAT's rounding of the row at a plan (cpsat_tick_error_s at the model's own
+    tick; the cost row: that times the most any plan of the candidate can rent per iteration-second, pp blocks at
+    the dearest block price).
 
     Without it a plan that sits exactly at the budget (CHECK_REL and BUDGET_REL are 10^-6; a tick error of one part
     in 10^4 is common, e.g. 1-microsecond ticks on a 100 s iteration) was not a point of the integer model: CP-SAT
@@ -871,50 +875,45 @@ def _relax_budget_rows(problem: Problem, f) -> None:
     GPT-3 13B on FASOP's cluster, time under B at the only plan's own cost: CBC's re-check ran to its limit, 4-12 s,
     and the first plan came at 6.5 s). With an incumbent such a plan was cut off silently. Plans the allowance lets
     in that break the budget are cut off by _solve_model's rounding cuts, and the cost model decides every answer.
-    The rows are rebuilt (Constraint is frozen) and renamed (bud_time_cpsat, bud_cost_cpsat): a second call on the
-    same model relaxes nothing more."""
-    rows = {i: con for i, con in enumerate(f.lm.constraints) if con.name in ("bud_time", "bud_cost") and con.sense == "<="}
-    ticks = None
-    for _ in range(3):  # the allowance may coarsen the tick (ticks_per_s sees the rows' right-hand sides): re-check
-        now = ticks_per_s(f.lm)
-        if ticks is not None and now >= ticks:
-            break
-        ticks = now
-        err_s = CPSAT_BUDGET_MARGIN * cpsat_tick_error_s(problem, f, ticks)
-        for i, con in rows.items():
-            name = "time" if con.name == "bud_time" else "cost"
-            extra = err_s if name == "time" else err_s * f.cand.pp * max(f.c.price_scaled)
-            f.lm.constraints[i] = replace(con, name=f"{con.name}_cpsat", rhs=con.rhs + extra)
 
-
-def _budget_allowance(f) -> dict[str, float]:
-    """How far above the budget (relative to limit x (1 + BUDGET_REL)) the relaxed rows of _relax_budget_rows let a
-    plan in: "time" and "cost", from the rows' right-hand sides and the budget's own limits."""
+    The allowance lives in CP-SAT's translation only: the shared model keeps the rows as add_budgets built them, so
+    CBC, a re-check, the point's row check and _check all see the exact rows (issue 14, round 11). Until round 10 the
+    rows were raised on the shared model itself, and CBC's re-check of a CP-SAT "infeasible" solved the raised rows
+    (tests/test_recheck_rows.py). The tick is the exact model's (ticks_per_s), the one the translation uses: the
+    allowance does not feed back into it."""
+    err_s = CPSAT_BUDGET_MARGIN * cpsat_tick_error_s(problem, f, ticks_per_s(f.lm))
     out: dict[str, float] = {}
     for con in f.lm.constraints:
-        if con.name == "bud_time_cpsat" and f.budget.max_time_s:
-            out["time"] = con.rhs / (f.budget.max_time_s * (1 + BUDGET_REL) / f.c.iterations) - 1
-        elif con.name == "bud_cost_cpsat" and f.budget.max_cost_usd:
-            base = f.budget.max_cost_usd * (1 + BUDGET_REL) * SECONDS_PER_HOUR * PRICE_SCALE / f.c.iterations
-            out["cost"] = con.rhs / base - 1
+        if con.name == "bud_time" and con.sense == "<=":
+            out[con.name] = err_s
+        elif con.name == "bud_cost" and con.sense == "<=":
+            out[con.name] = err_s * f.cand.pp * max(f.c.price_scaled)
     return out
 
 
-def _unrelax_budget_rows(f) -> None:
-    """Undo _relax_budget_rows before another backend re-checks the model: the rows get back their names and the
-    right-hand sides add_budgets gave them. The allowance is for CP-SAT's ticks; CBC, given it, returned a plan 10^-5
-    over a cost budget (the allowance plus CBC's tolerance) that no rounding cut could remove, and the re-check of a
-    model with no plan that meets the budget ended in "unknown" or a plan that breaks it (issue 14, round 10)."""
-    for i, con in enumerate(f.lm.constraints):
-        if con.name == "bud_time_cpsat":
-            rhs = f.budget.max_time_s * (1 + BUDGET_REL) / f.c.iterations
-            f.lm.constraints[i] = replace(con, name="bud_time", rhs=rhs)
-        elif con.name == "bud_cost_cpsat":
-            rhs = f.budget.max_cost_usd * (1 + BUDGET_REL) * SECONDS_PER_HOUR * PRICE_SCALE / f.c.iterations
-            f.lm.constraints[i] = replace(con, name="bud_cost", rhs=rhs)
+def _allowance_rel(f, allowance: dict[str, float]) -> dict[str, float]:
+    """The allowance relative to limit x (1 + BUDGET_REL), the exact row's right-hand side: "time" and "cost"."""
+    out: dict[str, float] = {}
+    for con in f.lm.constraints:
+        if con.name in allowance and con.rhs > 0:
+            out["time" if con.name == "bud_time" else "cost"] = allowance[con.name] / con.rhs
+    return out
 
 
 def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
+    """Solve one candidate's model: (solution, (plan, estimate) or None, how many solves); see _solve_with_cuts.
+
+    A model handed back without a plan is as it came: this backend's rounding cuts come from its own rounding (at
+    most CP-SAT's tick below the budget), so the other backend's re-check of an "infeasible" solves the rows as
+    built, not them. With a plan they stay: _check reads the tick of the model the backend solved."""
+    built = len(f.lm.constraints)
+    sol, found, solves = _solve_with_cuts(problem, engine, f, time_limit_s, hint_values)
+    if found is None:
+        del f.lm.constraints[built:]
+    return sol, found, solves
+
+
+def _solve_with_cuts(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
     """Solve one candidate's model: (solution, (plan, estimate) or None, how many solves).
 
     The model's budget rows hold the solver's own numbers, which CP-SAT rounds to ticks and CBC meets within its
@@ -927,21 +926,23 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
     budget, cand = f.budget, f.cand
     solves = 0
-    if isinstance(engine, CpSat):
-        _relax_budget_rows(problem, f)
-    else:  # a re-check of a model CP-SAT solved first: CBC solves it as built
-        _unrelax_budget_rows(f)
-    relaxed = _budget_allowance(f)
     while True:
         left = None if deadline is None else deadline - time.perf_counter()
         if solves and left is not None and left <= 0:  # out of time after a cut: this candidate stays open
             return Solution("unknown", {}, None, None), None, solves
-        sol = engine.solve(f.lm, None if left is None else max(0.0, left), hint=hint_values)
+        if isinstance(engine, CpSat):  # the budget rows' allowance, in CP-SAT's translation only (_budget_allowance)
+            allowance = _budget_allowance(problem, f)  # at the tick of the model as it is now (a cut may move it)
+            sol = engine.solve(f.lm, None if left is None else max(0.0, left), hint=hint_values, allowance=allowance)
+        else:
+            allowance = {}
+            sol = engine.solve(f.lm, None if left is None else max(0.0, left), hint=hint_values)
+        relaxed = _allowance_rel(f, allowance)
         solves += 1
         if sol.status not in ("optimal", "feasible"):
             return sol, None, solves
         resolution = 1.0 / ticks_per_s(f.lm) if isinstance(engine, CpSat) else 1e-12
-        broken = f.lm.violations(sol.values, time_resolution_s=resolution)
+        # the rows the backend solved: the model's, and for CP-SAT its allowance on the budget rows
+        broken = f.lm.violations(sol.values, time_resolution_s=resolution, allowance=allowance)
         if broken:
             raise ConsistencyError(f"{engine.name}: returned a point that breaks {broken[:3]} "
                                    f"(candidate tp={cand.tp} dp={cand.dp} pp={cand.pp})")
@@ -957,8 +958,8 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
         if over and solves > MAX_ROUNDING_CUTS and any(
                 value > limit * (1 + BUDGET_REL) * (1 + CHECK_REL) for limit, value in (
                     (budget.max_time_s, est.training_time_s), (budget.max_cost_usd, est.cost_usd)) if limit is not None):
-            # Still over the budget by more than the model's own rounding after every cut: only the relaxation of
-            # _relax_budget_rows let it in. No plan, no proof: the candidate stays open (never a plan that breaks B).
+            # Still over the budget by more than the model's own rounding after every cut: only CP-SAT's allowance
+            # (_budget_allowance) let it in. No plan, no proof: the candidate stays open (never a plan that breaks B).
             return Solution("unknown", {}, None, None), None, solves
         if not over or solves > MAX_ROUNDING_CUTS:
             return sol, (plan, est), solves
@@ -966,8 +967,7 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
             # Below both the solver's value (CBC reports 8 digits, CP-SAT rounds) and the priced one, by more than
             # CBC's tolerance and CP-SAT's tick and far less than BUDGET_REL.
             at = min(sum(coef * sol.values[n] for n, coef in lin.terms.items()), per_iteration[name])
-            # Named by the model's row count: a re-check by the other backend solves the same model again, and
-            # its cuts must not take the names of the first backend's (PuLP refuses a repeated name).
+            # Named by the model's row count: unique within the model (PuLP refuses a repeated name).
             f.lm.add(f"round_{name}_{len(f.lm.constraints)}", lin, "<=", at - max(1e-8 * abs(at), 1e-8),
                      "time" if name == "time" else "rate")
 

@@ -1,9 +1,10 @@
 """A plan that sits exactly at the budget is a point of CP-SAT's model (issue 14, item 3, round 8; solver.py,
-_relax_budget_rows). CP-SAT rounds every time coefficient to its tick; on GPT-3 13B on FASOP's cluster (1-microsecond
-ticks, 103 s iterations, 512 micro-batches) that rounding is worth about 10^-5 of the iteration, ten times the
-budget rows' own slack (BUDGET_REL = 10^-6), so with B at a plan's own cost CP-SAT called the plan's model infeasible
-and the budget search waited for CBC's re-check (round 7's grid: first plan at 6.48 s). The budget is taken from the
-plan the model itself finds without a budget, so the tests do not depend on the cost model's numbers."""
+_budget_allowance, in CP-SAT's translation since round 11). CP-SAT rounds every time coefficient to its tick; on
+GPT-3 13B on FASOP's cluster (1-microsecond ticks, 103 s iterations, 512 micro-batches) that rounding is worth about
+10^-5 of the iteration, ten times the budget rows' own slack (BUDGET_REL = 10^-6), so with B at a plan's own cost
+CP-SAT called the plan's model infeasible and the budget search waited for CBC's re-check (round 7's grid: first plan
+at 6.48 s). The budget is taken from the plan the model itself finds without a budget, so the tests do not depend on
+the cost model's numbers."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The other backend's re-check of a CP-SAT "infeasible" solves the model as built (issue 14, round 10).
 
-CP-SAT's budget rows are raised by an allowance for its tick rounding (solver._relax_budget_rows). Before round 10
-CBC re-checked the model with those raised rows: under a cost budget 10^-5 below the cheapest plan's cost it returned
+CP-SAT's budget rows are raised by an allowance for its tick rounding (solver._budget_allowance; since round 11 in
+CP-SAT's translation only, tests/test_exact_budget_rows.py). Before round 10 CBC re-checked the model with those raised rows: under a cost budget 10^-5 below the cheapest plan's cost it returned
 that plan, over the budget by more than its rounding cuts accepted (a ConsistencyError), and on another instance its
 cuts never removed the plan and the search ended "timeout" with no answer. Its cuts also took names the CP-SAT solve
 had used ("overlapping constraint names: round_cost_1"). Both instances come from hypothesis

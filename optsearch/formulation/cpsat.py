@@ -32,10 +32,11 @@ def ticks_per_s(model: LinearModel) -> int:
     The last model's value is kept (fastpath): one candidate's model is asked up to five times in a row (the budget
     rows' allowance, the solve, the point's check, solver._check), each a pass over every row. It is reused only while
     the model holds the same variables, the same rows and the same objective terms (lists compared element by element,
-    by identity first, then by value), so a row added (a cut, an incumbent's row) or replaced (the relaxed budget
-    rows) computes it again. Rows are taken as fixed once added (Constraint is frozen; LinearModel.add folds the
-    expression's constant into the right-hand side then): a row whose Lin is changed in place afterwards would not be
-    seen, and nothing does that after the model is built (formulation.model._amend edits rows while building)."""
+    by identity first, then by value), so a row added (a cut, an incumbent's row) or replaced computes it again
+    (the budget rows' allowance is not in the model: CpSat.solve adds it in its own translation). Rows are taken as
+    fixed once added (Constraint is frozen; LinearModel.add folds the expression's constant into the right-hand side
+    then): a row whose Lin is changed in place afterwards would not be seen, and nothing does that after the model
+    is built (formulation.model._amend edits rows while building)."""
     variables, rows, objective = list(model.variables.values()), list(model.constraints), dict(model.objective.terms)
     last = _TICKS_LAST
     if last and last[0] is model and last[1] == variables and last[2] == rows and last[3] == objective:
@@ -117,8 +118,13 @@ class CpSat:
         self.seed = seed
         self.params = {**DEFAULT_PARAMS, **(params or {})}
 
-    def solve(self, model: LinearModel, time_limit_s: float | None, hint: dict[str, float] | None = None) -> Solution:
-        """Minimize. hint: values for some integer variables, where the search starts (it only steers the search)."""
+    def solve(self, model: LinearModel, time_limit_s: float | None, hint: dict[str, float] | None = None,
+              allowance: dict[str, float] | None = None) -> Solution:
+        """Minimize. hint: values for some integer variables, where the search starts (it only steers the search).
+        allowance: by row name, how far (in the row's own units) to raise a "<=" row's right-hand side in this
+        translation only (solver._budget_allowance: the budget rows, for CP-SAT's rounding of them at a plan). The
+        model is not changed: its rows stay as built for every other reader, and the tick is the model's own."""
+        allowance = allowance or {}
         if model.infeasible_rows:
             return Solution("infeasible", {}, None, None)
         ticks = ticks_per_s(model)
@@ -137,7 +143,7 @@ class CpSat:
             if redundant(model, con):
                 continue
             terms = []
-            rhs = con.rhs
+            rhs = con.rhs + allowance.get(con.name, 0.0) if con.sense == "<=" else con.rhs
             if con.unit in ("time", "rate"):
                 # time vars are already in ticks; other coefficients (seconds per unit) scale by ticks
                 for n, coef in con.lin.terms.items():

@@ -81,11 +81,14 @@ class LinearModel:
         self.variables[name] = VarDef(name, kind, lb, ub)
         return name
 
-    def violations(self, values: dict[str, float], rel: float = 1e-6, time_resolution_s: float = 1e-12) -> list[str]:
+    def violations(self, values: dict[str, float], rel: float = 1e-6, time_resolution_s: float = 1e-12,
+                   allowance: dict[str, float] | None = None) -> list[str]:
         """Names of constraints (and integrality) the point breaks, beyond a relative tolerance (python-mip style).
 
         time_resolution_s: how finely the solver represents seconds (CP-SAT's tick); each term of a time row may be
-        off by that much."""
+        off by that much. allowance: by row name, how far above its right-hand side the backend was given a "<=" row
+        (CpSat.solve's allowance on the budget rows): the point is checked against the rows the backend solved."""
+        allowance = allowance or {}
         out = []
         values = dict(values)
         for v in self.variables.values():
@@ -105,6 +108,8 @@ class LinearModel:
                                            if self.variables[n].kind != "time")
             if con.unit in ("time", "rate"):
                 tol += time_resolution_s * (len(con.lin.terms) + 1) * max(1.0, *(abs(c) for c in con.lin.terms.values()))
+            if con.sense == "<=":
+                tol += allowance.get(con.name, 0.0)
             if (con.sense == "<=" and lhs > con.rhs + tol) or (con.sense == ">=" and lhs < con.rhs - tol) or (
                     con.sense == "==" and abs(lhs - con.rhs) > tol):
                 out.append(f"{con.name} ({lhs:.6g} {con.sense} {con.rhs:.6g})")

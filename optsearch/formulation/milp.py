@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
 
 import pulp
@@ -97,17 +98,48 @@ class PulpCbc:
 
 def _run_cbc(prob: pulp.LpProblem, backend: PulpCbc, time_limit_s: float | None,
              options: list[str]) -> tuple[pulp.LpProblem, str]:
-    """Solve prob with PuLP's CBC under options; the problem (with its values) and CBC's log."""
-    fd, log_path = tempfile.mkstemp(prefix="optsearch-cbc-", suffix=".log")
-    os.close(fd)
-    try:
+    """Solve prob with PuLP's CBC under options; the problem (with its values) and CBC's log.
+
+    Every file of the solve (PuLP's .mps, .sol and .mst, CBC's log) lies in a directory of its own, removed however
+    the solve ends. PuLP deletes its files only when CBC returns normally: its PulpSolverError (CBC's crash, see
+    PulpCbc.solve) and a solve interrupted by an exception (the CLI's OutOfTime alarm, KeyboardInterrupt) left them in
+    the temp directory (87 pairs of *-pulp.mps / *-pulp.sol in /tmp after round 10). An exception while CBC runs also
+    ends CBC's process (_end_cbc): PuLP waits on it and would leave it running."""
+    with tempfile.TemporaryDirectory(prefix="optsearch-cbc-") as tmp:
+        log_path = os.path.join(tmp, "cbc.log")
         solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit_s, threads=backend.threads,
                                    gapRel=backend.rel_gap, logPath=log_path, options=options)
-        prob.solve(solver)
+        solver.tmpDir = tmp  # create_tmp_files puts the model and solution files here
+        try:
+            prob.solve(solver)
+        except BaseException:
+            _end_cbc(tmp)
+            raise
         with open(log_path) as f:
             return prob, f.read()
-    finally:
-        os.unlink(log_path)
+
+
+def _end_cbc(tmp: str) -> None:
+    """Kill (SIGKILL) and reap this process's children whose command line names the directory tmp: the CBC that
+    _run_cbc started there, if it still runs. Where /proc is not readable (not Linux) nothing is done."""
+    me = os.getpid()
+    try:
+        entries = [e for e in os.listdir("/proc") if e.isdigit()]
+    except OSError:
+        return
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])  # the fields after "(comm)": state, ppid, ...
+            if parent != me:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                if tmp.encode() not in f.read():
+                    continue
+            os.kill(int(entry), signal.SIGKILL)
+            os.waitpid(int(entry), 0)
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not ours to reap
 
 
 def _lower_bound(log: str, obj_scale: float) -> float | None:
