@@ -1,5 +1,5 @@
 """The moved sequences of an open candidate's positional bound (issue 14, item 3, costbig; docs/solver.md "Round 11:
-moved sequences (costbig)").
+moved sequences, and where the cost rows' 10 s goes (costbig)").
 
 Minimizing cost, the loop prices the heuristic's plans of the node-type sequences one move away from the best
 sequence of a candidate's positional bound, where that bound is below the incumbent. Incumbents only: the plans must
