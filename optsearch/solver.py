@@ -386,6 +386,39 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             return best
 
 
+SEQUENCE_MOVES = True  # minimizing cost, an open candidate's best positional sequence with one stage moved (costbig)
+SEQUENCE_MOVES_MAX = 64  # of those moved sequences, at most this many priced per candidate
+
+
+def _moved_sequences(seq: tuple[int, ...], most: int = SEQUENCE_MOVES_MAX) -> list[tuple[int, ...]]:
+    """The node-type sequences one move away from seq: one stage taken out at position i and put back at position j
+    (where its type differs from the stage at j), without repeats and without seq itself, nearest moves first
+    (|i - j|, then i, then j), at most `most` of them."""
+    pp = len(seq)
+    out: dict[tuple[int, ...], None] = {}
+    for i, j in sorted(((i, j) for i in range(pp) for j in range(pp) if seq[i] != seq[j]),
+                       key=lambda ij: (abs(ij[0] - ij[1]), ij[0], ij[1])):
+        moved = list(seq)
+        moved.insert(j, moved.pop(i))
+        key = tuple(moved)
+        if key != seq and key not in out:
+            out[key] = None
+            if len(out) >= most:
+                break
+    return list(out)
+
+
+def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...]) -> list[tuple[Plan, Estimate]]:
+    """The heuristic's plans (Memo.plan_of) of the sequences one move away from a positional bound's best sequence
+    (_moved_sequences), priced: incumbents only, never a bound. The positional programme places the types per
+    position under its own relaxation, and the plan of its best sequence can sit a few per cent above the
+    candidate's optimum where the optimum holds the same stages in another order (issue 14, item 3, costbig:
+    Mixtral 8x22B on mixed-pool-8k, cost, tp 2, dp 4, ep 4, pp 9: the sequence with the A100 node second gives
+    $1,722,858; moved first, $1,673,243, the optimum, which the loop's model solves found only after 20 s of CPU;
+    8 moves, 10 ms)."""
+    return [priced for moved in _moved_sequences(seq) if (priced := memo.plan_of(sk, moved)) is not None]
+
+
 CLIMB_INFLIGHT = True  # and, for the wide climb's v > 1 candidates, their in-flight bound (costside)
 CLIMB_REFINED = True  # _climb skips a neighbour whose refined bound reaches the current plan's value (costside)
 
@@ -1345,6 +1378,9 @@ def solve(
                 sharper = max(lower, pos.bound)
                 if sk.most is not None:
                     found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
+                    if SEQUENCE_MOVES and budget.objective == "cost" and incumbent is not None and pos.sequences and (
+                            pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):  # open: its best sequence's moves too
+                        found += _moved_plans(memo, sk, pos.sequences[0])
             elif item.cand.v > 1 and slower_than_s == 0.0:
                 # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
                 # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
