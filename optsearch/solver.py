@@ -554,6 +554,7 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
 
 
 PART_FIRST = True  # a first plan from the cp = 1, v = 1 part before the whole space's list (_part_seeds, descent)
+PART_DESCENT_SHARE = 0.15  # of the descent's share, at most, for the part's descent (before the whole one's)
 
 
 def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
@@ -585,21 +586,23 @@ def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: flo
 
 def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time_limit_s: float | None
                              ) -> tuple[Priced | None, float | None]:
-    """_budget_descent on the cp = 1, v = 1 part (part, _narrow_memo) first, then on the whole space as before, in
-    time_limit_s together: (the better plan, the whole space's on ties; time.perf_counter() when the first was known).
+    """_budget_descent on the cp = 1, v = 1 part (part, _narrow_memo) first, for PART_DESCENT_SHARE of time_limit_s,
+    then on the whole space as before, for time_limit_s: (the better plan, the whole space's on ties;
+    time.perf_counter() when the first was known).
     Round 11 (issue 14, item 3): the whole space's list under the cost objective and B took 1.1 s of CPU (Megatron
     145B on mixed-pool-3k and 310B on mixed-pool-8k, megatron target, time under B; load 7) before its seeds' quick
     plans; the part's list is the early seeds' own, kept on the part's memo (_candidates), and the part's seeds are
     the whole list's cp = 1 seeds in the same order, with the same quick plans (shared). The whole descent still runs
-    after it, from its own seeds: its list is the one the seed search's whole space builds next (the same budget
-    and setting), so its plan, and the search after it, are as before, known later. Incumbents only."""
-    start = time.perf_counter()
+    after it, from its own seeds, with its own share: its list is the one the seed search's whole space builds next
+    (the same budget and setting), so its plan, and the search after it, are as before, known later. The part's
+    share is small because its climb, over cp = 1 neighbours only, may not reach B: on Megatron 1T, mixed-pool-3k,
+    B = $16.28M, it climbed for the whole share (1.6 s of CPU) without a plan, and the whole descent, left 0.4 s,
+    then found none either. Incumbents only."""
     first = first_at = None
     if PART_FIRST and part is not None:
-        first = _budget_descent(part, budget, time_limit_s)
+        first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s)
         first_at = None if first is None else time.perf_counter()
-    left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-    whole = _budget_descent(memo, budget, left)
+    whole = _budget_descent(memo, budget, time_limit_s)
     if whole is None:
         return first, first_at
     if first is not None and first[0] < whole[0]:
