@@ -554,7 +554,7 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
 
 
 PART_FIRST = True  # a first plan from the cp = 1, v = 1 part before the whole space's list (_part_seeds, descent)
-PART_DESCENT_SHARE = 0.15  # of the descent's share, at most, for the part's descent (before the whole one's)
+PART_DESCENT_SHARE = 0.25  # of the descent's share, at most, for the part's descent (before the whole one's)
 
 
 def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
