@@ -3,6 +3,10 @@
 
     python bench/first_plans.py --rows gpt3-175b:mixed-pool-8k:cost,llama2-70b:mixed-pool-3k:cost<=D --out /tmp/a.json
     PYTHONPATH=/path/to/other/checkout python bench/first_plans.py ...   # the same rows on another version
+    python bench/first_plans.py --records docs/objective_grid_megatron_round10.json --clock cpu \
+        --rows megatron-145b:mixed-pool-3k:time<=B,megatron-39b:mixed-pool-8k:cost --out /tmp/b.json
+        # round 11 (docs/benchmarks.md "Round 11: first plans"): the full grid's budgets; record
+        # docs/first_plans_round11.json
 
 Each row takes its budget (D or B) from --records (default: docs/objective_grid_megatron_round9_five.json, then
 docs/objective_grid_megatron_round8.json for models that file lacks), the megatron target's space, `cpsat`, and runs

@@ -586,6 +586,63 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
     return out + [(whole, time.perf_counter())]
 
 
+PART_FIRST = True  # a first plan from the cp = 1, v = 1 part before the whole space's list (_part_seeds, descent)
+PART_DESCENT_SHARE = 0.25  # of the descent's share, at most, for the part's descent (before the whole one's)
+
+
+def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
+                memo: Memo) -> tuple[float, Plan, Estimate, float] | None:
+    """A first plan for a search that is not a budget search (cost or time, with or without other budgets), from the
+    usual seeds of the space's cp = 1, v = 1 part (_narrow_memo; solve's seeds_only, the early seeds of a budget
+    search), before the whole space's candidate list is built: (value, plan, estimate, time.perf_counter() when it
+    was known), or None. Round 11 (issue 14, item 3): on Megatron 145B, mixed-pool-3k, megatron target, minimizing
+    cost, the whole list took 1.2 s of CPU (load 7) and its first seed gave a plan at once; the part's list, whose
+    terms and cheap bounds the whole list then reuses (Memo), holds a quarter of the per-(tp, dp, b, cp) terms.
+    Only on a memo with no cheap bounds yet (the first search of a problem; a sweep's later solves have their
+    tables), and only where the space has such a smaller part. The plan is one of the whole list's own seeds (the
+    QUICK_SEEDS v = 1 candidates of each cp = 1 group, in the same bound order), whose quick plans solve prices
+    anyway once the off candidates join: the seeds' best, and so the search after them, are as before (ties
+    aside). An incumbent only, checked against the budget and the space here: never a bound or a proof."""
+    if not PART_FIRST or memo.cheap_by_pp:
+        return None
+    part = _narrow_memo(problem, options, memo)
+    if part is None:
+        return None
+    early = _seed_search(problem, budget, solver, None if time_limit_s is None else EARLY_SEED_SHARE * time_limit_s,
+                         options, memo, seeds_only=True, part=part)[0]
+    got, known = early
+    if (got.plan is None or got.estimate is None or not in_search_space(problem, got.plan, options)
+            or budget_violations(got.plan, got.estimate, budget)):
+        return None
+    return objective_value(got.estimate, budget.objective), got.plan, got.estimate, known
+
+
+def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time_limit_s: float | None
+                             ) -> tuple[Priced | None, float | None]:
+    """_budget_descent on the cp = 1, v = 1 part (part, _narrow_memo) first, for PART_DESCENT_SHARE of time_limit_s,
+    then on the whole space as before, for time_limit_s: (the better plan, the whole space's on ties;
+    time.perf_counter() when the first was known).
+    Round 11 (issue 14, item 3): the whole space's list under the cost objective and B took 1.1 s of CPU (Megatron
+    145B on mixed-pool-3k and 310B on mixed-pool-8k, megatron target, time under B; load 7) before its seeds' quick
+    plans; the part's list is the early seeds' own, kept on the part's memo (_candidates), and the part's seeds are
+    the whole list's cp = 1 seeds in the same order, with the same quick plans (shared). The whole descent still runs
+    after it, from its own seeds, with its own share: its list is the one the seed search's whole space builds next
+    (the same budget and setting), so its plan, and the search after it, are as before, known later. The part's
+    share is small because its climb, over cp = 1 neighbours only, may not reach B: on Megatron 1T, mixed-pool-3k,
+    B = $16.28M, it climbed for the whole share (1.6 s of CPU) without a plan, and the whole descent, left 0.4 s,
+    then found none either. Incumbents only."""
+    first = first_at = None
+    if PART_FIRST and part is not None:
+        first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s)
+        first_at = None if first is None else time.perf_counter()
+    whole = _budget_descent(memo, budget, time_limit_s)
+    if whole is None:
+        return first, first_at
+    if first is not None and first[0] < whole[0]:
+        return first, first_at
+    return whole, first_at if first_at is not None else time.perf_counter()
+
+
 DESCENT_SEEDS = 2  # v = 1 candidates of each (cp, tp) whose quick plans start _budget_descent (in bound order)
 DESCENT_SHARE = 0.25  # of the time left, at most, for _budget_descent (before the seed search)
 
@@ -1097,11 +1154,11 @@ def solve(
             early_plan = incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate,
                                       None)
             seed_first_s = time.perf_counter() - start
-        found = None if incumbent is not None else _budget_descent(
-            memo, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
+        found, found_at = (None, None) if incumbent is not None else _part_then_whole_descent(
+            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
             descent = incumbent = (found[0], found[1], found[2], None)
-            seed_first_s = time.perf_counter() - start
+            seed_first_s = found_at - start
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
         for seed, known in _seed_search(problem, seed_budget, solver, share, options, memo, part=part):
             if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
@@ -1125,6 +1182,10 @@ def solve(
     # climb from it and before the loop's first stopping test; or, without a plan, when the loop has run
     # OFF_WAIT_SHARE of the limit or has nothing else left (off_pending below). No bound stands in for them: no
     # answer, bound or gap is reported while one of them is missing (docs/solver.md, "Round 10: first plans").
+    if incumbent is None and not climb and not first_plan_only and slower_than_s == 0.0:
+        early = _part_seeds(problem, budget, solver, time_limit_s, options, memo)
+        if early is not None:  # one of the whole list's own seeds (below), known before that list is built
+            incumbent, seed_first_s = (early[0], early[1], early[2], None), early[3] - start
     bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL)
     off_pending = LAZY_OFF
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that

@@ -11,14 +11,46 @@ against it within the rounding bound.
 from __future__ import annotations
 
 import math
-
-from ortools.sat.python import cp_model
+from collections.abc import Iterator, Mapping
 
 from optsearch.errors import ConsistencyError
 from optsearch.formulation.linear import LinearModel, Solution
 
 TIME_TICKS_MAX = 10**10  # the largest time variable's range in ticks
 INT_ROOM = 2**62  # CP-SAT rejects a row whose sum of |coef| x |bound| may leave int64: keep a factor 2 spare
+
+
+
+
+class _LazyCpModel:
+    """OR-Tools' cp_model, imported at its first use (issue 14, item 3: first plans). It imports pandas, which with it
+    was about half of optsearch's start-up (0.4-0.5 s of CPU of 0.8-0.9 s for `import optsearch.solver`, load 6);
+    a search's first plan often comes from quick plans (formulation.heuristic), which need no CP-SAT. The first
+    attribute read imports the module and puts it in this module's globals, so every later read is the module's own."""
+
+    def __getattr__(self, name: str):
+        from ortools.sat.python import cp_model as module
+
+        globals()["cp_model"] = module
+        return getattr(module, name)
+
+
+cp_model = _LazyCpModel()
+
+
+class _ZeroOneParams(Mapping):
+    """{"search_branching": cp_model.FIXED_SEARCH}, the enum read when a solve asks for it (not at import)."""
+
+    def __getitem__(self, key: str):
+        if key != "search_branching":
+            raise KeyError(key)
+        return cp_model.FIXED_SEARCH
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(("search_branching",))
+
+    def __len__(self) -> int:
+        return 1
 
 
 _TICKS_LAST: list = []  # [model, its variables, rows and objective terms then, ticks_per_s]: the last model's value
@@ -108,7 +140,7 @@ DEFAULT_PARAMS = {"num_workers": 1, "linearization_level": 2, "presolve_inclusio
 # seconds. The hint is dropped there because it always breaks the model's incumbent cut (it is the candidate's own
 # best plan, which is the incumbent or worse), and the fixed search proved the cut infeasible about 10 % faster
 # without it.
-ZERO_ONE_PARAMS = {"search_branching": cp_model.FIXED_SEARCH}
+ZERO_ONE_PARAMS = _ZeroOneParams()  # {"search_branching": cp_model.FIXED_SEARCH}
 
 
 class CpSat:
