@@ -413,6 +413,47 @@ def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: 
             and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
 
 
+def overlap_param_gather_settings(problem: Problem, dp: int, cp: int, virtual_stages: int, pp: int,
+                                  distributed: bool) -> tuple[bool, ...]:
+    """The --overlap-param-gather settings the search tries (issue 15, ppgather; docs/cost-model.md 7f): on alone at
+    pp = 1 where it is valid (overlap_param_gather_on: it never loses there); off and on at pp > 1 where it is valid
+    (the problem searches it, the distributed optimizer, overlap_grad_reduce_on: v = 1), since at upstream main's
+    dispatch neither dominates (param_gather_delay_main_s); off elsewhere. Interleaved plans (v > 1) run without
+    --overlap-grad-reduce in the search, which upstream needs for the gather (arguments.py l. 1028-1029)."""
+    if not (problem.overlap_param_gather and distributed and overlap_grad_reduce_on(problem, dp, cp, virtual_stages)):
+        return (False,)
+    return (True,) if pp == 1 else (False, True)
+
+
+def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,
+                               most_first_layers: int) -> bool:
+    """False where no plan of pp > 1 stages on these node types, whose stage 0 holds at most most_first_layers
+    layers, is faster with --overlap-param-gather at main's dispatch than without (docs/cost-model.md 7f), so the
+    search need not try the flag on there. With e_s a stage's exposed exchange less its gather G_s, off prices
+    max_s (e_s + G_s) <= max_s e_s + max_s G_s and on max_s e_s + delay_0 + sum_{i>0} G_i, the rest of the
+    iteration and the memory alike; so on is faster only if delay_0 + sum_{i>0} G_i < max_s G_s. A later stage's G_j
+    is in the sum, so the max is G_0, and delay_0 >= G_0 / n_b (overlapped_grad_reduce_s): G_0 (1 - 1/n_b) >
+    sum_{i>0} G_i is needed. G_s = ag[g_s] P_s (dense parameters; ag at either bandwidth of a type, a stage may
+    straddle nodes): the left side grows with stage 0's layers n_0 and the right falls, so n_0 = min(L,
+    most_first_layers) with the fastest rate on the left and the slowest on the right decides."""
+    if pp <= 1:
+        return True
+    model = problem.model
+    if len(model.kinds) != 1:
+        return True  # not claimed (the search's gather needs one layer kind anyway: overlap_grad_reduce_on)
+    kind = model.kinds[0]
+    g = gradient_bytes(problem.job)
+    rates = [gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) * WEIGHT_BYTES_PER_PARAM
+             / (g + WEIGHT_BYTES_PER_PARAM) for name in node_types for spans in (False, True)]
+    per_layer = float(model.layer_parameters(kind) - model.expert_parameters(kind))
+    layers = kind.num_layers
+    n0 = max(0, min(layers, most_first_layers))
+    first = n0 * per_layer + stage_parameters(model, {}, True, False, pp)
+    later = (layers - n0) * per_layer + sum(stage_parameters(model, {}, False, s == pp - 1, pp) for s in range(1, pp))
+    buckets = overlap_bucket_count(first / tp, dp * cp, True)
+    return max(rates) * first * (1.0 - 1.0 / buckets) > min(rates) * later
+
+
 def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:
     """The search's choice of Megatron's --ddp-average-in-collective (docs/cost-model.md 8c): on where the problem
     prices it (Problem.ddp_average_in_collective: upstream Megatron-LM) and there is a data-parallel reduce to average
@@ -1463,7 +1504,14 @@ def _overlap_param_gather(problem: Problem, plan: Plan, placement: Placement, st
         out.append(_replace(stages[i], dp_allreduce_s=max(0.0, stages[i].dp_allreduce_s - gather)))
     dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
     buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
-    return out, param_gather_delay_s(gathers, forwards, buckets0)
+    return out, param_gather_delay_of(plan)(gathers, forwards, buckets0)
+
+
+def param_gather_delay_of(plan: Plan):
+    """The delay function of the plan's Megatron-Core (Plan.param_gather_dispatch, issue 15 ppgather): upstream
+    main's (param_gather_delay_main_s, section 7f; the default, what launch emits for and the search prices) or
+    core_r0.8.0's (param_gather_delay_s, section 7d; the H100 validation rows). They agree on one stage."""
+    return param_gather_delay_s if plan.param_gather_dispatch == "core_r0.8.0" else param_gather_delay_main_s
 
 
 # ---- DeepSpeed 0.3.13's pipeline engine (AMP's fork; docs/cost-model.md section 6c) ---------------------------
