@@ -737,9 +737,10 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
                         value = cost_lb if budget.objective == "cost" else time_lb
                         for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
                             rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v, int(dist is not None)), uses, terms))
-                    if dist is None and settings != DEFAULT:  # --overlap-param-gather's copies at pp > 1 (lazy too)
-                        total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses, terms, pps,
-                                              rows)
+                for ep in ep_candidates(problem, tp, dp, options) if settings != DEFAULT else ():
+                    # --overlap-param-gather's copies at pp > 1, with the off ones (lazy: settings OFF or ALL)
+                    total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses,
+                                          memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
     # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
     # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
     rows.sort(key=itemgetter(0, 1))

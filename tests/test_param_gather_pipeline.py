@@ -202,6 +202,34 @@ def test_bounds_of_the_copies_lie_below_their_plans():
         assert (floor > est.dp_allreduce_s) is above
 
 
+def _fast_then_slow(peak1: float, gbs: int):
+    """Two types, one 8-GPU PCIe node each (16 GB/s): t0 (80 GiB, 65 or 125 TFLOP/s) takes stage 0 and t1 (8 GiB,
+    peak1) the last (node_type_order), so that the time-balanced split puts more layers on stage 0."""
+    peak0 = 65.0 if peak1 < 65.0 else 125.0
+    gpus = [GpuSpec(name="G0", memory_gib=80.0, peak_fp16_tflop_per_s=peak0, hbm_gbyte_per_s=900.0),
+            GpuSpec(name="G1", memory_gib=8.0, peak_fp16_tflop_per_s=peak1, hbm_gbyte_per_s=900.0)]
+    types = [dict(name=f"t{i}", gpu=f"G{i}", gpus_per_node=8, num_nodes_available=1, price_usd_per_node_hour=price,
+                  intra_node_link="pcie", intra_node_gbyte_per_s=16.0, inter_node_gbit_per_s=100.0)
+             for i, price in ((0, 3.0), (1, 1.0))]
+    return _gather(make_problem(layers=8, hidden=2048, heads=16, gbs=gbs, node_types=types, gpus=gpus, seq=2048))
+
+
+@pytest.mark.parametrize("peak1, gbs, mbs, split, on", [(30.0, 64, 2, "6-2", True), (65.0, 256, 1, "5-3", False)])
+def test_solve_picks_the_better_setting_at_pp_2(peak1, gbs, mbs, split, on):
+    """Minimizing time, the optimum is a pp 2 plan on both types: 6 + 2 layers with the flag on (it beats every plan
+    without it), 5 + 3 with it off (on loses there); both backends equal brute force over both settings."""
+    problem = _fast_then_slow(peak1, gbs)
+    options = SpaceOptions(micro_batch_sizes=(mbs,), recompute_modes=("none",), max_stages=2,
+                           node_type_order=("t0", "t1"))
+    truth = assert_backends_equal_brute_force(problem, Budget(objective="time"), options)
+    plan = truth.plan
+    assert (plan.balance, plan.overlap_param_gather, plan.dp) == (split, on, 8)
+    flipped = estimate(problem, replace(plan, overlap_param_gather=not on))
+    assert flipped.training_time_s > truth.objective_value
+    without = solve_exhaustive(replace(problem, overlap_param_gather=False), Budget(objective="time"), options=options)
+    assert (without.objective_value > truth.objective_value * (1 + 1e-9)) is on
+
+
 @st.composite
 def _pipelined(draw):
     """One PCIe type of 2-8 GPUs per node, hidden 2048 (stage 0 has several buckets), 4-8 layers, 2 or 3 stages."""
