@@ -426,16 +426,17 @@ def overlap_param_gather_settings(problem: Problem, dp: int, cp: int, virtual_st
 
 
 def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,
-                               most_first_layers: int) -> bool:
+                               most_first_layers: int | list[int]) -> bool:
     """False where no plan of pp > 1 stages on these node types, whose stage 0 holds at most most_first_layers
-    layers, is faster with --overlap-param-gather at main's dispatch than without (docs/cost-model.md 7f), so the
+    layers (one count, or one per node type: the most a stage of that type holds), is faster with --overlap-param-gather at main's dispatch than without (docs/cost-model.md 7f), so the
     search need not try the flag on there. With e_s a stage's exposed exchange less its gather G_s, off prices
     max_s (e_s + G_s) <= max_s e_s + max_s G_s and on max_s e_s + delay_0 + sum_{i>0} G_i, the rest of the
     iteration and the memory alike; so on is faster only if delay_0 + sum_{i>0} G_i < max_s G_s. A later stage's G_j
     is in the sum, so the max is G_0, and delay_0 >= G_0 / n_b (overlapped_grad_reduce_s): G_0 (1 - 1/n_b) >
     sum_{i>0} G_i is needed. G_s = ag[g_s] P_s (dense parameters; ag at either bandwidth of a type, a stage may
-    straddle nodes): the left side grows with stage 0's layers n_0 and the right falls, so n_0 = min(L,
-    most_first_layers) with the fastest rate on the left and the slowest on the right decides."""
+    straddle nodes): the left side grows with stage 0's layers n_0 and the right falls, so for each type stage 0 may
+    take, n_0 = min(L, its most layers) with its own larger rate on the left and the least rate of every type on the
+    right decides."""
     if pp <= 1:
         return True
     model = problem.model
@@ -443,15 +444,21 @@ def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int,
         return True  # not claimed (the search's gather needs one layer kind anyway: overlap_grad_reduce_on)
     kind = model.kinds[0]
     g = gradient_bytes(problem.job)
-    rates = [gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) * WEIGHT_BYTES_PER_PARAM
-             / (g + WEIGHT_BYTES_PER_PARAM) for name in node_types for spans in (False, True)]
+    rates = [max(gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) for spans in (False, True))
+             * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for name in node_types]
+    least = min(gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) for name in node_types
+                for spans in (False, True)) * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM)
+    most = most_first_layers if isinstance(most_first_layers, list) else [most_first_layers] * len(node_types)
     per_layer = float(model.layer_parameters(kind) - model.expert_parameters(kind))
     layers = kind.num_layers
-    n0 = max(0, min(layers, most_first_layers))
-    first = n0 * per_layer + stage_parameters(model, {}, True, False, pp)
-    later = (layers - n0) * per_layer + sum(stage_parameters(model, {}, False, s == pp - 1, pp) for s in range(1, pp))
-    buckets = overlap_bucket_count(first / tp, dp * cp, True)
-    return max(rates) * first * (1.0 - 1.0 / buckets) > min(rates) * later
+    ends = sum(stage_parameters(model, {}, False, s == pp - 1, pp) for s in range(1, pp))
+    for rate, cap in zip(rates, most):
+        n0 = max(0, min(layers, cap))
+        first = n0 * per_layer + stage_parameters(model, {}, True, False, pp)
+        buckets = overlap_bucket_count(first / tp, dp * cp, True)
+        if rate * first * (1.0 - 1.0 / buckets) > least * ((layers - n0) * per_layer + ends):
+            return True
+    return False
 
 
 def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:

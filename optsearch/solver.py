@@ -767,7 +767,7 @@ def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple
     key = (tp, dp, mbs, ep, cp, 2)
     if key not in memo.terms:
         win = param_gather_chain_can_win(problem, [u.name for u in uses], tp, dp, cp, 2,
-                                         max(terms.max_layers_per_stage))
+                                         list(terms.max_layers_per_stage))
         memo.terms[key] = gather_terms(terms) if win else None
     gterms = memo.terms[key]
     if gterms is None:
