@@ -30,6 +30,7 @@ from optsearch.solver import backend, solve
 from optsearch.spec import GpuSpec
 from optsearch.spec.budget import Budget
 
+from test_megatron_parse import _check, _run_upstream, upstream  # noqa: F401  (the fixture)
 from test_param_gather_search import _gather
 from test_solver import MAX_PLANS, assert_backends_equal_brute_force, make_problem
 
@@ -291,3 +292,21 @@ def test_the_h100_rows_name_core_r080():
     runs = _load_runs(csv)
     assert runs and all(r.plan.param_gather_dispatch == "core_r0.8.0" for r in runs)
     assert any(r.plan.pp > 1 and r.plan.overlap_param_gather for r in runs)
+
+
+def test_upstream_accepts_the_pipelined_gather_plan(upstream, monkeypatch):  # noqa: F811
+    """With OPTSEARCH_MEGATRON_LM set: the pp 2 plan the search returns with the flag on launches as upstream main
+    takes it (parse_args / validate_args: --overlap-param-gather with --use-distributed-optimizer and
+    --overlap-grad-reduce, two pipeline stages of 6 and 2 layers), and launch notes main's dispatch."""
+    from optsearch import megatron
+
+    problem = _fast_then_slow(30.0, 64)
+    options = SpaceOptions(micro_batch_sizes=(2,), recompute_modes=("none",), max_stages=2,
+                           node_type_order=("t0", "t1"))
+    plan = solve(problem, Budget(objective="time"), options=options).plan
+    assert plan.pp == 2 and plan.overlap_param_gather
+    assert any("upstream main" in n for n in megatron.megatron_args(problem, plan).notes)
+    _check(upstream, monkeypatch, problem, plan)
+    _, args, _, _ = _run_upstream(upstream, monkeypatch, problem, plan)
+    assert args.overlap_param_gather and args.overlap_grad_reduce and args.use_distributed_optimizer
+    assert args.pipeline_model_parallel_size == 2 and not args.align_param_gather  # 1F1B: main's dispatch (7f)
