@@ -237,7 +237,8 @@ def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, 
     --overlap-param-gather in the search (Problem.overlap_param_gather; costmodel.overlap_param_gather_on turns it on
     for one-stage plans) the all-gather's delay may be as small as the gather / its buckets: 0 for candidates of
     pp = 1 and for a set of candidates of any pp (pp None: the least floor over them); candidates with pp > 1 keep
-    the gather exposed after the step (the search leaves the flag off there), so theirs is the floor above."""
+    the gather exposed after the step (the default candidates leave the flag off there), so theirs is the floor
+    above; the copies with the flag on at pp > 1 take 0 (gather_terms)."""
     if not distributed or (problem.overlap_param_gather and (pp is None or pp == 1)):
         return tuple(0.0 for _ in alpha)
     g = gradient_bytes(problem.job)

@@ -408,7 +408,8 @@ def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: 
     max(G / n, G - F (n - 1) / n) <= G for it (param_gather_delay_s), with no memory of its own; upstream main and
     r0.8.0 dispatch a one-stage plan's gathers alike. With pp > 1 upstream main gathers a later stage's one bucket
     only when its first micro-batch arrives, so every later stage's whole gather adds along the pipeline fill
-    (param_gather_delay_main_s) and off can be faster: off there."""
+    (param_gather_delay_main_s) and off can be faster: off by default there, and the search's copies with it on
+    (overlap_param_gather_settings, formulation.model.Candidate.gather) try on."""
     return (problem.overlap_param_gather and distributed and pp == 1
             and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
 

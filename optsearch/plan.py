@@ -54,8 +54,8 @@ class Plan:
     overlap_grad_reduce: bool = False
     # Megatron's --overlap-param-gather (issue 15; needs the distributed optimizer and overlap_grad_reduce): the
     # parameter all-gather runs during the next iteration's first forward instead of after the optimizer step
-    # (costmodel.param_gather_delay_s). Set by a validation row, or by the search on one-stage plans where it never
-    # loses (costmodel.overlap_param_gather_on, docs/cost-model.md 7f).
+    # (costmodel.param_gather_delay_of). Set by a validation row, or by the search: on one-stage plans, where it never
+    # loses, and where it wins at pp > 1 (costmodel.overlap_param_gather_settings, docs/cost-model.md 7f).
     overlap_param_gather: bool = False
     # Megatron's --tp-comm-overlap (issue 15; Transformer Engine's userbuffers, needs sequence parallelism): each
     # transformer layer's tensor-parallel all-gathers / reduce-scatters run alongside its GEMMs
