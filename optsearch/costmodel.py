@@ -428,6 +428,13 @@ def overlap_param_gather_settings(problem: Problem, dp: int, cp: int, virtual_st
 
 def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,
                                most_first_layers: int | list[int]) -> bool:
+    """Whether --overlap-param-gather at main's dispatch can be faster than off on some plan of pp > 1 stages
+    (param_gather_chain_gain_s > 0)."""
+    return pp <= 1 or param_gather_chain_gain_s(problem, node_types, tp, dp, cp, pp, most_first_layers) > 0
+
+
+def param_gather_chain_gain_s(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,
+                              most_first_layers: int | list[int]) -> float:
     """False where no plan of pp > 1 stages on these node types, whose stage 0 holds at most most_first_layers
     layers (one count, or one per node type: the most a stage of that type holds), is faster with --overlap-param-gather at main's dispatch than without (docs/cost-model.md 7f), so the
     search need not try the flag on there. With e_s a stage's exposed exchange less its gather G_s, off prices
@@ -437,12 +444,12 @@ def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int,
     sum_{i>0} G_i is needed. G_s = ag[g_s] P_s (dense parameters; ag at either bandwidth of a type, a stage may
     straddle nodes): the left side grows with stage 0's layers n_0 and the right falls, so for each type stage 0 may
     take, n_0 = min(L, its most layers) with its own larger rate on the left and the least rate of every type on the
-    right decides."""
-    if pp <= 1:
-        return True
+    right decides. Returns the most the flag can take off a plan's iteration (seconds, >= 0; 0: never faster):
+    off - on <= max_s G_s - D <= G_0 (1 - 1/n_b) - sum_{i>0} G_i, at its largest there.
+    (pp = 1 or several layer kinds: not claimed, inf.)"""
     model = problem.model
-    if len(model.kinds) != 1:
-        return True  # not claimed (the search's gather needs one layer kind anyway: overlap_grad_reduce_on)
+    if pp <= 1 or len(model.kinds) != 1:
+        return math.inf  # not claimed (the search's gather needs one layer kind anyway: overlap_grad_reduce_on)
     kind = model.kinds[0]
     g = gradient_bytes(problem.job)
     rates = [max(gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) for spans in (False, True))
@@ -453,13 +460,13 @@ def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int,
     per_layer = float(model.layer_parameters(kind) - model.expert_parameters(kind))
     layers = kind.num_layers
     ends = sum(stage_parameters(model, {}, False, s == pp - 1, pp) for s in range(1, pp))
+    gain = 0.0
     for rate, cap in zip(rates, most):
         n0 = max(0, min(layers, cap))
         first = n0 * per_layer + stage_parameters(model, {}, True, False, pp)
         buckets = overlap_bucket_count(first / tp, dp * cp, True)
-        if rate * first * (1.0 - 1.0 / buckets) > least * ((layers - n0) * per_layer + ends):
-            return True
-    return False
+        gain = max(gain, rate * first * (1.0 - 1.0 / buckets) - least * ((layers - n0) * per_layer + ends))
+    return gain
 
 
 def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:

@@ -36,7 +36,7 @@ from optsearch.candidates import (
 )
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, overlap_param_gather_on, ddp_average_on, memory_capacity_bytes, stage_parameters,
-    overlap_param_gather_settings, param_gather_chain_can_win,
+    overlap_param_gather_settings, param_gather_chain_gain_s,
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
@@ -755,10 +755,13 @@ def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple
                  uses: tuple[NodeUse, ...], terms: DegreeTerms, pps: np.ndarray, rows: list[tuple]) -> int:
     """Appends to rows (_build_candidates' form) the --overlap-param-gather copies (Candidate.gather; issue 15,
     ppgather) of the degree (tp, dp, b, ep, cp) at v = 1 and every pp > 1 where the search tries the flag
-    (costmodel.overlap_param_gather_settings) and it can win (costmodel.param_gather_chain_can_win, stage 0 at most
-    NMAX layers), with their cheap bounds (bounds.gather_terms: the gather's floor 0) and the same budget tests as
-    _build_candidates'. Returns how many copies there were before the cheap bounds. The copies join with the
-    distributed-optimizer-off ones (settings OFF, lazy): the first list is as before."""
+    (costmodel.overlap_param_gather_settings) and it can win (costmodel.param_gather_chain_gain_s > 0, stage 0 at
+    most NMAX layers), with their cheap bounds and the same budget tests as _build_candidates'. A copy's cheap bound
+    is the larger of its own (bounds.gather_terms: the gather's floor 0) and its default twin's less what the flag
+    can take off: a copy's plan is the twin's plan with the flag on, the same stages, nodes and memory, and its
+    iteration at most `gain` shorter (param_gather_chain_gain_s), its cost per iteration at most rent x gain lower
+    (rent at most pp w x the dearest GPU of its types). Returns how many copies there were before the cheap bounds.
+    The copies join with the distributed-optimizer-off ones (settings OFF, lazy): the first list is as before."""
     problem = memo.problem
     tp, dp, mbs, ep, cp = degree
     if 1 not in memo.options.virtual_stages or len(pps) < 2 or True not in overlap_param_gather_settings(
@@ -766,13 +769,18 @@ def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple
         return 0
     key = (tp, dp, mbs, ep, cp, 2)
     if key not in memo.terms:
-        win = param_gather_chain_can_win(problem, [u.name for u in uses], tp, dp, cp, 2,
+        gain = param_gather_chain_gain_s(problem, [u.name for u in uses], tp, dp, cp, 2,
                                          list(terms.max_layers_per_stage))
-        memo.terms[key] = gather_terms(terms) if win else None
-    gterms = memo.terms[key]
-    if gterms is None:
+        memo.terms[key] = (gather_terms(terms), gain) if gain > 0 else None
+    if memo.terms[key] is None:
         return 0
+    gterms, gain = memo.terms[key]
     ok, iteration, rate, cost = memo.cheap_bounds(gterms, key, pps)
+    twin_ok, twin_iteration, _, twin_cost = memo.cheap_bounds(terms, degree, pps)
+    rent = pps * (tp * cp * dp) * max(terms.price_per_gpu_hour)  # USD per hour, at most, of a plan of pp stages
+    ok = ok & twin_ok
+    iteration = np.maximum(iteration, twin_iteration - gain)
+    cost = np.maximum(cost, twin_cost - rent * gain / SECONDS_PER_HOUR)
     ix = np.arange(1, len(pps))  # pp = 2 .. most
     total = len(ix)
     if budget.max_gpus is not None:

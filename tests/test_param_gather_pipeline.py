@@ -20,7 +20,8 @@ from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.candidates import SpaceOptions, node_uses
 from optsearch.costmodel import (
     WEIGHT_BYTES_PER_PARAM, estimate, gradient_bytes, gradient_sync_s, overlap_bucket_count,
-    overlap_param_gather_settings, param_gather_chain_can_win, param_gather_delay_main_s, param_gather_delay_s,
+    overlap_param_gather_settings, param_gather_chain_can_win, param_gather_chain_gain_s, param_gather_delay_main_s,
+    param_gather_delay_s,
     stage_forward_s, stage_layer_kinds,
 )
 from optsearch.errors import SpecError
@@ -98,8 +99,9 @@ def test_the_settings_and_where_on_can_win():
 
 
 def test_where_on_is_claimed_never_to_win_it_does_not():
-    """Every split of 8 layers over 2 and 3 stages at dp 8 and 4: where param_gather_chain_can_win says no for the
-    split's stage-0 layer count (its most_first_layers), on is never faster than off; and some split is."""
+    """Every split of 8 layers over 2 and 3 stages at dp 8 and 4: on is never faster than off by more than
+    param_gather_chain_gain_s for the split's stage-0 layer count (its most_first_layers), so never where that is 0
+    (param_gather_chain_can_win says no); and some split is faster, by up to the gain."""
     problem = _two_nodes(nodes=3)
     wins = 0
     for dp, pp in ((8, 2), (4, 2), (8, 3)):
@@ -109,8 +111,10 @@ def test_where_on_is_claimed_never_to_win_it_does_not():
             on = estimate(problem, _plan(split, True, dp=dp))
             off = estimate(problem, _plan(split, False, dp=dp))
             wins += on.iteration_time_s < off.iteration_time_s
+            gain = param_gather_chain_gain_s(problem, ["t0"], 1, dp, 1, pp, split[0])
+            assert off.iteration_time_s - on.iteration_time_s <= gain + 1e-12 * off.iteration_time_s, (dp, split)
             if not param_gather_chain_can_win(problem, ["t0"], 1, dp, 1, pp, split[0]):
-                assert on.iteration_time_s >= off.iteration_time_s * (1 - 1e-12), (dp, split)
+                assert gain == 0 and on.iteration_time_s >= off.iteration_time_s * (1 - 1e-12), (dp, split)
     assert wins > 0
 
 
@@ -185,6 +189,21 @@ def _bounds_of_copies(problem, options, budget, bounds_terms=None) -> int:
     return compared
 
 
+def _copies_cheap_bounds_below_their_plans(problem, options, budget) -> None:
+    """The cheap bounds solve builds for the copies (solver._gather_rows: the larger of the copy's own and its twin's
+    less the gain) lie below every plan of the copy."""
+    from optsearch.search import objective_value
+    from optsearch.solver import ALL, Memo, _candidates
+
+    from test_distopt_search import _plans_at
+
+    copies = [b for b in _candidates(Memo(problem, options), budget, 0.0, ALL)[0] if b.cand.gather]
+    assert copies
+    for b in copies:
+        for _, est in _plans_at(problem, options, b.cand):
+            assert b.lower_bound <= objective_value(est, budget.objective) * (1 + 1e-9), b.cand
+
+
 def test_bounds_of_the_copies_lie_below_their_plans():
     """Time and cost. The copies need their own floor: the default candidate's per-stage floor (A >= the gather's
     rate x P_s on every stage, the rows C_A of the positional bound and alpha_at(pp) of the others) lies above the
@@ -195,6 +214,7 @@ def test_bounds_of_the_copies_lie_below_their_plans():
     options = SpaceOptions(micro_batch_sizes=(2,), recompute_modes=("none",), max_stages=3)
     for objective in ("time", "cost"):
         assert _bounds_of_copies(problem, options, Budget(objective=objective)) > 0
+        _copies_cheap_bounds_below_their_plans(problem, options, Budget(objective=objective))
     uses = tuple(node_uses(problem, 1, 8, 2))
     est = estimate(problem, _plan((7, 1), True))
     for gather, above in ((False, True), (True, False)):
