@@ -2,7 +2,8 @@
 "--overlap-param-gather in the search"). Upstream main dispatches a bucket group's parameter all-gather from the
 forward pre-hook the first time the forward reaches it: on a one-stage plan that only hides (the first forward waits
 at most max(G / n, G - F (n - 1) / n) <= G), so the search turns it on there (costmodel.overlap_param_gather_on); with
-pp > 1 a later stage's whole gather adds along the pipeline fill (param_gather_delay_main_s), so it stays off.
+pp > 1 a later stage's whole gather adds along the pipeline fill (param_gather_delay_main_s), so it is off by
+default there (both settings are searched since ppgather: tests/test_param_gather_pipeline.py).
 Brute force tries both settings where the search fixes it on: the optima agree on both backends, the bounds lie
 below every plan with it on, and launch emits the flag, which upstream's parse_args accepts."""
 
