@@ -98,6 +98,21 @@ def test_the_settings_and_where_on_can_win():
     assert not param_gather_chain_can_win(problem, ["t0"], 8, 1, 1, 2, 8)  # tp 8: one bucket, delay_0 = G_0
 
 
+def test_the_switch_takes_the_copies_out_of_the_space(monkeypatch):
+    """costmodel.PARAM_GATHER_AT_PP_ABOVE_1 = False: the search as before ppgather, and the space with it (brute force
+    and in_search_space agree): the 6 + 2 instance's optimum is then the plan without the flag, on both backends."""
+    from optsearch import costmodel
+    from optsearch.candidates import in_search_space
+
+    monkeypatch.setattr(costmodel, "PARAM_GATHER_AT_PP_ABOVE_1", False)
+    problem = _fast_then_slow(30.0, 64)
+    options = SpaceOptions(micro_batch_sizes=(2,), recompute_modes=("none",), max_stages=2,
+                           node_type_order=("t0", "t1"))
+    truth = assert_backends_equal_brute_force(problem, Budget(objective="time"), options)
+    assert truth.objective_value == pytest.approx(1222.2974861522052, rel=1e-9)
+    assert not in_search_space(problem, replace(truth.plan, overlap_param_gather=True), options)
+
+
 def test_where_on_is_claimed_never_to_win_it_does_not():
     """Every split of 8 layers over 2 and 3 stages at dp 8 and 4: on is never faster than off by more than
     param_gather_chain_gain_s for the split's stage-0 layer count (its most_first_layers), so never where that is 0
