@@ -318,7 +318,7 @@ def test_plan_files_name_the_dispatch():
 
 def test_the_h100_rows_name_core_r080():
     """The H100 validation set ran Megatron-Core r0.8.0 with --overlap-param-gather: its CSV says so per row, so its
-    pipelined rows keep r0.8.0's dispatch (main's would add every later stage's gather: 10-18 % slower there)."""
+    pipelined rows keep r0.8.0's dispatch (main's would add every later stage's gather: 7-17 % slower there)."""
     from pathlib import Path
 
     from optsearch.validate import _load_runs
