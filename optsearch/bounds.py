@@ -95,6 +95,10 @@ class DegreeTerms:
     # pp = 1 one) and these are the floor of pp > 1 candidates, where the gather is off (grad_overlap_floor's pp).
     alpha_multi: tuple[float, ...] = ()  # [g]; empty when it equals alpha
     alpha_multi_min: float = 0.0
+    # The terms of the --overlap-param-gather copies at pp > 1 (Candidate.gather, issue 15 ppgather; gather_terms):
+    # alpha_multi empty, so every pp takes alpha (the gather's floor 0, as at pp = 1), and the in-flight bound's
+    # pp = 1 changes of 7f (no forward credit, rho = 1) apply at every pp (gather_hidden_at).
+    param_gather: bool = False
 
     def all_params(self, pp: int) -> float:
         """P_total: every layer, the embedding and the head (with the tied copy when pp > 1)."""
@@ -107,6 +111,20 @@ class DegreeTerms:
     def alpha_min_at(self, pp: int) -> float:
         """min_g alpha_at(pp)."""
         return self.alpha_multi_min if pp > 1 and self.alpha_multi else self.alpha_min
+
+    def gather_hidden_at(self, problem, pp: int) -> bool:
+        """Whether the plans of these terms at pp may run --overlap-param-gather (stage 0's gather then waits on its
+        first forward, 7f): the problem searches it and pp = 1, or these are the gather copy's terms."""
+        return problem.overlap_param_gather and (pp == 1 or self.param_gather)
+
+
+def gather_terms(d: DegreeTerms) -> DegreeTerms:
+    """The terms of the --overlap-param-gather copies at pp > 1 (Candidate.gather) from the default setting's d (the
+    distributed optimizer on): the same but for the gather's floor, 0 at every pp (alpha, grad_overlap_floor's pp =
+    None; the gather's delay at main's dispatch is >= 0), and param_gather set. Every bound through them holds for
+    the copy's plans: A_on = max_s e_s + delay_0 + sum_{i>0} G_i >= every e_s (docs/solver.md "The gather floor")."""
+    from dataclasses import replace as _replace
+    return _replace(d, alpha_multi=(), alpha_multi_min=0.0, param_gather=True)
 
 
 def _calls(cache: dict | None):
@@ -219,7 +237,8 @@ def grad_overlap_floor(problem: Problem, distributed: bool, alpha: tuple[float, 
     --overlap-param-gather in the search (Problem.overlap_param_gather; costmodel.overlap_param_gather_on turns it on
     for one-stage plans) the all-gather's delay may be as small as the gather / its buckets: 0 for candidates of
     pp = 1 and for a set of candidates of any pp (pp None: the least floor over them); candidates with pp > 1 keep
-    the gather exposed after the step (the search leaves the flag off there), so theirs is the floor above."""
+    the gather exposed after the step (the default candidates leave the flag off there), so theirs is the floor
+    above; the copies with the flag on at pp > 1 take 0 (gather_terms)."""
     if not distributed or (problem.overlap_param_gather and (pp is None or pp == 1)):
         return tuple(0.0 for _ in alpha)
     g = gradient_bytes(problem.job)

@@ -251,7 +251,7 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
     if plan.cp not in context_parallel_candidates(problem, options):
         return False
     from optsearch.costmodel import (
-        ddp_average_on, distributed_optimizer_choices, overlap_grad_reduce_on, overlap_param_gather_on,
+        ddp_average_on, distributed_optimizer_choices, overlap_grad_reduce_on, overlap_param_gather_settings,
     )
 
     if plan.distributed_optimizer not in distributed_optimizer_choices(problem.job, plan.dp, plan.cp):
@@ -263,8 +263,11 @@ def in_search_space(problem: Problem, plan: Plan, options: SpaceOptions = SpaceO
         return False
     # --overlap-param-gather and --ddp-average-in-collective: on only where the search may set them
     # (costmodel.overlap_param_gather_on, ddp_average_on); off is in the space too (dominated, as brute force checks)
-    if plan.overlap_param_gather and not overlap_param_gather_on(problem, plan.dp, plan.cp, v, plan.pp,
-                                                                 plan.distributed_optimizer):
+    # (at pp > 1 both, costmodel.overlap_param_gather_settings, priced at upstream main's dispatch only)
+    if plan.overlap_param_gather and True not in overlap_param_gather_settings(problem, plan.dp, plan.cp, v, plan.pp,
+                                                                              plan.distributed_optimizer):
+        return False
+    if plan.overlap_param_gather and plan.pp > 1 and plan.param_gather_dispatch != "main":
         return False
     if plan.ddp_average_in_collective and not ddp_average_on(problem, plan.dp, plan.cp):
         return False

@@ -408,9 +408,71 @@ def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: 
     max(G / n, G - F (n - 1) / n) <= G for it (param_gather_delay_s), with no memory of its own; upstream main and
     r0.8.0 dispatch a one-stage plan's gathers alike. With pp > 1 upstream main gathers a later stage's one bucket
     only when its first micro-batch arrives, so every later stage's whole gather adds along the pipeline fill
-    (param_gather_delay_main_s) and off can be faster: off there."""
+    (param_gather_delay_main_s) and off can be faster: off by default there, and the search's copies with it on
+    (overlap_param_gather_settings, formulation.model.Candidate.gather) try on."""
     return (problem.overlap_param_gather and distributed and pp == 1
             and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
+
+
+# Whether the search (and brute force, in_search_space, the what-if oracle, all through
+# overlap_param_gather_settings) tries --overlap-param-gather at pp > 1 (issue 15, ppgather). False: as before
+# ppgather, on at pp = 1 only; the space, and so every optimality claim, shrinks with it consistently.
+PARAM_GATHER_AT_PP_ABOVE_1 = True
+
+
+def overlap_param_gather_settings(problem: Problem, dp: int, cp: int, virtual_stages: int, pp: int,
+                                  distributed: bool) -> tuple[bool, ...]:
+    """The --overlap-param-gather settings the search tries (issue 15, ppgather; docs/cost-model.md 7f): on alone at
+    pp = 1 where it is valid (overlap_param_gather_on: it never loses there); off and on at pp > 1 where it is valid
+    (the problem searches it, the distributed optimizer, overlap_grad_reduce_on: v = 1), since at upstream main's
+    dispatch neither dominates (param_gather_delay_main_s); off elsewhere. Interleaved plans (v > 1) run without
+    --overlap-grad-reduce in the search, which upstream needs for the gather (arguments.py l. 1028-1029)."""
+    if not (problem.overlap_param_gather and distributed and overlap_grad_reduce_on(problem, dp, cp, virtual_stages)):
+        return (False,)
+    return (True,) if pp == 1 else (False, True) if PARAM_GATHER_AT_PP_ABOVE_1 else (False,)
+
+
+def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,
+                               most_first_layers: int | list[int]) -> bool:
+    """Whether --overlap-param-gather at main's dispatch can be faster than off on some plan of pp > 1 stages
+    (param_gather_chain_gain_s > 0)."""
+    return pp <= 1 or param_gather_chain_gain_s(problem, node_types, tp, dp, cp, pp, most_first_layers) > 0
+
+
+def param_gather_chain_gain_s(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,
+                              most_first_layers: int | list[int]) -> float:
+    """False where no plan of pp > 1 stages on these node types, whose stage 0 holds at most most_first_layers
+    layers (one count, or one per node type: the most a stage of that type holds), is faster with --overlap-param-gather at main's dispatch than without (docs/cost-model.md 7f), so the
+    search need not try the flag on there. With e_s a stage's exposed exchange less its gather G_s, off prices
+    max_s (e_s + G_s) <= max_s e_s + max_s G_s and on max_s e_s + delay_0 + sum_{i>0} G_i, the rest of the
+    iteration and the memory alike; so on is faster only if delay_0 + sum_{i>0} G_i < max_s G_s. A later stage's G_j
+    is in the sum, so the max is G_0, and delay_0 >= G_0 / n_b (overlapped_grad_reduce_s): G_0 (1 - 1/n_b) >
+    sum_{i>0} G_i is needed. G_s = ag[g_s] P_s (dense parameters; ag at either bandwidth of a type, a stage may
+    straddle nodes): the left side grows with stage 0's layers n_0 and the right falls, so for each type stage 0 may
+    take, n_0 = min(L, its most layers) with its own larger rate on the left and the least rate of every type on the
+    right decides. Returns the most the flag can take off a plan's iteration (seconds, >= 0; 0: never faster):
+    off - on <= max_s G_s - D <= G_0 (1 - 1/n_b) - sum_{i>0} G_i, at its largest there.
+    (pp = 1 or several layer kinds: not claimed, inf.)"""
+    model = problem.model
+    if pp <= 1 or len(model.kinds) != 1:
+        return math.inf  # not claimed (the search's gather needs one layer kind anyway: overlap_grad_reduce_on)
+    kind = model.kinds[0]
+    g = gradient_bytes(problem.job)
+    rates = [max(gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) for spans in (False, True))
+             * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for name in node_types]
+    least = min(gradient_sync_s(problem, name, 1.0, tp, dp, spans, cp, True) for name in node_types
+                for spans in (False, True)) * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM)
+    most = most_first_layers if isinstance(most_first_layers, list) else [most_first_layers] * len(node_types)
+    per_layer = float(model.layer_parameters(kind) - model.expert_parameters(kind))
+    layers = kind.num_layers
+    ends = sum(stage_parameters(model, {}, False, s == pp - 1, pp) for s in range(1, pp))
+    gain = 0.0
+    for rate, cap in zip(rates, most):
+        n0 = max(0, min(layers, cap))
+        first = n0 * per_layer + stage_parameters(model, {}, True, False, pp)
+        buckets = overlap_bucket_count(first / tp, dp * cp, True)
+        gain = max(gain, rate * first * (1.0 - 1.0 / buckets) - least * ((layers - n0) * per_layer + ends))
+    return gain
 
 
 def ddp_average_on(problem: Problem, dp: int, cp: int = 1) -> bool:
@@ -1463,7 +1525,14 @@ def _overlap_param_gather(problem: Problem, plan: Plan, placement: Placement, st
         out.append(_replace(stages[i], dp_allreduce_s=max(0.0, stages[i].dp_allreduce_s - gather)))
     dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
     buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)
-    return out, param_gather_delay_s(gathers, forwards, buckets0)
+    return out, param_gather_delay_of(plan)(gathers, forwards, buckets0)
+
+
+def param_gather_delay_of(plan: Plan):
+    """The delay function of the plan's Megatron-Core (Plan.param_gather_dispatch, issue 15 ppgather): upstream
+    main's (param_gather_delay_main_s, section 7f; the default, what launch emits for and the search prices) or
+    core_r0.8.0's (param_gather_delay_s, section 7d; the H100 validation rows). They agree on one stage."""
+    return param_gather_delay_s if plan.param_gather_dispatch == "core_r0.8.0" else param_gather_delay_main_s
 
 
 # ---- DeepSpeed 0.3.13's pipeline engine (AMP's fork; docs/cost-model.md section 6c) ---------------------------

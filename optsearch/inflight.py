@@ -909,7 +909,7 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
         emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
         head = min(min(h, x) for h, x in zip(d.head_s, head_f))
         forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
-        if problem.overlap_param_gather and pp == 1:  # the gather hides behind that forward (costmodel 7f): no credit
+        if d.gather_hidden_at(problem, pp):  # the gather hides behind that forward (costmodel 7f): no credit
             forward = 0.0
         # a stage s > 0 also keeps its own last backward W_s beside its whole reduce (the docstring), W_s >= n_s bw[g_s]
         # + the ends' step - forward where negative; stage 0 hides behind its own (no bw at position 0)
@@ -1010,7 +1010,7 @@ def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: 
         ratios += [(e - stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) / e if e > 0 else 0.0,
                    (h - stage_forward_s(problem, g, {}, tp, mbs, False, True, cp)) / h if h > 0 else 0.0]
     rho = min(1.0, max(0.0, max(ratios)))
-    if problem.overlap_param_gather and pp == 1:  # A_0 also hides behind the forward (the gather, costmodel 7f):
+    if d.gather_hidden_at(problem, pp):  # A_0 also hides behind the forward (the gather, costmodel 7f):
         rho = 1.0                                 # H_0 <= W_0 + F_0 <= compute_0 <= M*
     params = d.all_params(pp)
     fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)

@@ -471,10 +471,14 @@ def overlap_args(problem: Problem, plan: Plan) -> tuple[list[str], list[str]]:
         args.append("--overlap-grad-reduce")
     if plan.overlap_param_gather:  # plan_from_dict has checked upstream's rule: distributed optimizer + grad overlap
         args.append("--overlap-param-gather")
-        if plan.pp > 1:
+        if plan.pp > 1 and plan.param_gather_dispatch == "core_r0.8.0":
             notes.append("--overlap-param-gather: priced as Megatron-Core core_r0.8.0 dispatches the gather (every "
                          "stage's first bucket at zero_grad, docs/cost-model.md section 7d); upstream main dispatches "
                          "a later stage's gather at its first forward, so with pp > 1 the estimate is optimistic")
+        elif plan.pp > 1:
+            notes.append("--overlap-param-gather: priced as upstream main (d98e8a64) dispatches the gather (a later "
+                         "stage's at its first forward, docs/cost-model.md section 7f); Megatron-Core core_r0.8.0 "
+                         "dispatches every stage's first bucket at zero_grad (plan field param_gather_dispatch)")
     if plan.tp_comm_overlap:
         if plan.tp == 1:  # upstream turns sequence parallelism off at tp = 1 and then refuses --tp-comm-overlap
             notes.append("tp_comm_overlap: tp = 1 has no tensor-parallel collective to overlap; --tp-comm-overlap not "

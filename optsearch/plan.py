@@ -54,8 +54,8 @@ class Plan:
     overlap_grad_reduce: bool = False
     # Megatron's --overlap-param-gather (issue 15; needs the distributed optimizer and overlap_grad_reduce): the
     # parameter all-gather runs during the next iteration's first forward instead of after the optimizer step
-    # (costmodel.param_gather_delay_s). Set by a validation row, or by the search on one-stage plans where it never
-    # loses (costmodel.overlap_param_gather_on, docs/cost-model.md 7f).
+    # (costmodel.param_gather_delay_of). Set by a validation row, or by the search: on one-stage plans, where it never
+    # loses, and where it wins at pp > 1 (costmodel.overlap_param_gather_settings, docs/cost-model.md 7f).
     overlap_param_gather: bool = False
     # Megatron's --tp-comm-overlap (issue 15; Transformer Engine's userbuffers, needs sequence parallelism): each
     # transformer layer's tensor-parallel all-gathers / reduce-scatters run alongside its GEMMs
@@ -66,6 +66,11 @@ class Plan:
     # (costmodel.grad_buffer_passes_s, docs/cost-model.md 8c). The search sets it for upstream Megatron-LM where
     # dp x cp > 1 (costmodel.ddp_average_on); launch emits the flag.
     ddp_average_in_collective: bool = False
+    # Which Megatron-Core dispatches --overlap-param-gather's all-gathers (issue 15, ppgather; docs/cost-model.md 7d,
+    # 7f): "main", upstream main (d98e8a64, what launch emits for and the search prices: a later stage gathers when its
+    # first micro-batch arrives), or "core_r0.8.0" (every stage's first bucket at zero_grad: the H100 validation
+    # rows). The two differ only where overlap_param_gather and pp > 1 (costmodel.param_gather_delay_of).
+    param_gather_dispatch: str = "main"
 
     @property
     def pp(self) -> int:
@@ -116,6 +121,8 @@ class Plan:
                 out[key] = True
         if self.ddp_average_in_collective:  # written only when on: plans without it keep their JSON
             out["ddp_average_in_collective"] = True
+        if self.param_gather_dispatch != "main":  # written only when not upstream main's
+            out["param_gather_dispatch"] = self.param_gather_dispatch
         return out
 
     def recomputed_layers(self, stage_index: int, kind_counts: dict[str, int]) -> dict[str, int]:
@@ -180,8 +187,18 @@ def plan_from_dict(data: Any, source: str = "plan") -> Plan:
     average = data.get("ddp_average_in_collective", False)
     if not isinstance(average, bool):
         raise SpecError(f"{source}: ddp_average_in_collective = {average!r}: must be true or false")
+    dispatch = data.get("param_gather_dispatch", "main")
+    if dispatch not in PARAM_GATHER_DISPATCHES:
+        raise SpecError(f"{source}: param_gather_dispatch = {dispatch!r}: must be one of "
+                        f"{', '.join(PARAM_GATHER_DISPATCHES)} (the Megatron-Core whose --overlap-param-gather "
+                        "dispatch prices the plan)")
     return Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=tuple(stages), recompute_num_layers=block, ep=ep, cp=cp,
-                distributed_optimizer=dist, virtual_stages=virtual, **overlaps, ddp_average_in_collective=average)
+                distributed_optimizer=dist, virtual_stages=virtual, **overlaps, ddp_average_in_collective=average,
+                param_gather_dispatch=dispatch)
+
+
+# --overlap-param-gather's dispatch by Megatron-Core version (Plan.param_gather_dispatch; docs/cost-model.md 7d, 7f)
+PARAM_GATHER_DISPATCHES: tuple[str, ...] = ("main", "core_r0.8.0")
 
 
 # Megatron-LM's communication overlaps (issue 15; docs/targets.md "Communication overlaps"), as plan-file keys.

@@ -28,9 +28,9 @@ class Problem:
     # off; the CLI sets it from the target (targets.engine_problem: on for upstream Megatron-LM unless
     # --no-overlap-grad-reduce).
     overlap_grad_reduce: bool = False
-    # Megatron's --overlap-param-gather where the search turns it on (costmodel.overlap_param_gather_on: one-stage
-    # plans with the distributed optimizer and --overlap-grad-reduce, where it never loses). The library default is
-    # off; the CLI sets it with overlap_grad_reduce (targets.engine_problem).
+    # Megatron's --overlap-param-gather where the search sets it (costmodel.overlap_param_gather_settings: plans with
+    # the distributed optimizer and --overlap-grad-reduce; on at pp = 1, where it never loses, both at pp > 1). The
+    # library default is off; the CLI sets it with overlap_grad_reduce (targets.engine_problem).
     overlap_param_gather: bool = False
     # Megatron's --ddp-average-in-collective (costmodel.grad_buffer_passes_s, docs/cost-model.md 8c): the dense
     # gradient buffer is averaged by the collective, not scaled by 1 / (dp x cp) before it. The library default is

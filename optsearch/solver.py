@@ -29,12 +29,14 @@ from optsearch.bounds import (
     CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, cheap_bounds,
     composition_bounds, degree_terms, interleaved_bound, interleaving_factor,
 )
+from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
     interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
 )
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, Estimate, distributed_optimizer_off_dominated, distributed_optimizer_on, distributed_optimizer_settings, estimate, overlap_grad_reduce_on, overlap_param_gather_on, ddp_average_on, memory_capacity_bytes, stage_parameters,
+    overlap_param_gather_settings, param_gather_chain_gain_s,
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
@@ -825,14 +827,68 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
                         value = cost_lb if budget.objective == "cost" else time_lb
                         for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
                             rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v, int(dist is not None)), uses, terms))
+                for ep in ep_candidates(problem, tp, dp, options) if settings != DEFAULT else ():
+                    # --overlap-param-gather's copies at pp > 1, with the off ones (lazy: settings OFF or ALL)
+                    total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses,
+                                          memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
     # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
     # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
     rows.sort(key=itemgetter(0, 1))
     for lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms in rows:
         kept.append(Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
-                                      dist=False if off else None),
+                                      dist=False if off == 1 else None, gather=off == 2),
                             lb, terms, CHEAP))
     return kept, total
+
+
+def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple[int, ...],
+                 uses: tuple[NodeUse, ...], terms: DegreeTerms, pps: np.ndarray, rows: list[tuple]) -> int:
+    """Appends to rows (_build_candidates' form) the --overlap-param-gather copies (Candidate.gather; issue 15,
+    ppgather) of the degree (tp, dp, b, ep, cp) at v = 1 and every pp > 1 where the search tries the flag
+    (costmodel.overlap_param_gather_settings) and it can win (costmodel.param_gather_chain_gain_s > 0, stage 0 at
+    most NMAX layers), with their cheap bounds and the same budget tests as _build_candidates'. A copy's cheap bound
+    is the larger of its own (bounds.gather_terms: the gather's floor 0) and its default twin's less what the flag
+    can take off: a copy's plan is the twin's plan with the flag on, the same stages, nodes and memory, and its
+    iteration at most `gain` shorter (param_gather_chain_gain_s), its cost per iteration at most rent x gain lower
+    (rent at most pp w x the dearest GPU of its types). Returns how many copies there were before the cheap bounds.
+    The copies join with the distributed-optimizer-off ones (settings OFF, lazy): the first list is as before."""
+    problem = memo.problem
+    tp, dp, mbs, ep, cp = degree
+    if 1 not in memo.options.virtual_stages or len(pps) < 2 or True not in overlap_param_gather_settings(
+            problem, dp, cp, 1, 2, terms.distributed_optimizer):
+        return 0
+    key = (tp, dp, mbs, ep, cp, 2)
+    if key not in memo.terms:
+        gain = param_gather_chain_gain_s(problem, [u.name for u in uses], tp, dp, cp, 2,
+                                         list(terms.max_layers_per_stage))
+        memo.terms[key] = (gather_terms(terms), gain) if gain > 0 else None
+    if memo.terms[key] is None:
+        return 0
+    gterms, gain = memo.terms[key]
+    ok, iteration, rate, cost = memo.cheap_bounds(gterms, key, pps)
+    twin_ok, twin_iteration, _, twin_cost = memo.cheap_bounds(terms, degree, pps)
+    rent = pps * (tp * cp * dp) * max(terms.price_per_gpu_hour)  # USD per hour, at most, of a plan of pp stages
+    ok = ok & twin_ok
+    iteration = np.maximum(iteration, twin_iteration - gain)
+    cost = np.maximum(cost, twin_cost - rent * gain / SECONDS_PER_HOUR)
+    ix = np.arange(1, len(pps))  # pp = 2 .. most
+    total = len(ix)
+    if budget.max_gpus is not None:
+        ix = ix[(ix + 1) * tp * cp * dp <= budget.max_gpus]
+    ix = ix[ok[ix]]
+    time_lb = np.maximum(problem.iterations * iteration[ix], slower_than_s)
+    cost_lb = np.maximum(problem.iterations * cost[ix], rate[ix] * slower_than_s / SECONDS_PER_HOUR)
+    keep = np.ones(len(ix), dtype=bool)
+    if budget.max_time_s is not None:
+        keep &= ~(time_lb > budget.max_time_s * BOUND_SLACK)
+    if budget.max_cost_usd is not None:
+        keep &= ~(cost_lb > budget.max_cost_usd * BOUND_SLACK)
+    if budget.max_usd_per_hour is not None:
+        keep &= ~(rate[ix] > budget.max_usd_per_hour * BOUND_SLACK)
+    value = cost_lb if budget.objective == "cost" else time_lb
+    for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
+        rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, 1, 2), uses, gterms))
+    return total
 
 
 LAZY_OFF = True  # solve adds the distributed-optimizer-off candidates after its first plan (_with_off)

@@ -124,6 +124,16 @@ def load_runs(path: Path) -> list[Run]:
         raise SpecError(f"{path}: not a readable CSV: {err}") from None
 
 
+def _dispatch(row: dict, where: str) -> str:
+    """The column param_gather_dispatch (Plan.param_gather_dispatch): main (empty or absent) or core_r0.8.0."""
+    from optsearch.plan import PARAM_GATHER_DISPATCHES
+    text = (row.get("param_gather_dispatch") or "").strip() or "main"
+    if text not in PARAM_GATHER_DISPATCHES:
+        raise SpecError(f"{where}: param_gather_dispatch = {text!r}: must be one of "
+                        f"{', '.join(PARAM_GATHER_DISPATCHES)} or empty (main)")
+    return text
+
+
 def _load_runs(path: Path) -> list[Run]:
     text = read_text(Path(path))  # a regular UTF-8 file of bounded size; anything else is one line of SpecError
     reader = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
@@ -179,7 +189,10 @@ def _load_runs(path: Path) -> list[Run]:
                     # Megatron's --overlap-param-gather at core_r0.8.0 (costmodel section 7d); empty or absent: off
                     overlap_param_gather=_flag(row, "overlap_param_gather", where) is True,
                     # Megatron's --tp-comm-overlap with TE's userbuffers (costmodel section 3c); empty or absent: off
-                    tp_comm_overlap=_flag(row, "tp_comm_overlap", where) is True)
+                    tp_comm_overlap=_flag(row, "tp_comm_overlap", where) is True,
+                    # the Megatron-Core whose --overlap-param-gather dispatch prices it (costmodel 7d / 7f); empty or
+                    # absent: upstream main
+                    param_gather_dispatch=_dispatch(row, where))
         if plan.overlap_param_gather and not (plan.distributed_optimizer and plan.overlap_grad_reduce):
             raise SpecError(f"{where}: overlap_param_gather = 1 needs distributed_optimizer = 1 and "
                             "overlap_grad_reduce = 1 (Megatron-LM's arguments.py asserts both)")

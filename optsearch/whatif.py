@@ -482,15 +482,17 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
     )
     from optsearch.candidates import kinds_split_allowed
     from optsearch.costmodel import (
-        ddp_average_on, distributed_optimizer_settings, overlap_grad_reduce_on, overlap_param_gather_on,
+        ddp_average_on, distributed_optimizer_settings, overlap_grad_reduce_on, overlap_param_gather_settings,
     )
 
     num_layers = problem.model.num_layers
     for tp, dp, mbs, uses, cp in _degree_candidates(problem, budget, options):
         # dist: the search's settings (costmodel.distributed_optimizer_settings: both under the overlap, else on)
-        for ep, pp, v, dist in ((e, p, v, o) for e in ep_candidates(problem, tp, dp, options)
-                                for p, v in _stage_counts(problem, options, dp, mbs)  # v: interleaving, where allowed
-                                for o in distributed_optimizer_settings(problem, dp, cp, v)):
+        for ep, pp, v, dist, gather in ((e, p, v, o, a) for e in ep_candidates(problem, tp, dp, options)
+                                        for p, v in _stage_counts(problem, options, dp, mbs)  # v: where allowed
+                                        for o in distributed_optimizer_settings(problem, dp, cp, v)
+                                        # --overlap-param-gather: both at pp > 1 (the search's copies, 7f)
+                                        for a in overlap_param_gather_settings(problem, dp, cp, v, p, o)):
             for types in type_sequences(uses, pp, budget.max_gpus, tp * cp * dp, _allowed(problem, options)):
                 for chunks in partitions(num_layers // v, pp):
                     parts = tuple(v * k for k in chunks)
@@ -501,7 +503,7 @@ def enumerate_plans(problem: Problem, budget: Budget = Budget(),
                     plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, stages=stages, ep=ep, cp=cp,
                                 distributed_optimizer=dist, virtual_stages=v,
                                 overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v),  # as the search
-                                overlap_param_gather=overlap_param_gather_on(problem, dp, cp, v, pp, dist),
+                                overlap_param_gather=gather,
                                 ddp_average_in_collective=ddp_average_on(problem, dp, cp))
                     found = _least_recompute(problem, plan, options)
                     if found is not None and not budget_violations(found[0], found[1], budget):

@@ -30,6 +30,7 @@ from optsearch.candidates import (
 )
 from optsearch.costmodel import (
     Estimate, ddp_average_on, distributed_optimizer_choices, estimate, overlap_grad_reduce_on, overlap_param_gather_on,
+    overlap_param_gather_settings,
 )
 from optsearch.errors import OptsearchError
 from optsearch.plan import Plan, Stage
@@ -106,12 +107,16 @@ def _optimizer_settings(problem: Problem, dp: int, cp: int) -> tuple[bool, ...]:
     return distributed_optimizer_choices(problem.job, dp, cp)
 
 
-def _param_gather_variants(plan: Plan) -> tuple[Plan, ...]:
+def _param_gather_variants(plan: Plan, problem: Problem | None = None) -> tuple[Plan, ...]:
     """The plan, and where the search turns --overlap-param-gather on (costmodel.overlap_param_gather_on: one stage,
     where it never loses) the same plan with it off too: equal optima check that the search loses nothing by fixing
-    it on."""
+    it on. With the problem, a plan of pp > 1 stages where the search tries both settings
+    (costmodel.overlap_param_gather_settings, issue 15 ppgather) comes with it on too."""
     if plan.overlap_param_gather:
         return (plan, replace(plan, overlap_param_gather=False))
+    if problem is not None and True in overlap_param_gather_settings(
+            problem, plan.dp, plan.cp, plan.virtual_stages, plan.pp, plan.distributed_optimizer):
+        return (plan, replace(plan, overlap_param_gather=True))
     return (plan,)
 
 
@@ -234,7 +239,7 @@ def solve_exhaustive(
                                 overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, v),
                                 overlap_param_gather=overlap_param_gather_on(problem, dp, cp, v, pp, dist),
                                 ddp_average_in_collective=ddp_average_on(problem, dp, cp))
-                    for variant in _param_gather_variants(plan):
+                    for variant in _param_gather_variants(plan, problem):
                         priced += 1
                         found = _least_recompute(problem, variant, options)
                         if found is None:

@@ -41,6 +41,7 @@ from optsearch.costmodel import (  # --overlap-grad-reduce (section 7c)
     WEIGHT_BYTES_PER_PARAM, gradient_bytes, overlap_bucket_elements, overlap_grad_reduce_on, stage_forward_s,
 )
 from optsearch.costmodel import overlapped_grad_reduce_s, overlap_param_gather_on  # --overlap-param-gather (7f)
+from optsearch.costmodel import overlap_param_gather_settings  # --overlap-param-gather at pp > 1 (7f, ppgather)
 from optsearch.costmodel import ddp_average_on  # --ddp-average-in-collective (8c)
 from optsearch.formulation.linear import Lin, LinearModel, Solution
 from optsearch.plan import Plan, Recompute, Stage
@@ -65,6 +66,10 @@ class Candidate:
     # The distributed optimizer: None, the search's default (costmodel.distributed_optimizer_on); False, off where
     # the search tries both (costmodel.distributed_optimizer_settings: under --overlap-grad-reduce)
     dist: bool | None = None
+    # --overlap-param-gather on at pp > 1 (issue 15, ppgather): the copy of a candidate with the distributed optimizer
+    # and --overlap-grad-reduce whose plans run the flag (costmodel.overlap_param_gather_settings: neither setting
+    # dominates there); False: the search's default (costmodel.overlap_param_gather_on: on at pp = 1 only)
+    gather: bool = False
 
     @property
     def gpus_per_stage(self) -> int:
@@ -72,14 +77,25 @@ class Candidate:
 
     @property
     def key(self) -> tuple[int, ...]:
-        """(tp, dp, b, pp, ep, cp, v, o), o = 1 where dist is set (off), else 0: one length, so that keys order
-        (ties of the bound sort by it)."""
-        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep, self.cp, self.v, int(self.dist is not None))
+        """(tp, dp, b, pp, ep, cp, v, o), o = 1 where dist is set (off), 2 for the gather copy (gather), else 0: one
+        length, so that keys order (ties of the bound sort by it)."""
+        return (self.tp, self.dp, self.micro_batch_size, self.pp, self.ep, self.cp, self.v,
+                int(self.dist is not None) + 2 * int(self.gather))
 
 
 def candidate_distributed_optimizer(problem: Problem, cand: Candidate) -> bool:
     """The candidate's distributed-optimizer setting: its own where set, else the search's default."""
     return distributed_optimizer_on(problem.job, cand.dp, cand.cp) if cand.dist is None else cand.dist
+
+
+def candidate_param_gather(problem: Problem, cand: Candidate) -> bool:
+    """Whether the candidate's plans run --overlap-param-gather: the search's default (on at pp = 1 where valid,
+    costmodel.overlap_param_gather_on), or the gather copy's (Candidate.gather, pp > 1, costmodel 7f)."""
+    dist = candidate_distributed_optimizer(problem, cand)
+    if cand.gather:
+        assert True in overlap_param_gather_settings(problem, cand.dp, cand.cp, cand.v, cand.pp, dist), cand
+        return True
+    return overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist)
 
 
 def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
@@ -91,7 +107,7 @@ def candidate_plan(problem: Problem, cand: Candidate, stages: tuple[Stage, ...],
                 cp=cand.cp, distributed_optimizer=dist,
                 recompute_num_layers=recompute_num_layers, virtual_stages=cand.v,
                 overlap_grad_reduce=overlap_grad_reduce_on(problem, cand.dp, cand.cp, cand.v),
-                overlap_param_gather=overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist),
+                overlap_param_gather=candidate_param_gather(problem, cand),
                 ddp_average_in_collective=ddp_average_on(problem, cand.dp, cand.cp))
 
 
@@ -151,8 +167,8 @@ class Coefficients:
     forward_head_s: tuple[float, ...] = ()  # [g]: the last stage's head forward
     bucket_elements: int = 0  # Megatron's bucket size on pipeline rank 0 (costmodel.overlap_bucket_elements)
     tp: int = 1
-    # Megatron's --overlap-param-gather (costmodel section 7f; overlap_param_gather_on: pp = 1 only): [g] the
-    # parameter all-gather's rate per parameter (the 2 of the g + 2 bytes of alpha[g]); empty when off.
+    # Megatron's --overlap-param-gather (costmodel section 7f; candidate_param_gather: pp = 1, or the gather copy at
+    # pp > 1): [g] the parameter all-gather's rate per parameter (the 2 of the g + 2 bytes of alpha[g]); empty when off.
     param_gather_s_per_param: tuple[float, ...] = ()
 
     @property
@@ -245,7 +261,7 @@ def _grad_overlap_terms(problem: Problem, cand: Candidate, names: list[str], dis
         param_gather_s_per_param=tuple(
             gradient_sync_s(problem, u.name, 1.0, tp, cand.dp, cand.gpus_per_stage > u.node.gpus_per_node, cp, True)
             * WEIGHT_BYTES_PER_PARAM / (g + WEIGHT_BYTES_PER_PARAM) for u in cand.uses)
-        if overlap_param_gather_on(problem, cand.dp, cand.cp, cand.v, cand.pp, dist) else ())
+        if candidate_param_gather(problem, cand) else ())
 
 
 # ---- variable names ([A-Za-z0-9_] only) --------------------------------------------------------------------
@@ -793,6 +809,8 @@ def add_pattern_dp_allreduce_and_optimizer(f: Formulation) -> None:
             params = n * c.layer_params[0] + c.fixed_params[s]
             a.add(-(alpha[g] * params + n * c.layer_allreduce_s(g, 0)), x_(s, g, n))
             o.add(-(c.optimizer_s_per_param[g] * params + n * c.layer_optimizer_s(g, 0)), x_(s, g, n))
+        if _gather_chain(f):  # pp > 1 with --overlap-param-gather: A >= ... + PG (add_pattern_param_gather_chain)
+            a.add(-1, "PG")
         f.lm.add(f"ar_{s}", a, ">=", 0, "time")
         f.lm.add(f"op_{s}", o, ">=", 0, "time")
 
@@ -810,7 +828,7 @@ def _overlap_parts(f: Formulation, s: int) -> dict[tuple[int, int], tuple[float,
         rest = c.allreduce_floor_s_per_param[g] * params + n * c.layer_allreduce_s(g, 0)
         forward = (n * c.forward_layer_s[g] + (c.forward_embedding_s[g] if s == 0 else 0.0)
                    + (c.forward_head_s[g] if s == pp - 1 else 0.0))
-        if c.param_gather_s_per_param:  # pp = 1: the one stage's gather waited for by its first forward
+        if c.param_gather_s_per_param and pp == 1:  # the one stage's gather waited for by its first forward
             rest += overlapped_grad_reduce_s(c.param_gather_s_per_param[g] * params, forward, c.grad_buckets0(params))
         out[(g, n)] = (rest, c.allreduce_s_per_param[g] * params * c.grad_overlap_share, forward)
     return out
@@ -846,11 +864,15 @@ def add_pattern_overlapped_grad_reduce(f: Formulation) -> None:
             lin.add(-(rest + whole), x_(s, g, n))
         for j in range(s):
             _minus_backward(f, lin, j, parts[j], -1.0)
+        if _gather_chain(f):
+            lin.add(-1, "PG")
         f.lm.add(f"og_{s}", lin, ">=", 0, "time")
     buckets = {(g, n): c.grad_buckets0(n * c.layer_params[0] + c.fixed_params[0]) for (g, n) in parts[0]}
     lin = Lin.of((1, "A"))
     for (g, n), (rest, whole, _) in parts[0].items():
         lin.add(-(rest + whole / buckets[(g, n)]), x_(0, g, n))
+    if _gather_chain(f):
+        lin.add(-1, "PG")
     f.lm.add("og_0", lin, ">=", 0, "time")
     for k in sorted({b for (g, n), b in buckets.items() if b >= 2 and parts[0][(g, n)][1] > 0}):
         lin = Lin.of((k, "A"))
@@ -858,7 +880,32 @@ def add_pattern_overlapped_grad_reduce(f: Formulation) -> None:
             b = buckets[(g, n)]
             lin.add(-k * (rest + whole - (whole * (1.0 - 1.0 / b) if b > k else 0.0)), x_(0, g, n))
         _minus_backward(f, lin, 0, parts[0], -(k - 1))
+        if _gather_chain(f):
+            lin.add(-k, "PG")
         f.lm.add(f"og_0_{k}", lin, ">=", 0, "time")
+
+
+def _gather_chain(f: Formulation) -> bool:
+    """--overlap-param-gather on a candidate of pp > 1 stages (Candidate.gather): A carries the gathers' delay PG."""
+    return bool(f.c.param_gather_s_per_param) and f.cand.pp > 1
+
+
+def add_pattern_param_gather_chain(f: Formulation) -> None:
+    """--overlap-param-gather at pp > 1 as upstream main dispatches it (costmodel section 7f, param_gather_delay_main_s):
+      PG >= sum_{g,n} delay_0[g,n] x[0,g,n] + sum_{s>=1} sum_{g,n} ag[g] (n P + P_fixed[s]) x[s,g,n]
+    delay_0 = overlapped_grad_reduce_s(ag[g] P_0, F_0, n_b), a constant of stage 0's pattern; every row of A (ar_s,
+    og_s, og_0, og_0_k times k) has + PG, and the rest of those rows has no gather (allreduce_floor_s_per_param is 0
+    here). So A >= max_s (e_s + PG) = max_s e_s + PG, exactly the estimate's max_s (dp_allreduce_s - G_s) + delay
+    (PG only ever raises A, so it sits at its least value)."""
+    c, pp = f.c, f.cand.pp
+    lin = Lin.of((1, "PG"))
+    for s in range(pp):
+        for (g, n), (_, _, forward) in _overlap_parts(f, s).items():
+            params = n * c.layer_params[0] + c.fixed_params[s]
+            gather = c.param_gather_s_per_param[g] * params
+            lin.add(-(overlapped_grad_reduce_s(gather, forward, c.grad_buckets0(params)) if s == 0 else gather),
+                    x_(s, g, n))
+    f.lm.add("pg", lin, ">=", 0, "time")
 
 
 # ---- what the target runs (targets.py) ---------------------------------------------------------------------
@@ -1006,6 +1053,8 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         lm.var(name, "time", 0, U)
     if c.has_embedding_allreduce:
         lm.var("u_emb", "bool")
+    if c.param_gather_s_per_param and pp > 1:
+        lm.var("PG", "time", 0, U)  # the gathers' delay (add_pattern_param_gather_chain)
     if cand.v > 1:
         lm.var("e_wrap", "time", 0, U)
         lm.var("u_wrap", "bool")
@@ -1025,6 +1074,8 @@ def build(problem: Problem, budget: Budget, cand: Candidate, options: SpaceOptio
         add_pattern_dp_allreduce_and_optimizer(f)
         if c.grad_overlap_share > 0:
             add_pattern_overlapped_grad_reduce(f)  # A >= the exposed gradient reduce (section 7c)
+        if _gather_chain(f):
+            add_pattern_param_gather_chain(f)  # PG >= the gathers' delay at pp > 1 (section 7f)
     else:                               # several layer kinds (T5): integer layer counts per kind
         add_recompute_choice(f)         # sum_r y[s,g,r] == z[s,g]
         add_layer_cover(f)              # sum n[.,.,.,k] == L_k
