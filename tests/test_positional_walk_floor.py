@@ -100,3 +100,32 @@ def test_the_walk_floor_holds_on_memory_tight_instances(case):
     if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
         return
     _check(problem, options)
+
+
+def test_the_sum_programme_block_by_block_equals_every_block_at_once(monkeypatch):
+    """_least_sum's loop over layer counts takes each block alone over its run of finite marks (_min_into); the
+    choices path keeps the sum over every block at once: the same values bit for bit, with and without stage 0's
+    excess, at every mark of every candidate (the loop path forced: small instances would take the vectorized one)."""
+    monkeypatch.setattr(positional, "SUM_VECTOR_LIMIT", 0)
+    rng = np.random.default_rng(11)
+    compared = 0
+    for problem, options in list(_cases())[:4]:
+        memo, seen = Memo(problem, options), set()
+        for cand, _, _ in space_plans(problem, options):
+            if cand.v != 1 or cand.key in seen:
+                continue
+            seen.add(cand.key)
+            sk = memo.skeleton(cand)
+            if sk.most is None or not len(positional.tables(sk).blocks):
+                continue
+            tab = positional.tables(sk)
+            caps = tab.caps(np.arange(len(tab.marks)))
+            extras = [None] if tab.first is None else [None, tab.first_extra(rng.uniform(0, 2, len(tab.marks))
+                                                                             * float(tab.first.max()))]
+            for extra in extras:
+                fast = positional._least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, first_extra=extra)[0]
+                whole = positional._least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, choices=True,
+                                              first_extra=extra)[0]
+                assert np.array_equal(fast, whole), cand
+                compared += int(np.isfinite(fast).sum())
+    assert compared > 0
