@@ -406,6 +406,9 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
                 if extra is not None:
                     per = per + extra[:, n, :]
+                if not choices:
+                    _min_into(best[:, :U, n:], per, nxt[:, :, :, : L + 1 - n])
+                    continue
                 got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
                 low = got.min(axis=1)
                 if choices:
@@ -418,6 +421,20 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
             pick[s] = arg
     ends = F[0][:, :U, L]
     return ends.min(axis=1), (pick, int(ends[0].argmin()) if choices else 0)
+
+
+def _min_into(best: np.ndarray, per: np.ndarray, nxt: np.ndarray) -> None:
+    """best[M, u, l] = min(best, min over blocks of per[block, M] + nxt[M, block, u, l]), in place: _least_sum's step
+    for one layer count, block by block over the blocks and the run of marks where per is finite (round 11,
+    timepos). The same sums, and min is exact, so the same values bit for bit as the least over every block at once
+    (the choices path, tests/test_positional_walk_floor.py); at a count above a block's cap at every mark its
+    [M, u, l] sum is skipped (GPT-3 175B's candidates on mixed-pool-8k: 41 % of (block, mark, count) are finite)."""
+    finite = np.isfinite(per)
+    for b in np.nonzero(finite.any(axis=1))[0].tolist():
+        live = np.nonzero(finite[b])[0]
+        lo, hi = int(live[0]), int(live[-1]) + 1  # the marks outside [lo, hi) give infinity: nothing to take
+        got = per[b, lo:hi, None, None] + nxt[lo:hi, b]
+        np.minimum(best[lo:hi], got, out=best[lo:hi])
 
 
 def _sequence(picked: tuple[dict[int, list], int], sup: _Supply, pp: int, L: int) -> tuple[int, ...] | None:
@@ -784,22 +801,25 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         useful[beyond[0]:] = False
     index = np.nonzero(useful)[0]  # the marks left, as indices into tab.marks
 
+    def sum_and_comm(ix: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """S(M) + comm at these marks, with stage 0's reduce in excess of its shift under the overlap; the shift."""
+        if tab.first is None:
+            return tab.total_at(ix) + comm, None
+        # --overlap-grad-reduce: max_s A_s >= A_0 >= stage 0's reduce floor h_0 (first_stage_reduce_s), and
+        # max O >= C_O (at this mark, or at the largest one: it never grows with M), E >= emb_s, so
+        # A + O + E >= comm + max(0, h_0 - (comm - C_O - emb_s)): the excess rides on stage 0's block in the sum
+        # programme.
+        c_o = np.where(np.isnan(tab.comm_o[ix]), 0.0, tab.comm_o[ix])
+        if len(top) and not np.isnan(tab.comm_o[top[0]]):
+            c_o = np.maximum(c_o, tab.comm_o[top[0]])
+        shift = np.maximum(comm - c_o - emb_s, 0.0)
+        return tab.total_first_at(ix, shift) + comm, shift
+
     def refine(ix: np.ndarray, rent: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The bound at each M with S(M) itself, and for cost the McCormick bound; the rent weight it used."""
         Ms = marks[ix]
-        shift = None
-        if tab.first is None:
-            iteration = np.maximum((c.m - 1) * Ms + tab.total_at(ix) + comm, least_iteration_s)
-        else:
-            # --overlap-grad-reduce: max_s A_s >= A_0 >= stage 0's reduce floor h_0 (first_stage_reduce_s), and
-            # max O >= C_O (at this mark, or at the largest one: it never grows with M), E >= emb_s, so
-            # A + O + E >= comm + max(0, h_0 - (comm - C_O - emb_s)): the excess rides on stage 0's block in the sum
-            # programme.
-            c_o = np.where(np.isnan(tab.comm_o[ix]), 0.0, tab.comm_o[ix])
-            if len(top) and not np.isnan(tab.comm_o[top[0]]):
-                c_o = np.maximum(c_o, tab.comm_o[top[0]])
-            shift = np.maximum(comm - c_o - emb_s, 0.0)
-            iteration = np.maximum((c.m - 1) * Ms + tab.total_first_at(ix, shift) + comm, least_iteration_s)
+        both, shift = sum_and_comm(ix, comm)
+        iteration = np.maximum((c.m - 1) * Ms + both, least_iteration_s)
         value = np.where(meets(rent, iteration), value_of(rent, iteration), np.inf)
         weight = np.zeros(len(Ms))
         if is_cost or budget.max_cost_usd is not None:
@@ -822,23 +842,33 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         return value, weight
 
     found: list[tuple[float, int, float]] = []  # (bound, mark index, weight of the rent in the combined objective)
+    lead_s = -math.inf  # a floor on S(M) + comm at every mark (below), once the largest mark is refined
     if len(top) and len(index) and index[-1] == top[0]:  # the largest mark first: its bound is one programme away
         value, weight = refine(top, np.array([rent_top]), np.array([comm_s]))
         if np.isfinite(value[0]):
             best = min(best, float(value[0]))
         found += [(float(value[0]), int(top[0]), float(weight[0]))] if value[0] < cutoff else []
         index = index[:-1]
+        if tab.first is not None:
+            # Round 11 (timepos): sum + comm with stage 0's excess never grows as M falls. For each layout, comm +
+            # max(0, h_0 - max(0, comm - C_O - emb_s)) grows with comm and with C_O, and at a smaller M comm >=
+            # comm_s and C_O >= the largest mark's, while the layouts allowed are fewer (caps grow with M). So
+            # every mark's iteration is at least (m - 1) M + this value at the largest mark: the walk's floors
+            # take it, and a walk whose top already carries stage 0's excess ends where it did before round 10
+            # (GPT-2 XL, mixed-pool-8k, time: every mark was refined, one sum programme per mark).
+            lead_s = float(sum_and_comm(top, np.array([comm_s]))[0][0])
     for i in range(0, len(index), CHUNK):
         ix = index[i:i + CHUNK]
         Ms = marks[ix]
-        first_floor = max((c.m - 1) * Ms[0] + sum_floor + comm_s, least_iteration_s)
+        first_floor = max((c.m - 1) * Ms[0] + max(sum_floor + comm_s, lead_s), least_iteration_s)
         if value_of(np.array(rent_floor), np.array(first_floor)) >= best:
             break  # every later M has a bound at least this
         rent = tab.rent_at(ix)
         comm = np.full(len(Ms), comm_s)
 
         def rough_at() -> np.ndarray:
-            rough_iteration = np.maximum((c.m - 1) * Ms + sum_floor + comm, least_iteration_s)  # S(M) >= its floor
+            rough_iteration = np.maximum((c.m - 1) * Ms + np.maximum(sum_floor + comm, lead_s),
+                                         least_iteration_s)  # S(M) >= its floor
             return np.where(meets(rent, rough_iteration), value_of(rent, rough_iteration), np.inf)
 
         rough = rough_at()
