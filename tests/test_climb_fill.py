@@ -8,14 +8,15 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 
 from optsearch import solver as solver_module
-from optsearch.candidates import in_search_space
+from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import estimate
 from optsearch.search import budget_violations, objective_value
 from optsearch.solver import Memo, _candidates, _fill_dps, _neighbour_search, solve
+from optsearch.spec.budget import Budget
 
 from test_interleaved import interleaved_instances
 from test_seed_search import budget_at_free_plan
-from test_solver import assert_backends_equal_brute_force
+from test_solver import _fasop_like, assert_backends_equal_brute_force
 
 
 def test_fill_dps_are_the_powers_of_two_steps_and_every_dp_of_the_space_between_half_and_four_times():
@@ -30,9 +31,6 @@ def test_the_climb_fills_dp_only_minimizing_time_under_a_cost_budget(monkeypatch
     """The other budgets keep the plain dp steps: _climb asks _fill_dps only where time is minimized under a cost cap."""
     asked = []
     monkeypatch.setattr(solver_module, "_fill_dps", lambda dp, dps: asked.append(dp) or [dp // 2, dp, 2 * dp, 4 * dp])
-    from test_solver import _fasop_like
-    from optsearch.candidates import SpaceOptions
-    from optsearch.spec.budget import Budget
     problem, options = _fasop_like(), SpaceOptions(max_stages=2)
     cheapest = solve(problem, Budget(objective="cost"), options=options)
     fastest = solve(problem, Budget(objective="time"), options=options)
