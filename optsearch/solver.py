@@ -338,6 +338,9 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     (_budget_descent)."""
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
+    # minimizing time under a cost budget: every dp of the space between dp / 2 and 4 dp (_fill_dps)
+    fill_dps = (sorted({key[1] for key in by_key}) if CLIMB_FILL_DP and _capped_quantity(budget) == "cost"
+                else None)
     best = start
     if until is not None and until(best):
         return best
@@ -363,7 +366,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
-        near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp) for d in (dp // 2, dp, 2 * dp, 4 * dp)
+        near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
+                       for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
                        for c in (cp // 2, cp, 2 * cp)} - seen)
         for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
@@ -419,6 +423,18 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...]) -> list[tuple[P
     $1,722,858; moved first, $1,673,243, the optimum, which the loop's model solves found only after 20 s of CPU;
     8 moves, 10 ms)."""
     return [priced for moved in _moved_sequences(seq) if (priced := memo.plan_of(sk, moved)) is not None]
+
+CLIMB_FILL_DP = True  # _climb under a cost budget (time the objective) moves dp to any of the space's values (timebig)
+
+
+def _fill_dps(dp: int, dps: list[int]) -> list[int]:
+    """The data-parallel sizes _climb tries from dp minimizing time under a cost budget: dp / 2, 2 dp and 4 dp, and
+    every dp of the space's candidates (dps, sorted) between dp / 2 and 4 dp. A plan that meets a cost budget fastest
+    spends the budget: its GPUs are as many as the budget pays for, and the global batch allows dp only at its
+    divisors, so the powers of 2 from the start's dp step over it (issue 14, round 11: Megatron 76B on
+    mixed-pool-3k, B = $896,752, global batch 1,792 = 2^8 x 7: the climb stopped at dp 16, 10 stages, 640 GPUs,
+    404,950 s; the optimum is dp 14, 16 stages, 896 GPUs, 291,985 s). Incumbents only."""
+    return sorted({dp // 2, dp, 2 * dp, 4 * dp} | {d for d in dps if dp // 2 <= d <= 4 * dp})
 
 
 CLIMB_INFLIGHT = True  # and, for the wide climb's v > 1 candidates, their in-flight bound (costside)
