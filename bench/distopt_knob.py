@@ -23,12 +23,14 @@ ROWS = [  # (model, cluster, objective, max_time_s): README's first command, the
 ]
 
 
-def run(model: str, cluster: str, objective: str, max_time_s: float | None, limit_s: float) -> dict:
+def run(model: str, cluster: str, objective: str, max_time_s: float | None, limit_s: float,
+        param_gather_pipelined: bool = False) -> dict:
     from optsearch.cli.options import problem_from_options, space_from_target
     from optsearch.solver import solve
     from optsearch.spec.budget import Budget
 
-    problem = problem_from_options(model, cluster, "analytic", None, None, None, target="megatron")
+    problem = problem_from_options(model, cluster, "analytic", None, None, None, target="megatron",
+                                   param_gather_pipelined=param_gather_pipelined)  # solve --pipelined-param-gather
     options = space_from_target("megatron", problem)
     budget = Budget(objective=objective, max_time_s=max_time_s)
     cpu, wall = time.process_time(), time.perf_counter()

@@ -2,8 +2,8 @@
 search builds, how often the optimum takes the flag at pp > 1 and what it saves, priced as `optsearch solve
 --target megatron` prices them.
 
-    python bench/paramgather_pipeline.py --time-limit 30 --out /tmp/after.json
-    PYTHONPATH=/tmp/base python bench/paramgather_pipeline.py --time-limit 30 --out /tmp/before.json   # main
+    python bench/paramgather_pipeline.py --time-limit 30 --out /tmp/after.json   # solve --pipelined-param-gather
+    python bench/paramgather_pipeline.py --default --time-limit 30 --out /tmp/before.json   # solve's default
 
 One row at a time, in this process: distopt_knob.run's record (CPU time and wall clock around solve(), status,
 value, gap, the plan's degrees and flags), and, where this checkout has them, the candidates solve builds with no
@@ -30,7 +30,7 @@ ROWS = [  # (model, cluster, objective, max_time_s): rows whose optima are pipel
 ]
 
 
-def copies(model: str, cluster: str) -> dict | None:
+def copies(model: str, cluster: str, pipelined: bool = True) -> dict | None:
     """(candidates, gather copies) of the row's space with no budget, or None on a checkout without copies."""
     from optsearch.cli.options import problem_from_options, space_from_target
     from optsearch.formulation.model import Candidate
@@ -39,7 +39,8 @@ def copies(model: str, cluster: str) -> dict | None:
 
     if "gather" not in Candidate.__slots__:
         return None
-    problem = problem_from_options(model, cluster, "analytic", None, None, None, target="megatron")
+    problem = problem_from_options(model, cluster, "analytic", None, None, None, target="megatron",
+                                   param_gather_pipelined=pipelined)
     bounded, total = _candidates(Memo(problem, space_from_target("megatron", problem)), Budget(), 0.0, ALL)
     return dict(candidates=len(bounded), total=total, gather_copies=sum(b.cand.gather for b in bounded))
 
@@ -82,7 +83,7 @@ def synthetic() -> list[dict]:
         problem = Problem(model=model, cluster=ClusterSpec(name="synthetic", node_types=types, gpus=gpus),
                           job=model.default_job.model_copy(update={"distributed_optimizer": None}), gpus=by_name,
                           profile=AnalyticProfile(model=model, gpus=by_name), overlap_grad_reduce=True,
-                          overlap_param_gather=True, ddp_average_in_collective=True)
+                          overlap_param_gather=True, ddp_average_in_collective=True, param_gather_pipelined=True)
         for objective in ("time", "cost"):
             budget = Budget(objective=objective)
             got = solve_exhaustive(problem, budget, options=options)
@@ -105,6 +106,8 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=30.0)
     parser.add_argument("--rows", default=None, help="comma-separated row indexes (default: all)")
     parser.add_argument("--synthetic", action="store_true", help="the synthetic grid instead of the rows")
+    parser.add_argument("--default", action="store_true",
+                        help="solve's default space (the flag at pp = 1 only) instead of --pipelined-param-gather's")
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
     if args.synthetic:
@@ -114,8 +117,8 @@ def main() -> None:
     picked = ROWS if args.rows is None else [ROWS[int(i)] for i in args.rows.split(",")]
     out = []
     for row in picked:
-        rec = run(*row, args.time_limit)
-        rec["copies"] = copies(row[0], row[1])
+        rec = run(*row, args.time_limit, param_gather_pipelined=not args.default)
+        rec["copies"] = copies(row[0], row[1], not args.default)
         print(json.dumps(rec), flush=True)
         out.append(rec)
     with open(args.out, "w") as fh:

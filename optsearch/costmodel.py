@@ -414,22 +414,17 @@ def overlap_param_gather_on(problem: Problem, dp: int, cp: int, virtual_stages: 
             and overlap_grad_reduce_on(problem, dp, cp, virtual_stages))
 
 
-# Whether the search (and brute force, in_search_space, the what-if oracle, all through
-# overlap_param_gather_settings) tries --overlap-param-gather at pp > 1 (issue 15, ppgather). False: as before
-# ppgather, on at pp = 1 only; the space, and so every optimality claim, shrinks with it consistently.
-PARAM_GATHER_AT_PP_ABOVE_1 = True
-
-
 def overlap_param_gather_settings(problem: Problem, dp: int, cp: int, virtual_stages: int, pp: int,
                                   distributed: bool) -> tuple[bool, ...]:
     """The --overlap-param-gather settings the search tries (issue 15, ppgather; docs/cost-model.md 7f): on alone at
     pp = 1 where it is valid (overlap_param_gather_on: it never loses there); off and on at pp > 1 where it is valid
-    (the problem searches it, the distributed optimizer, overlap_grad_reduce_on: v = 1), since at upstream main's
+    (the problem searches it there, Problem.param_gather_pipelined: `solve --pipelined-param-gather`; the distributed
+    optimizer; overlap_grad_reduce_on: v = 1), since at upstream main's
     dispatch neither dominates (param_gather_delay_main_s); off elsewhere. Interleaved plans (v > 1) run without
     --overlap-grad-reduce in the search, which upstream needs for the gather (arguments.py l. 1028-1029)."""
     if not (problem.overlap_param_gather and distributed and overlap_grad_reduce_on(problem, dp, cp, virtual_stages)):
         return (False,)
-    return (True,) if pp == 1 else (False, True) if PARAM_GATHER_AT_PP_ABOVE_1 else (False,)
+    return (True,) if pp == 1 else (False, True) if problem.param_gather_pipelined else (False,)
 
 
 def param_gather_chain_can_win(problem: Problem, node_types: list[str], tp: int, dp: int, cp: int, pp: int,

@@ -36,6 +36,11 @@ class Problem:
     # gradient buffer is averaged by the collective, not scaled by 1 / (dp x cp) before it. The library default is
     # off; the CLI sets it for upstream Megatron-LM (targets.engine_problem), whose launch emits the flag.
     ddp_average_in_collective: bool = False
+    # --overlap-param-gather tried at pp > 1 too (costmodel.overlap_param_gather_settings; docs/cost-model.md 7f, "At
+    # pp > 1"). Off by default: no catalog optimum takes it there, and its candidate copies (38-45 % more candidates
+    # on the large pools) slowed the large rows' proofs (docs/benchmarks.md "Round 11 after the merge"). The CLI sets it
+    # from `solve --pipelined-param-gather`; off, the space (and every optimality claim) holds pp > 1 plans without it.
+    param_gather_pipelined: bool = False
 
     @property
     def iterations(self) -> int:

@@ -203,7 +203,7 @@ def check_model(target: Target, problem: Problem) -> None:
 
 
 def engine_problem(target: Target | str, problem: Problem, flash_attention: bool | None = None,
-                   overlap_grad_reduce: bool | None = None) -> Problem:
+                   overlap_grad_reduce: bool | None = None, param_gather_pipelined: bool = False) -> Problem:
     """The problem priced with the target engine's attention. Upstream Megatron-LM runs Transformer Engine's
     attention by default (--transformer-impl transformer_engine, --attention-backend auto: flash or cuDNN fused
     attention where the GPU and head size allow, docs/cost-model.md section 14, "Flash attention"), and the launch
@@ -214,13 +214,18 @@ def engine_problem(target: Target | str, problem: Problem, flash_attention: bool
     With it, upstream main's other gradient-path options the search sets where they never lose: --overlap-param-gather
     (Problem.overlap_param_gather, docs/cost-model.md 7f) and --ddp-average-in-collective
     (Problem.ddp_average_in_collective, 8c); overlap_grad_reduce = False turns all three off (the gradient path of an
-    engine without them, e.g. the README's FASOP run priced by hand).
+    engine without them, e.g. the README's FASOP run priced by hand). param_gather_pipelined: also try
+    --overlap-param-gather on pp > 1 plans (Problem.param_gather_pipelined; it needs the grad overlap).
     """
     from dataclasses import replace
 
     from optsearch.problem import with_flash_attention
 
     name = target if isinstance(target, str) else target.name
+    if param_gather_pipelined and (name == "fasop" or overlap_grad_reduce is False):
+        raise SpecError("--pipelined-param-gather needs upstream Megatron-LM's --overlap-grad-reduce (Megatron asserts "
+                        "it for --overlap-param-gather): drop --pipelined-param-gather, or --no-overlap-grad-reduce / "
+                        "--target fasop")
     if name == "fasop":
         if overlap_grad_reduce:
             raise SpecError("--overlap-grad-reduce with --target fasop: optsearch's FASOP launch does not emit it; "
@@ -232,7 +237,8 @@ def engine_problem(target: Target | str, problem: Problem, flash_attention: bool
     get_target(name)
     problem = replace(problem, overlap_grad_reduce=overlap_grad_reduce is not False,
                       overlap_param_gather=overlap_grad_reduce is not False,  # --overlap-param-gather needs the former
-                      ddp_average_in_collective=overlap_grad_reduce is not False)  # never costs (costmodel 8c)
+                      ddp_average_in_collective=overlap_grad_reduce is not False,  # never costs (costmodel 8c)
+                      param_gather_pipelined=param_gather_pipelined)  # opt-in (Problem.param_gather_pipelined)
     return with_flash_attention(problem, flash_attention is not False)
 
 

@@ -32,7 +32,12 @@ from optsearch.spec import GpuSpec
 from optsearch.spec.budget import Budget
 
 from test_megatron_parse import _check, _run_upstream, upstream  # noqa: F401  (the fixture)
-from test_param_gather_search import _gather
+from test_param_gather_search import _gather as _gather_one_stage
+
+
+def _gather(problem):
+    """_gather_one_stage's problem with the flag tried at pp > 1 too (`solve --pipelined-param-gather`)."""
+    return replace(_gather_one_stage(problem), param_gather_pipelined=True)
 from test_solver import MAX_PLANS, assert_backends_equal_brute_force, make_problem
 
 
@@ -98,19 +103,21 @@ def test_the_settings_and_where_on_can_win():
     assert not param_gather_chain_can_win(problem, ["t0"], 8, 1, 1, 2, 8)  # tp 8: one bucket, delay_0 = G_0
 
 
-def test_the_switch_takes_the_copies_out_of_the_space(monkeypatch):
-    """costmodel.PARAM_GATHER_AT_PP_ABOVE_1 = False: the search as before ppgather, and the space with it (brute force
-    and in_search_space agree): the 6 + 2 instance's optimum is then the plan without the flag, on both backends."""
-    from optsearch import costmodel
+def test_the_switch_takes_the_copies_out_of_the_space():
+    """Problem.param_gather_pipelined False (the default; `solve` without --pipelined-param-gather): the search as
+    before ppgather, and the space with it (brute force and in_search_space agree): the 6 + 2 instance's optimum is
+    then the plan without the flag, on both backends, and the flag's plan is in the space only with the opt-in."""
     from optsearch.candidates import in_search_space
 
-    monkeypatch.setattr(costmodel, "PARAM_GATHER_AT_PP_ABOVE_1", False)
-    problem = _fast_then_slow(30.0, 64)
+    problem = replace(_fast_then_slow(30.0, 64), param_gather_pipelined=False)
+    assert overlap_param_gather_settings(problem, 8, 1, 1, 2, True) == (False,)
     options = SpaceOptions(micro_batch_sizes=(2,), recompute_modes=("none",), max_stages=2,
                            node_type_order=("t0", "t1"))
     truth = assert_backends_equal_brute_force(problem, Budget(objective="time"), options)
     assert truth.objective_value == pytest.approx(1222.2974861522052, rel=1e-9)
     assert not in_search_space(problem, replace(truth.plan, overlap_param_gather=True), options)
+    assert in_search_space(replace(problem, param_gather_pipelined=True), replace(truth.plan, overlap_param_gather=True),
+                           options)
 
 
 def test_where_on_is_claimed_never_to_win_it_does_not():

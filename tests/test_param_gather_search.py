@@ -3,7 +3,7 @@
 forward pre-hook the first time the forward reaches it: on a one-stage plan that only hides (the first forward waits
 at most max(G / n, G - F (n - 1) / n) <= G), so the search turns it on there (costmodel.overlap_param_gather_on); with
 pp > 1 a later stage's whole gather adds along the pipeline fill (param_gather_delay_main_s), so it is off by
-default there (both settings are searched since ppgather: tests/test_param_gather_pipeline.py).
+default there (both settings are searched on request, Problem.param_gather_pipelined: tests/test_param_gather_pipeline.py).
 Brute force tries both settings where the search fixes it on: the optima agree on both backends, the bounds lie
 below every plan with it on, and launch emits the flag, which upstream's parse_args accepts."""
 
@@ -102,10 +102,12 @@ def test_solve_turns_it_on_for_one_stage_and_equals_brute_force(solver):
     assert plan.pp == 1 and plan.distributed_optimizer and plan.overlap_param_gather
     assert in_search_space(problem, plan, OPTIONS)
     assert in_search_space(problem, replace(plan, overlap_param_gather=False), OPTIONS)  # dominated, in the space
-    two = replace(plan, dp=4, stages=(Stage(node_type="t0", num_layers=4),) * 2)  # pp 2: both are searched
+    two = replace(plan, dp=4, stages=(Stage(node_type="t0", num_layers=4),) * 2)  # pp 2: off unless asked for
     assert in_search_space(problem, replace(two, overlap_param_gather=False), OPTIONS)
-    assert in_search_space(problem, two, OPTIONS)  # (since ppgather; tests/test_param_gather_pipeline.py)
-    assert not in_search_space(problem, replace(two, param_gather_dispatch="core_r0.8.0"), OPTIONS)
+    assert not in_search_space(problem, two, OPTIONS)
+    asked = replace(problem, param_gather_pipelined=True)  # both searched (tests/test_param_gather_pipeline.py)
+    assert in_search_space(asked, two, OPTIONS)
+    assert not in_search_space(asked, replace(two, param_gather_dispatch="core_r0.8.0"), OPTIONS)
     assert estimate(problem, plan).training_time_s == pytest.approx(got.objective_value, rel=1e-9)
     without = solve(replace(problem, overlap_param_gather=False), budget, options=OPTIONS, solver=solver)
     assert not without.plan.distributed_optimizer  # the optimizer off won before (5 %)

@@ -180,6 +180,21 @@ OverlapGradReduceOpt = Annotated[
 ]
 
 
+PipelinedParamGatherOpt = Annotated[
+    bool,
+    typer.Option("--pipelined-param-gather",
+                 help="Also try Megatron's --overlap-param-gather on pipelined plans (pp > 1, no interleaving, with "
+                      "the distributed optimizer and --overlap-grad-reduce), priced at upstream main's dispatch: each "
+                      "later stage's gather waits for its first micro-batch, so it can lose and the search tries both "
+                      "settings. Off by default: it wins only on pipelines whose first stage holds far more "
+                      "parameters than the rest, none of the benchmarked catalog optima takes it, and its candidate "
+                      "copies slow the large "
+                      "models' proofs. One-stage plans get the flag either way. See docs/cost-model.md 7f, "
+                      "\"At pp > 1\".",
+                 show_default=False),
+]
+
+
 def _targets_help() -> str:
     from optsearch.targets import FASOP, MEGATRON
 
@@ -273,6 +288,7 @@ def problem_from_options(
     target: str | None = None,
     flash_attention: bool | None = None,
     overlap_grad_reduce: bool | None = None,
+    param_gather_pipelined: bool = False,
 ) -> Problem:
     """The problem the options describe; `--set` edits (optsearch.edits) apply before the job overrides. With a
     target, priced with that engine's attention (targets.engine_problem; flash_attention: --[no-]flash-attention)."""
@@ -290,7 +306,9 @@ def problem_from_options(
     if target is not None:
         from optsearch.targets import engine_problem
 
-        problem = engine_problem(target, problem, flash_attention, overlap_grad_reduce)
+        problem = engine_problem(target, problem, flash_attention, overlap_grad_reduce, param_gather_pipelined)
+    elif param_gather_pipelined:
+        raise SpecError("--pipelined-param-gather needs a target (upstream Megatron-LM: --target megatron)")
     return problem
 
 

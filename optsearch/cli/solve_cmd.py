@@ -11,7 +11,7 @@ import typer
 from optsearch.cli import app
 from optsearch.cli.options import (
     ClusterOpt, GlobalBatchOpt, IterationsOpt, JsonOpt, ModelOpt, ProfileOpt, SetOpt, TokensOpt,
-    OutOfTime, TargetOpt, HeadroomOpt, FlashAttentionOpt, OverlapGradReduceOpt, problem_from_options, space_from_target, time_limit_covers_setup,
+    OutOfTime, TargetOpt, HeadroomOpt, FlashAttentionOpt, OverlapGradReduceOpt, PipelinedParamGatherOpt, problem_from_options, space_from_target, time_limit_covers_setup,
 )
 from optsearch.cli.options import context_parallel_types_note, max_cp_note, profile_coverage
 from optsearch.errors import InfeasibleError, SpecError
@@ -141,6 +141,7 @@ def solve_command(
     memory_headroom: HeadroomOpt = None,
     flash_attention: FlashAttentionOpt = None,
     overlap_grad_reduce: OverlapGradReduceOpt = None,
+    pipelined_param_gather: PipelinedParamGatherOpt = False,
     max_cp: Annotated[
         Optional[int],
         typer.Option("--max-cp", min=1, max=1024,
@@ -183,7 +184,8 @@ def solve_command(
     with time_limit_covers_setup(time_limit) as left:
         problem = problem_from_options(model, cluster, profile, global_batch_size, iterations, tokens, edits,
                                        memory_headroom=memory_headroom, target=target, flash_attention=flash_attention,
-                                       overlap_grad_reduce=overlap_grad_reduce)
+                                       overlap_grad_reduce=overlap_grad_reduce,
+                                       param_gather_pipelined=pipelined_param_gather)
         options = space_from_target(target, problem)
         if expert_parallel is not None:
             options = replace(options, expert_parallel_sizes=parse_sizes(expert_parallel, "--expert-parallel"))
