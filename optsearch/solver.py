@@ -1075,6 +1075,16 @@ def _solve_model(problem: Problem, engine: Backend, f, time_limit_s: float | Non
     return sol, found, solves
 
 
+def _cuts_stuck(found: tuple[Plan, Estimate], budget: Budget) -> bool:
+    """Whether a model solve's plan still breaks the time or cost budget after _solve_with_cuts' rounding cuts (by no
+    more than CHECK_REL: anything larger is never handed back). CBC meets a cut within its integrality tolerance: a
+    block start at 1 - 1e-7 lowers the cost row by U x 1e-7, below every cut, and the point never moves (audit3,
+    round 11: time under a cost budget one part in 10^6 below the fastest plan's cost; the plan came back 10^-12 over
+    limit x (1 + BUDGET_REL) after MAX_ROUNDING_CUTS identical cuts, and _check raised ConsistencyError)."""
+    plan, est = found
+    return any(v in ("max_time", "max_cost") for v in budget_violations(plan, est, budget))
+
+
 def _solve_with_cuts(problem: Problem, engine: Backend, f, time_limit_s: float | None, hint_values: dict | None):
     """Solve one candidate's model: (solution, (plan, estimate) or None, how many solves).
 
@@ -1468,6 +1478,8 @@ def solve(
                                                      probe_s)
                 milps += solves
                 probed += 1
+                if found is not None and engine.name == "cbc" and _cuts_stuck(found, budget):  # to the loop: CP-SAT
+                    sol, found = Solution("unknown", {}, None, None), None
                 if found is not None:
                     plan, est = found
                     _check(problem, f, sol, plan, est, engine.name, slower_than_s)
@@ -1582,8 +1594,18 @@ def solve(
                 limit, sliced = slice_s, True
         # A hint needs pattern mode (a candidate of several layer kinds is never parked, but stay safe).
         hint_values = hint(f, start_from[1]) if start_from and f.patterns is not None else None
+        built = len(f.lm.constraints)
         sol, found, solves = _solve_model(problem, engine, f, limit, hint_values)
         checker = engine.name
+        if found is not None and checker == "cbc" and _cuts_stuck(found, budget):
+            # CBC's rounding cuts left its point on a plan over the budget (a block start a hair below 1, within its
+            # integrality tolerance, meets every cut: audit3, round 11): CP-SAT, whose integers are exact, solves the
+            # candidate's model without CBC's cuts, and its answer is checked as CP-SAT's.
+            del f.lm.constraints[built:]
+            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            sol, found, more = _solve_model(problem, CpSat(), f, left, None)
+            solves += more
+            checker = "cpsat"
         if sol.status == "infeasible" and incumbent is None:
             # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):
             # before any plan is known it decides a "no plan meets the budget" answer, so the other backend re-checks
