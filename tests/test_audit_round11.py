@@ -270,3 +270,80 @@ def test_the_gain_check_fails_on_a_smaller_gain(monkeypatch):
 def test_without_the_opt_in_no_copy_is_built():
     problem, options = pipelined(random_instance)(5)
     assert check_default_has_no_copies(problem, options) > 0
+
+
+def check_incumbents(problem, options, seed: int, limits=(None, 60.0), solvers=("cbc", "cpsat")) -> dict:
+    """costbig / timebig / firstplan give incumbents only: every plan that _moved_plans, _climb (with _fill_dps),
+    _part_seeds and _part_then_whole_descent hand back during solve is priced by the cost model (its estimate equal
+    to a fresh one), in the search space and fits; those the search takes as incumbents (_climb's, _part_seeds',
+    the descent's) meet the budget; and solve's answers equal brute force (time under B, cost under D at plans'
+    exact values, no budget), with and without a time limit."""
+    from unittest import mock
+
+    from optsearch import solver as S
+    from optsearch.candidates import in_search_space
+
+    stats = {"moves": 0, "moved": 0, "climbs": 0, "climbed": 0, "part_seeds": 0, "descent_calls": 0, "descents": 0,
+             "solves": 0}
+
+    def honest(plan, est, budget=None):
+        assert in_search_space(problem, plan, options), plan
+        assert est == estimate(problem, plan) and est.fits, plan
+        if budget is not None:
+            assert not budget_violations(plan, est, budget), (plan, budget)
+
+    def moved(memo, sk, seq):
+        out = real["_moved_plans"](memo, sk, seq)
+        stats["moves"] += 1
+        for plan, est in out:
+            honest(plan, est)
+        stats["moved"] += len(out)
+        return out
+
+    def climb(memo, budget, bounded, start, deadline, wide, until=None):
+        out = real["_climb"](memo, budget, bounded, start, deadline, wide, until)
+        honest(out[1], out[2], budget)
+        stats["climbs"] += 1
+        stats["climbed"] += out is not start
+        return out
+
+    def part_seeds(problem_, budget, *a):
+        out = real["_part_seeds"](problem_, budget, *a)
+        if out is not None:
+            honest(out[1], out[2], budget)
+            stats["part_seeds"] += 1
+        return out
+
+    def descent(memo, part, budget, limit):
+        out = real["_part_then_whole_descent"](memo, part, budget, limit)
+        stats["descent_calls"] += 1
+        if out[0] is not None:
+            honest(out[0][1], out[0][2], budget)
+            stats["descents"] += 1
+        return out
+
+    real = {name: getattr(S, name) for name in ("_moved_plans", "_climb", "_part_seeds", "_part_then_whole_descent")}
+    rng = random.Random(seed)
+    ests = [e for _, _, e in space_plans(problem, options)]
+    budgets = [Budget(objective="cost"), Budget(objective="time")]
+    if ests:
+        pick = rng.choice(ests)
+        budgets += [Budget(objective="time", max_cost_usd=min(ests, key=lambda e: e.training_time_s).cost_usd),
+                    Budget(objective="time", max_cost_usd=pick.cost_usd),
+                    Budget(objective="cost", max_time_s=pick.training_time_s)]
+    with mock.patch.multiple(S, _moved_plans=moved, _climb=climb, _part_seeds=part_seeds,
+                             _part_then_whole_descent=descent):
+        for budget in budgets:
+            truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+            for limit in limits:
+                for name in solvers:
+                    got = S.solve(problem, budget, solver=name, options=options, time_limit_s=limit)
+                    stats["solves"] += 1
+                    where = (name, limit, budget, truth.status, truth.objective_value, got.status, got.message)
+                    if truth.status == "infeasible":
+                        assert got.status == "infeasible", where
+                        continue
+                    assert got.status == "optimal", where
+                    check_plan_honest(problem, options, budget, got.plan, got.objective_value)
+                    assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6), where
+    return stats
