@@ -1478,7 +1478,7 @@ def solve(
                                                      probe_s)
                 milps += solves
                 probed += 1
-                if found is not None and engine.name == "cbc" and _cuts_stuck(found, budget):  # to the loop: CP-SAT
+                if found is not None and engine.name == "cbc" and _cuts_stuck(found, f.budget):  # to the loop: CP-SAT
                     sol, found = Solution("unknown", {}, None, None), None
                 if found is not None:
                     plan, est = found
@@ -1597,7 +1597,7 @@ def solve(
         built = len(f.lm.constraints)
         sol, found, solves = _solve_model(problem, engine, f, limit, hint_values)
         checker = engine.name
-        if found is not None and checker == "cbc" and _cuts_stuck(found, budget):
+        if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
             # CBC's rounding cuts left its point on a plan over the budget (a block start a hair below 1, within its
             # integrality tolerance, meets every cut: audit3, round 11): CP-SAT, whose integers are exact, solves the
             # candidate's model without CBC's cuts, and its answer is checked as CP-SAT's.
@@ -1614,9 +1614,15 @@ def solve(
             rechecked += 1
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
+            claim, built = sol, len(f.lm.constraints)
             sol, found, more = _solve_model(problem, other_engine, f, left, None)
             solves += more
             checker = other_engine.name
+            if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
+                # CBC's only point breaks the budget (its cuts could not move it, _cuts_stuck): it refutes nothing,
+                # and CP-SAT's exact "infeasible" stands (audit3's edge sweep, seeds 15 and 28)
+                del f.lm.constraints[built:]
+                sol, found, checker = claim, None, engine.name
             refuted += found is not None
         milps += solves
         explored += 1
