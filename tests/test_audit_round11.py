@@ -27,8 +27,8 @@ from optsearch.costmodel import estimate, overlap_param_gather_settings, param_g
 from optsearch.search import BUDGET_REL, budget_violations, objective_value
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import MAX_PLANS, check_plan_honest, off_heavy_instance, random_instance, small, space_plans
-from test_audit_round10 import check_solve, tight_instance, with_knobs
+from test_audit_dist_bounds import MAX_PLANS, check_plan_honest, off_heavy_instance, random_instance, space_plans
+from test_audit_round10 import tight_instance, with_knobs
 
 REL = 1e-9
 
@@ -192,13 +192,18 @@ def check_edge(problem, options, seed: int, solvers=("cbc", "cpsat")) -> dict:
             got = solve(problem, budget, solver=name, options=options)
             stats["solves"] += 1
             where = (name, budget, truth.status, truth.objective_value, got.status, got.objective_value, got.message)
-            if truth.status == "infeasible":
-                assert got.status == "infeasible", where
-                continue
-            assert got.status == "optimal", where
-            check_plan_honest(problem, options, budget, got.plan, got.objective_value)
-            assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6), where
+            assert_equals_truth(problem, options, budget, got, truth, where)
     return stats
+
+
+def assert_equals_truth(problem, options, budget, got, truth, where) -> None:
+    """A proven answer equals brute force's: "infeasible" where it is, else "optimal" at its value, the plan honest."""
+    if truth.status == "infeasible":
+        assert got.status == "infeasible", where
+        return
+    assert got.status == "optimal", where
+    check_plan_honest(problem, options, budget, got.plan, got.objective_value)
+    assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6), where
 
 
 KINDS = {"random": random_instance, "offheavy": off_heavy_instance, "tight": tight_instance}
@@ -345,12 +350,7 @@ def check_incumbents(problem, options, seed: int, limits=(None, 60.0), solvers=(
                             check_plan_honest(problem, options, budget, got.plan, got.objective_value)
                             assert got.objective_value >= truth.objective_value * (1 - 1e-6), where
                         continue
-                    if truth.status == "infeasible":
-                        assert got.status == "infeasible", where
-                        continue
-                    assert got.status == "optimal", where
-                    check_plan_honest(problem, options, budget, got.plan, got.objective_value)
-                    assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6), where
+                    assert_equals_truth(problem, options, budget, got, truth, where)
     return stats
 
 
