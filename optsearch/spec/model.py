@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -59,6 +60,14 @@ class LayerKindSpec(Spec):
     @property
     def is_moe(self) -> bool:
         return self.num_experts is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _one_kind(num_layers: int) -> tuple[LayerKindSpec, ...]:
+    """The kinds of a model without `layer_kinds`: one default kind of all its layers. Cached, because the cost model
+    asks for a plan's kinds per stage and per layer (tens of thousands of times in a brute force) and building a
+    spec validates it; specs are frozen, so one instance serves every caller."""
+    return (LayerKindSpec(name=DEFAULT_LAYER_KIND, num_layers=num_layers),)
 
 
 class ModelSpec(Spec):
@@ -147,7 +156,7 @@ class ModelSpec(Spec):
     @property
     def kinds(self) -> tuple[LayerKindSpec, ...]:
         if self.layer_kinds is None:
-            return (LayerKindSpec(name=DEFAULT_LAYER_KIND, num_layers=self.num_layers),)
+            return _one_kind(self.num_layers)
         return tuple(self.layer_kinds)
 
     def kind_of_layer(self, index: int) -> LayerKindSpec:
