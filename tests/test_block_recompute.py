@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch import costmodel as cm
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
@@ -188,7 +189,7 @@ def block_instances(draw, encoder_decoder: bool = False):
             draw(st.sampled_from(["none", "none", "time", "cost", "rate"])), draw(st.floats(0.5, 1.5)))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(10), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.booleans().flatmap(lambda ed: block_instances(encoder_decoder=ed)))
 def test_block_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -200,7 +201,7 @@ def test_block_optimum_equals_brute_force_and_backends_agree(case):
         event(f"block in the optimum, {len(problem.model.kinds)} kind(s): {truth.plan.recompute_num_layers is not None}")
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(block_instances())
 def test_bounds_lie_below_every_block_plan(case):
     problem, options, objective, kind, factor = case

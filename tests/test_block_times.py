@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.candidates import (
     SpaceOptions, context_parallel_candidates, dp_candidates, micro_batch_candidates, node_uses, tp_candidates,
@@ -58,7 +59,7 @@ def _compare(problem, options, limit: int = 400) -> int:
     return compared
 
 
-@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(25), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances(), st.sampled_from([(1,), (1, 2)]))
 def test_vectorized_block_times_equal_the_scalar_ones(case, cps):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 from optsearch import solver as solver_module
 from optsearch.candidates import SpaceOptions, in_search_space
@@ -119,7 +120,7 @@ def test_the_descent_climbs_past_seeds_that_break_the_cap_to_a_plan_that_meets_i
     assert len(starts) == 1 and budget_violations(starts[0][1], starts[0][2], budget)  # it climbed from a plan over
 
 
-@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(4), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_budget_searches_with_a_cap_just_above_the_other_optimum_equal_brute_force(case):
     """The descent's regime on random instances: time under 1.02 x the cheapest plan's cost, or cost under 1.02 x the

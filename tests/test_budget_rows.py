@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 from optsearch import solver as solver_module
 from optsearch.candidates import SpaceOptions, in_search_space
@@ -87,7 +88,7 @@ def test_a_seed_search_finds_its_plan_among_quick_plans_past_the_usual_seeds(mon
     assert first.stats["first_plan_s"] <= first.solve_time_s
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_the_wide_climb_gives_priced_plans_of_the_space_that_meet_the_budget_and_the_optimum_stays(case):
     """From the other objective's first plan, _neighbour_search (plain, then wide) returns a plan of the space, priced

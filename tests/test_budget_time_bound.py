@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.bounds import CandidateBound, degree_terms
@@ -76,7 +77,7 @@ def _least_ratio(problem, options, strength: float = 1.0) -> float:
     return least
 
 
-@settings(max_examples=5, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(5), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(network_instances())
 def test_the_time_bound_under_a_cost_budget_lies_below_every_plan(case):
@@ -85,7 +86,7 @@ def test_the_time_bound_under_a_cost_budget_lies_below_every_plan(case):
     assert _least_ratio(problem, options) >= 1 - 1e-9
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(network_instances(interleaved=True))
 def test_the_interleaved_time_bound_under_a_cost_budget_lies_below_every_plan(case):
@@ -159,7 +160,7 @@ def test_the_coupled_bound_binds_and_is_tight_on_a_fast_dear_and_a_cheap_slow_ne
 
 
 @pytest.mark.parametrize("solver", ["cpsat", "cbc"])
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(case=network_instances(), factor=st.sampled_from([1.0, 1.3, 2.0]))
 def test_time_under_a_cost_budget_equals_brute_force_on_both_backends(solver, case, factor):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.bounds import candidate_bound, cheap_bounds, degree_terms, interleaved_bound
 from optsearch.candidates import (
@@ -48,7 +49,7 @@ def _reference(memo: Memo, budget: Budget, slower_than_s: float) -> tuple[list[t
     return kept, total
 
 
-@settings(max_examples=40, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(40), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.sampled_from(["plain", "megatron"]), st.sampled_from([0.0, 0.5, 1.0, 2.0]))
 def test_vectorized_cheap_bounds_equal_the_scalar_ones(case, space, window):

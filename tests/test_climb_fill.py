@@ -6,6 +6,7 @@ than its start, and the budget search must stay brute force's on both backends."
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 from optsearch import solver as solver_module
 from optsearch.candidates import SpaceOptions, in_search_space
@@ -46,7 +47,7 @@ def test_the_climb_fills_dp_only_minimizing_time_under_a_cost_budget(monkeypatch
         assert bool(asked) == fills
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_the_filling_climb_gives_priced_plans_that_meet_the_budget_and_the_optimum_stays(case):
     """Time under a cost budget on small spaces whose global batch (6 or 12) has dp sizes off the powers of 2: from the

@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch import bounds
 from optsearch.bounds import (
@@ -45,7 +46,7 @@ def _every_terms(problem, options):
                     yield degree_terms(problem, tp, dp, mbs, uses)
 
 
-@settings(max_examples=30, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(30), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.booleans())
 def test_the_composition_arrays_equal_the_scalar_bounds_bit_for_bit(case, overlap):

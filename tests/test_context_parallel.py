@@ -16,6 +16,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 from pytest import approx
 
 import optsearch.costmodel as cm
@@ -169,7 +170,7 @@ def test_check_plan_refuses_what_megatron_refuses():
 # ---- the distributed optimizer is never worse: the search may fix it on ------------------------------------------
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(16), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.data())
 def test_distributed_optimizer_never_costs_time_or_memory(case, data):
     problem, _, _, _, _ = case
@@ -203,7 +204,7 @@ def test_distributed_optimizer_never_costs_time_or_memory(case, data):
 # ---- both backends against brute force with cp and the distributed optimizer in the space -------------------------
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(10), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.sampled_from([None, True, False]), st.booleans(), st.booleans())
 def test_optimum_with_cp_and_distributed_optimizer_equals_brute_force(case, dist, sp, block):
     problem, options, objective, kind, factor = case

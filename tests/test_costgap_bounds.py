@@ -16,6 +16,7 @@ from unittest import mock
 import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch import bounds as bounds_module
 from optsearch.bounds import (
@@ -107,7 +108,7 @@ def _least_ratios(problem, options, strength: float = 1.0, only_pp: int | None =
     return least
 
 
-@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(6), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(slow_nic_instances())
 def test_the_cost_bounds_with_each_types_own_sends_lie_below_every_plan(case):
@@ -117,7 +118,7 @@ def test_the_cost_bounds_with_each_types_own_sends_lie_below_every_plan(case):
     assert all(v >= 1 - REL for v in least.values()), least
 
 
-@settings(max_examples=5, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(5), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(slow_nic_instances(), st.sampled_from(["cost", "cost under a deadline"]), st.floats(0.3, 1.0))
 def test_the_cost_optimum_with_slow_nics_equals_brute_force_on_both_backends(case, row, where):

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch.bounds import CandidateBound
 from optsearch.profile.analytic import AnalyticProfile
@@ -79,7 +80,7 @@ def test_the_rent_by_end_types_equals_brute_force_and_is_at_least_the_lagrangian
     assert lifted > 0  # the exact rent is a strengthening on some tables, not the same number
 
 
-@settings(max_examples=5, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(5), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(slow_nic_instances())
 def test_the_embedding_allreduce_by_end_types_lies_below_every_plan_and_is_reached(case):
@@ -106,7 +107,7 @@ def test_the_embedding_allreduce_by_end_types_lies_below_every_plan_and_is_reach
     assert least <= 1 + 1e-9, least
 
 
-@settings(max_examples=3, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(slow_nic_instances())
 def test_the_inflight_cost_bound_by_end_types_lies_below_every_plan(case):
@@ -184,7 +185,7 @@ def test_the_inflight_cost_bound_by_end_types_is_tight_where_the_ends_decide_the
         assert min(r[0] for r in _ratios_by_pp(problem, options, 2)) > 1.1
 
 
-@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(6), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(slow_nic_instances())
 def test_a_cutoff_only_stops_the_refinement_where_it_decides(case):

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch import megatron
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
@@ -103,7 +104,7 @@ def test_on_is_kept_where_off_does_not_fit(solver):
     assert not estimate(problem, replace(plan, distributed_optimizer=False)).fits
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_with_both_settings_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -163,7 +164,7 @@ def _check_bounds(problem, options, budget) -> int:
     return compared
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(3), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_bounds_of_off_candidates_lie_below_their_plans(case):
     problem, options, objective, _, _ = case
@@ -227,7 +228,7 @@ def test_off_is_skipped_only_where_on_is_never_slower():
     assert _check_dominance(_one_node_problem(), OPTIONS)[1] == 0
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(3), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_dominance_holds_on_random_instances(case):
     problem, options, _, _, _ = case

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import in_search_space
@@ -64,7 +65,7 @@ def test_solved_t5_plans_under_the_fasop_target_launch():
     assert f"--pipeline-model-parallel-split-rank {_split_rank(24, result.plan)}" in text
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.data())
 def test_split_optimum_equals_brute_force_and_backends_agree(case, data):
     """Random encoder-decoder instances under the fork's rule (and one recomputation setting, as the target runs):

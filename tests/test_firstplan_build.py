@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 from optsearch.bounds import MEMORY_RESERVE_BYTES, max_layers_per_stage
 from optsearch.candidates import context_parallel_candidates, dp_candidates, ep_candidates, micro_batch_candidates, \
@@ -66,7 +67,7 @@ def _check_every_degree(problem, options) -> int:
     return checked
 
 
-@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(25), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_kept_layer_cap_equals_the_formula_on_memory_tight_instances(case):
@@ -74,7 +75,7 @@ def test_the_kept_layer_cap_equals_the_formula_on_memory_tight_instances(case):
     _check_every_degree(problem, options)
 
 
-@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(25), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_the_kept_layer_cap_equals_the_formula_on_random_instances(case):

@@ -1,4 +1,4 @@
-"""The fuzz harness (tests/fuzz_cli.py) in CI: a few dozen random command lines over every command, flag, file and
+"""The fuzz harness (tests/fuzz_cli.py) in CI: twenty random command lines over every command, flag, file and
 output path, each in a forked child under a timeout. None may print a traceback, hang, exit with a code other than
 0/1/2, print more than one error line, or exit 0 on invalid input. OPTSEARCH_FUZZ_EXAMPLES=N runs N cases;
 bench/fuzz_cli.py runs a thousand and more and records the result in docs/robustness.md."""
@@ -16,7 +16,7 @@ from fuzz_cli import Case, cli_cases, make_files, problems, run_case
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin", reason="needs os.fork")
 
-EXAMPLES = int(os.environ.get("OPTSEARCH_FUZZ_EXAMPLES", "40"))
+EXAMPLES = int(os.environ.get("OPTSEARCH_FUZZ_EXAMPLES", "20"))
 # The suite draws the same command lines on every run, so that a change, not the draw, decides whether CI passes (a
 # CBC crash drawn one run in several once failed it); OPTSEARCH_FUZZ_EXAMPLES=N draws N fresh ones, as bench/fuzz_cli.py.
 CI_SEEDS = "OPTSEARCH_FUZZ_EXAMPLES" not in os.environ

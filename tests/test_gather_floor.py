@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch import bounds, inflight
 from optsearch.baselines.exhaustive import count_plans
@@ -113,7 +114,7 @@ def test_pp_above_1_bounds_gain_and_cheap_bounds_agree_bit_for_bit():
     assert gained > 0
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_random_instances_every_bound_below_every_plan(case):
     problem, options, objective, _, _ = case

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch import inflight
 from optsearch.baselines.exhaustive import count_plans
@@ -156,7 +157,7 @@ def _tables(problem, options):
     return [t for t in memo.inflight.values() if t is not None]
 
 
-@settings(max_examples=10, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(10), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances(), st.sampled_from(["per-stage", "uniform+block+cp"]))
 def test_the_walk_by_blocks_decides_as_the_walk_over_every_interval(case, space):
@@ -219,7 +220,7 @@ def test_rent_computed_in_parts_equals_rent_computed_at_once():
         assert np.array_equal(once.rent, parts.rent)
 
 
-@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(6), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances(), st.sampled_from(["per-stage", "uniform+block", "uniform+block+cp"]))
 def test_the_inflight_cost_bound_under_cutoffs_lies_below_every_plan(case, space):

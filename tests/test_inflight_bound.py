@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
 from optsearch.bounds import CandidateBound, degree_terms
@@ -86,7 +87,7 @@ def _least_ratio(problem, options, strength: float = 1.0) -> float:
     return least
 
 
-@settings(max_examples=12, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(6), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances(), st.sampled_from(["per-stage", "uniform+block", "uniform+block+cp"]))
 def test_the_inflight_bound_lies_below_every_plan_on_memory_tight_instances(case, space):
@@ -99,7 +100,7 @@ def test_the_inflight_bound_lies_below_every_plan_on_memory_tight_instances(case
     assert _least_ratio(problem, options) >= 1 - 1e-9
 
 
-@settings(max_examples=8, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_the_interleaved_inflight_bound_lies_below_every_plan(case):

@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 import optsearch.inflight as inflight
 from optsearch.baselines.exhaustive import count_plans
@@ -77,7 +78,7 @@ def _strengthened(monkeypatch, strength: float) -> None:
     monkeypatch.setattr(inflight, "whole_levels_iteration", stronger)
 
 
-@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(6), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances(), st.sampled_from(["per-stage", "uniform+block", "uniform+block+cp"]))
 def test_the_levels_lie_below_every_overlapped_plan_on_memory_tight_instances(case, space):
@@ -91,7 +92,7 @@ def test_the_levels_lie_below_every_overlapped_plan_on_memory_tight_instances(ca
     assert _least_time_ratio(problem, options)[0] >= 1 - 1e-9
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_the_levels_lie_below_every_overlapped_plan(case):
@@ -104,7 +105,7 @@ def test_the_levels_lie_below_every_overlapped_plan(case):
     assert _least_time_ratio(problem, options)[0] >= 1 - 1e-9
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_the_interleaved_levels_lie_below_every_plan(case):

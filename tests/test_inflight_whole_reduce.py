@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans
 from optsearch.bounds import CandidateBound
@@ -64,7 +65,7 @@ def _least_ratios(problem, options) -> tuple[float, float, int]:
     return least, overlapped, raised
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_the_inflight_bound_lies_below_every_overlapped_plan(case):

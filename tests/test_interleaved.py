@@ -9,6 +9,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import (
     _least_recompute, count_plans, partitions, solve_exhaustive, type_sequences,
@@ -159,7 +160,7 @@ def interleaved_instances(draw):
     return problem, options, draw(st.sampled_from(["cost", "time"])), draw(st.floats(0.6, 1.5))
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_optimum_with_interleaving_equals_brute_force_and_backends_agree(case):
     problem, options, objective, factor = case
@@ -212,7 +213,7 @@ def _bounds_below_every_plan(problem, options, budget) -> int:
     return compared
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_bounds_of_interleaved_candidates_lie_below_every_plan(case):
     problem, options, objective, _ = case
@@ -253,7 +254,7 @@ def test_megatron_arguments_round_trip_and_the_fork_refuses():
         fasop_settings(problem, plan)
 
 
-@settings(max_examples=30, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(15), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_sibling_positional_bound_never_prunes_an_interleaved_optimum(case):

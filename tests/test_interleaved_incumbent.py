@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import SpaceOptions, in_search_space
@@ -34,7 +35,7 @@ def test_interleaved_variants_are_the_spaces_v_that_divide_every_stage():
     assert [p.stages for p in _interleaved(_plan((6, 6)), options)] == [_plan((6, 6)).stages] * 2  # same stages
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_interleaved_incumbents_are_priced_plans_of_the_space_and_the_optimum_stays(case):
     """Every variant _with_interleaved returns is in the space and carries the cost model's own estimate; the solve

@@ -14,6 +14,7 @@ import math
 import numpy as np
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans, partitions, type_sequences
 from optsearch.candidates import SpaceOptions, block_recompute_enabled, in_search_space, max_stages
@@ -108,7 +109,7 @@ def check_kinds_bound_below_every_plan(problem, options, budget, scale: float = 
     return compared, tightest
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(20), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(kind_instances())
 def test_the_kinds_bound_lies_below_every_plan_of_its_candidate(case):
     problem, options, objective, kind, factor = case
@@ -173,7 +174,7 @@ def test_stage_times_count_each_kind_and_the_programme_matches_a_walk_over_every
         assert got == want or math.isclose(got, want, rel_tol=1e-12), (M, got, want)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(kind_instances())
 def test_the_solver_with_the_kinds_bound_gives_brute_forces_optimum_on_both_backends(case):
     problem, options, objective, kind, factor = case

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.costmodel import place
 from optsearch.errors import SpecError, UnsupportedPlanError
@@ -376,7 +377,7 @@ counts_strategy = st.lists(st.integers(min_value=1, max_value=40), min_size=1, m
 ).map(lambda t: [t[0], *t[1], t[2]] if len(t[1]) > 1 else t[1])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=draws(200), deadline=None)
 @given(counts_strategy)
 def test_layout_round_trip(counts):
     if len(counts) == 1 and counts[0] == 0:
@@ -384,7 +385,7 @@ def test_layout_round_trip(counts):
     assert parse_layout(format_layout(counts)) == tuple(counts)
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=draws(100), deadline=None)
 @given(counts_strategy, st.sampled_from(["none", "selective", "full"]), st.integers(1, 8), st.integers(1, 4))
 def test_partition_formats_round_trip(counts, recompute, tp, dp):
     """Balance string, layout string and Megatron arguments all parse back to the plan."""

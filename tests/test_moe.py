@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 import optsearch.costmodel as cm
 from optsearch.baselines.exhaustive import count_plans, partitions, type_sequences
@@ -290,7 +291,7 @@ def moe_instances(draw):
     return problem, options, draw(st.sampled_from(["cost", "time"])), budget
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(10), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(moe_instances())
 def test_moe_optimum_equals_brute_force_over_ep(case):
     problem, options, objective, (kind, factor) = case
@@ -336,7 +337,7 @@ def _plans(problem: Problem, options: SpaceOptions):
                                     yield plan
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(moe_instances())
 def test_bounds_hold_for_every_ep(case):
     """The outer loop skips a candidate (tp, dp, b, pp, ep) on its bounds alone (issue 14: a bound must hold for every

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 import optsearch.costmodel as cm
 from optsearch.baselines.exhaustive import count_plans, partitions, type_sequences
@@ -87,7 +88,7 @@ def _least_ratio(problem: Problem, options: SpaceOptions, strength: float = 1.0)
     return least
 
 
-@settings(max_examples=8, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(moe_instances())
 def test_the_moe_inflight_bound_lies_below_every_plan_over_every_ep_and_mode(case):

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import SpaceOptions, node_uses
@@ -80,7 +81,7 @@ def test_the_instance_has_several_buckets_on_stage_zero():
     assert overlap_bucket_count(params, 2, True) == 6  # (4 x 50.3M + 16.4M embedding) / 40M
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_with_the_overlap_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -123,7 +124,7 @@ def _check_bounds_below_overlapped_plans(problem, options, budget) -> int:
     return compared
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(3), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_bounds_lie_below_every_plan_with_the_overlap(case):
     problem, options, objective, kind, factor = case

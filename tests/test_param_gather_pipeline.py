@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.candidates import SpaceOptions, node_uses
@@ -289,7 +290,7 @@ def _pipelined(draw):
     return problem, options, draw(st.sampled_from(["time", "cost"]))
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(3), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(_pipelined())
 def test_optimum_over_both_settings_equals_brute_force_and_backends_agree(case):
     """Brute force prices every plan of pp > 1 with the flag off and on (exhaustive._param_gather_variants)."""

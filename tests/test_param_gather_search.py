@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch import megatron
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
@@ -117,7 +118,7 @@ def test_solve_turns_it_on_for_one_stage_and_equals_brute_force(solver):
     assert plan.ddp_average_in_collective and "--ddp-average-in-collective" in args
 
 
-@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_with_the_gather_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 import optsearch.formulation.positional as positional
 from optsearch.baselines.exhaustive import count_plans
@@ -86,7 +87,7 @@ def test_the_floor_lies_below_every_plan_on_overlap_instances():
     assert total > 0  # the floor raised some bounds: the check above is not vacuous
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_floor_lies_below_every_plan_on_memory_tight_instances(case):

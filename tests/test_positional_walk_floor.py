@@ -17,6 +17,7 @@ from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 import optsearch.formulation.positional as positional
 from optsearch.baselines.exhaustive import count_plans
@@ -89,7 +90,7 @@ def test_the_walk_floor_holds_and_the_bound_is_every_marks_least():
     assert stopped > 0 and raised > 0
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_walk_floor_holds_on_memory_tight_instances(case):

@@ -5,6 +5,7 @@ meets the budget, and the answer must stay brute force's on both backends."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, assume, given, settings
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import in_search_space
@@ -27,7 +28,7 @@ def budget_at_free_plan(problem, options, objective: str, factor: float) -> Budg
             Budget(objective="cost", max_time_s=free.estimate.training_time_s * factor))
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_a_budget_search_seeded_from_the_cp1_v1_part_gives_brute_forces_optimum(case):
     """Spaces with interleaving and context parallelism, some without v = 1 (where the cp = 1, v = 1 part is not a

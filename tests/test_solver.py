@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.candidates import (
@@ -152,7 +153,7 @@ def assert_backends_equal_brute_force(problem, budget, options):
     return truth
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -165,7 +166,7 @@ def test_optimum_equals_brute_force_and_backends_agree(case):
         event(f"recomputation used: {any(s.recompute != 'none' for s in truth.plan.stages)}")
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.floats(1.05, 3.0))
 def test_looser_budget_never_gives_a_worse_optimum(case, looser):
     problem, options, objective, _, factor = case
@@ -306,7 +307,7 @@ def mixed_instances(draw):
     return problem, options, draw(st.sampled_from(["cost", "time"])), draw(st.floats(1.0, 1.5))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(30), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances())
 def test_heterogeneous_optimum_equals_brute_force(case):
     problem, options, objective, factor = case
@@ -328,7 +329,7 @@ def test_heterogeneous_optimum_equals_brute_force(case):
                 name, got.plan, truth.plan)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.sampled_from([1e-12, 1e-9, 1e-7]))
 def test_a_deadline_a_hair_below_the_cheapest_plan_excludes_it(case, hair):
     """pareto's next limit sits one part in 10^6 below the last frontier plan: with BUDGET_REL that plan overshoots
@@ -348,7 +349,7 @@ def test_a_deadline_a_hair_below_the_cheapest_plan_excludes_it(case, hair):
             assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (name, got.plan, truth.plan)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(16), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.floats(1.0, 1.6))
 def test_a_window_above_a_tighter_optimum_gives_the_same_optimum(case, step):
     """A cost sweep solves each deadline with the plans within the previous, tighter deadline left out
@@ -369,7 +370,7 @@ def test_a_window_above_a_tighter_optimum_gives_the_same_optimum(case, step):
         assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (name, got.plan, truth.plan)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.lists(st.floats(0.9, 2.0), min_size=2, max_size=5))
 def test_a_cost_sweep_with_windows_equals_brute_force_at_every_point(case, factors):
     """whatif.sweep solves deadlines from the tightest up, each above the last proven one (rule 4): every point must
@@ -392,7 +393,7 @@ def test_a_cost_sweep_with_windows_equals_brute_force_at_every_point(case, facto
                 p.budget.max_time_s, p.plan, truth.plan)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.floats(0.0, 1.0))
 def test_the_slower_than_rows_price_each_plan_at_rent_times_the_later_of_its_time_and_the_window(case, where):
     """With T >= W and the McCormick row v >= W b, a candidate's model prices a plan at rent x max(time, W): its
@@ -517,7 +518,7 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     return compared
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(25), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(instances(), mixed_instances()))
 def test_candidate_bounds_lie_below_every_plan(case):
     """The outer loop skips a candidate on its bound alone, so every bound must hold for every plan (bounds.py)."""

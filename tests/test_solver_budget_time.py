@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from hypothesis import HealthCheck, event, given, settings
+from draws import draws
 
 from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
 from optsearch.bounds import degree_terms, interleaving_factor
@@ -64,7 +65,7 @@ def _tightest(problem, options, strength: float = 1.0) -> float:
     return least
 
 
-@settings(max_examples=14, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(7), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_the_interleaved_bound_under_a_budget_at_a_plans_own_value_stays_below_that_plan(case):
@@ -152,7 +153,7 @@ def _aggregate_time_bound_ratio(problem, options, strength: float = 1.0) -> floa
     return least
 
 
-@settings(max_examples=25, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(12), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_the_aggregate_time_bound_under_a_cost_budget_at_a_plans_own_cost_stays_below_that_plan(case):

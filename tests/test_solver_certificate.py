@@ -14,6 +14,7 @@ import pulp
 import yaml
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, solve_exhaustive, type_sequences
 from optsearch.candidates import SpaceOptions, dp_candidates, micro_batch_candidates, node_uses, tp_candidates
@@ -50,7 +51,7 @@ def _some_plans(problem, options, limit: int = 400):
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(20), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(mixed_instances(), tight_instances()), st.sampled_from(["cost", "time"]), st.floats(0.0, 1.0))
 def test_both_budgets_exactly_at_a_feasible_plans_values(case, objective, where):
     """max_time and max_cost set to exactly one plan's time and cost: that plan meets both, so "infeasible" is wrong,

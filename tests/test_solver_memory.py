@@ -13,6 +13,7 @@ import math
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
 from optsearch.bounds import degree_terms, max_layers_per_stage
@@ -98,7 +99,7 @@ def _modes_used(plan: Plan | None) -> str:
     return "none" if plan is None else "+".join(sorted({s.recompute for s in plan.stages}))
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(40), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_tight_memory_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -110,7 +111,7 @@ def test_tight_memory_optimum_equals_brute_force_and_backends_agree(case):
     event(f"layer kinds: {len(problem.model.kinds)}")
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_tight_memory_bounds_lie_below_every_plan(case):
     problem, options, objective, kind, factor = case

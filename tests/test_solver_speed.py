@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
 from optsearch.bounds import _compositions, _pipeline_s, degree_terms
@@ -28,7 +29,7 @@ def _pattern_candidates(problem, options):
                 yield sk
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_the_communication_search_finds_the_least_value_a_linear_scan_finds(case):
     """comm_at's search tries many values of C per programme; it must land on the least C whose layouts still hold the
@@ -76,7 +77,7 @@ def _pipeline_by_walk(d, pp, counts, send_min, L):
     return best * (1 - 1e-9)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_the_pipeline_bound_with_its_bisection_and_early_stop_equals_a_walk_over_every_breakpoint(case):
     problem, options, _, _, _ = case
@@ -90,7 +91,7 @@ def test_the_pipeline_bound_with_its_bisection_and_early_stop_equals_a_walk_over
                 assert got == want or math.isclose(got, want, rel_tol=1e-12), (counts, got, want)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_minimizing_time_under_a_cost_budget_at_a_plans_exact_cost_the_positional_bound_stays_below_it(case):
     """The positional bound drops a mark (a limit on the slowest stage) when the McCormick bound on the cost of its
@@ -114,7 +115,7 @@ def test_minimizing_time_under_a_cost_budget_at_a_plans_exact_cost_the_positiona
             assert pos.bound <= est.training_time_s * (1 + 1e-9), (cand.key, est.cost_usd, pos.bound)
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=draws(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(instances())
 def test_the_least_sum_programme_takes_every_layer_count_at_once_with_the_loops_result(case):
     """_least_sum's array form (every count n of a group in one operation) against its loop over n, with and
@@ -161,7 +162,7 @@ def test_compositions_are_counted_and_listed_as_a_brute_force_over_every_count_f
             assert counts[pp] == len(want), (d, pp)
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(5), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_model_solves_cut_short_by_their_slice_and_solved_again_later_still_give_the_optimum(case):
     """solve gives a model a short slice while other candidates are open and parks it when the slice runs out. With a

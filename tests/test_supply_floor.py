@@ -13,6 +13,7 @@ from unittest import mock
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from draws import draws
 
 from optsearch import bounds as bounds_module
 from optsearch.baselines.exhaustive import count_plans
@@ -97,7 +98,7 @@ def _check_one_supply_equals_bisection(problem, options) -> None:
             assert np.array_equal(fast, slow), (d, v, fast, slow)
 
 
-@settings(max_examples=12, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(6), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(scarce_instances())
 def test_the_floor_lies_below_every_plans_slowest_stage(case):
@@ -130,7 +131,7 @@ def test_the_floor_is_tight_somewhere():
     assert _least_floor_ratio(problem, options, strength=1.02)[0] < 1
 
 
-@settings(max_examples=6, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(scarce_instances(), st.sampled_from(["time", "cost"]))
 def test_the_bounds_with_the_floor_lie_below_every_plan(case, objective):
@@ -157,7 +158,7 @@ def test_the_bounds_with_the_floor_lie_below_every_plan(case, objective):
             assert got is not None and got <= value * (1 + 1e-9), (plan, got)
 
 
-@settings(max_examples=4, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(scarce_instances())
 def test_minimizing_time_over_scarce_supply_equals_brute_force(case):
