@@ -834,11 +834,14 @@ def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps
     return tuple(zip(iteration.tolist(), rate.tolist(), (cost / SECONDS_PER_HOUR).tolist()))
 
 
-def _pipelines_at_once(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np.ndarray, L: int) -> np.ndarray:
-    """[C] `_pipeline_s`(d, pp, counts[c], send_min[c], L) for every row (each holds L layers at NMAX), bit for bit:
-    the groups fastest first (a stable sort by step_min, as `sorted`), the two end stages' single sends on the
-    fastest stages, SIGMA(M) at every breakpoint M = e + n step of every group (n = 1..cap) in ascending order,
-    and the least of (m - 1) M + SIGMA(M) up to where _pipeline_s's walk stops."""
+def _pipelines_at_once(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np.ndarray, L: int,
+                       cap_of: tuple[int, ...] | None = None) -> np.ndarray:
+    """[C] `_pipeline_s`(d, pp, counts[c], send_min[c], L, cap_of) for every row (each holds L layers at its caps),
+    bit for bit: the groups fastest first (a stable sort by step_min, as `sorted`), the two end stages' single sends
+    on the fastest stages, SIGMA(M) at every breakpoint M = e + n step of every group (n = 1..cap) in ascending order,
+    and the least of (m - 1) M + SIGMA(M) up to where _pipeline_s's walk stops. pp enters only as pp > 1, so rows of
+    several pp > 1 may share a call (`refined_tables`: the fastest pp slots of every pp)."""
+    caps = cap_of if cap_of is not None else d.max_layers_per_stage
     C, G = counts.shape
     order = sorted(range(G), key=lambda g: d.step_min_s[g])
     ends_left = np.full(C, 2 if pp > 1 else 0, dtype=np.int64)
@@ -847,8 +850,8 @@ def _pipelines_at_once(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np
         n = counts[:, g]
         light = np.minimum(ends_left, n)
         ends_left = ends_left - light
-        groups.append((d.step_min_s[g], d.max_layers_per_stage[g], send_min, light))
-        groups.append((d.step_min_s[g], d.max_layers_per_stage[g], 2 * send_min if pp > 1 else np.zeros(C), n - light))
+        groups.append((d.step_min_s[g], caps[g], send_min, light))
+        groups.append((d.step_min_s[g], caps[g], 2 * send_min if pp > 1 else np.zeros(C), n - light))
     sends_total = np.zeros(C)
     for _, _, e, c in groups:
         sends_total = sends_total + np.where(c > 0, e * c, 0.0)
@@ -1038,8 +1041,16 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     value equals the scalar function's bit for bit (tests/test_cheap_bounds.py): the solver computes this bound for
     every candidate (136,579 in the megatron target's space for GPT-3 175B on mixed-pool-8k), where one Python call
     per candidate took about 2 s of a 10 s limit."""
+    ok, iteration, rate, cost_rate_s, _, _ = _aggregate_arrays(problem, d, np.asarray(pps, dtype=np.int64), False)
+    return ok, iteration, rate, cost_rate_s / SECONDS_PER_HOUR
+
+
+def _aggregate_arrays(problem: Problem, d: DegreeTerms, pps: np.ndarray, refined: bool
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """candidate_bound's aggregate path at every pp in pps, without the joint rent x time term (and, unrefined,
+    without the pipeline of the fastest slots): (feasible, iteration s, rent USD/h, USD/h x s per iteration, the
+    least sum of stage times, the all-reduce and optimizer floor), in the scalar function's float operations."""
     L = problem.model.num_layers
-    pps = np.asarray(pps, dtype=np.int64)
     all_params = np.where(pps > 1, d.layer_params + d.ends_params[1], d.layer_params + d.ends_params[0])
     ok = (sum(d.slots) >= pps) & ~((pps > 2) & (L < pps - 2))
     ok &= all_params / pps / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES <= d.capacity_bytes_max
@@ -1051,6 +1062,8 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     slowest = slowest_floor(d, L, pps)  # node supply (issue 14, item 3)
     ok &= np.isfinite(slowest)
     pipeline = np.maximum(pipeline, (d.m - 1) * np.where(ok, slowest, 0.0) + total)
+    if refined:  # the pipeline of the fastest pp slots, each at the largest NMAX (candidate_bound)
+        pipeline = np.maximum(pipeline, _fastest_pipelines(d, L, pps, ok) + d.end_work_min_s)
     iteration = pipeline + comm
     if d.alpha_full:  # --overlap-grad-reduce: (m - 1) M + (sum t + A) + O, sum t + A >= the whole reduce
         iteration = np.maximum(iteration, (d.m - 1) * np.maximum(total / pps, np.where(ok, slowest, 0.0))
@@ -1061,4 +1074,171 @@ def cheap_bounds(problem: Problem, d: DegreeTerms, pps: np.ndarray
     weighted = d.cost_work_min + 2 * (pps - 1) * p_min * d.send_min_s
     weighted = np.maximum(weighted, _weighted_with_sends(d, L, pps))
     cost_rate_s = np.maximum(rate * iteration, d.w * (d.m * weighted + (pps - 1) * p_min * total) + rate * comm)
-    return ok, iteration, rate, cost_rate_s / SECONDS_PER_HOUR
+    return ok, iteration, rate, cost_rate_s, total, comm
+
+
+def _fastest_pipelines(d: DegreeTerms, L: int, pps: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """[P] candidate_bound's `_pipeline_s`(d, pp, fastest, send_min_s, L, largest) at every pp where ok (0 elsewhere:
+    those pp are infeasible, and an infinite term there made 0 x inf in their unused cost): the fastest pp slots (blocks ignored), every one at the largest NMAX, by `_pipelines_at_once` for the
+    pp > 1 (bit for bit) and by the scalar function at pp = 1."""
+    G = len(d.slots)
+    fastest = np.zeros((len(pps), G), dtype=np.int64)
+    left = pps.astype(np.int64)
+    for g in sorted(range(G), key=lambda g: d.step_min_s[g]):  # candidate_bound's greedy, every pp at once
+        fastest[:, g] = np.minimum(left, d.slots[g])
+        left = left - fastest[:, g]
+    largest = (max(d.max_layers_per_stage),) * G
+    out = np.zeros(len(pps))
+    rows = np.flatnonzero(ok & (pps > 1))
+    if len(rows):
+        out[rows] = _pipelines_at_once(d, 2, fastest[rows], np.full(len(rows), d.send_min_s), L, largest)
+    for r in np.flatnonzero(ok & (pps == 1)):
+        out[r] = _pipeline_s(d, 1, tuple(int(n) for n in fastest[r]), d.send_min_s, L, largest)
+    return out
+
+
+def _greedy_sums(values: np.ndarray, slots: tuple[int, ...], pps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[K, P] `_best_slots`(values[k], slots, pps[p], largest=False) for every row of values [K, G] and every pp,
+    and whether pp slots exist: each row's types in the order of a stable ascending sort (as `sorted`), the same
+    products and sums in the same order (a type past the last one taken adds a 0 product, which changes no sum)."""
+    order = np.argsort(values, axis=1, kind="stable")
+    vs = np.take_along_axis(values, order, axis=1)
+    ss = np.asarray(slots, dtype=np.int64)[order]
+    left = np.broadcast_to(pps[None, :], (len(values), len(pps))).astype(np.int64)
+    total = np.zeros(left.shape)
+    for j in range(values.shape[1]):
+        take = np.minimum(left, ss[:, j:j + 1])
+        total = total + take * vs[:, j:j + 1]
+        left = left - take
+    return total, left == 0
+
+
+def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarray) -> np.ndarray:
+    """[K, P] `_least_rate_per_gpu`(d, pps[p], L, tuple(hold[k])) for every row of hold [K, G] (integers) and every
+    pp, bit for bit (inf where the pp largest caps cannot hold L or pp slots do not exist): the same multipliers
+    (0, and every positive (p_g - p_h) / (hold_g - hold_h); a pair in either order gives the same float, and an
+    invalid pair is given 0, a copy of the first), the same greedy sums, and their maximum (the order of a maximum
+    does not change it)."""
+    p = np.asarray(d.price_per_gpu_hour, dtype=float)
+    K, G = hold.shape
+    holds, enough = _greedy_sums(-hold.astype(float), d.slots, pps)  # the largest caps first: -sum (integers, exact)
+    can = enough & ~(-holds < L)
+    lams = [np.zeros(K)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for g in range(G):
+            for h in range(g + 1, G):
+                diff = hold[:, g] - hold[:, h]
+                lam = (p[g] - p[h]) / diff
+                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lam = np.concatenate(lams)  # [J K]: every multiplier of every row in one call (the same per-element operations)
+    inner, _ = _greedy_sums(p[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)), d.slots, pps)
+    best = np.maximum(0.0, (lam[:, None] * L + inner).reshape(len(lams), K, len(pps)).max(axis=0))
+    return np.where(can, best * (1 - 1e-12), math.inf)
+
+
+def _joint_tables(d: DegreeTerms, pps: np.ndarray, L: int, stages_s: np.ndarray, comm_s: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_joint_cost_rate_s`'s budget-free values at every pp > 1 in pps: (iteration [P, K] and rent [P, K] at each of
+    its breakpoints M_k, ascending, and the floor rent [P]), the same floats as its walk computes them (stages_s,
+    comm_s [P]: its arguments)."""
+    G = len(d.slots)
+    e = tuple(sender_send_min_s(d))
+    marks = sorted({e[g] + n * d.step_min_s[g] for g in range(G) for n in range(1, d.max_layers_per_stage[g] + 1)})
+    M = np.array(marks, dtype=float)
+    step = np.array(d.step_min_s, dtype=float)
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    hold = np.maximum(0, np.minimum(nmax[None, :], np.floor((M[:, None] - np.array(e)[None, :]) / step[None, :]
+                                                            + 1e-9).astype(np.int64)))
+    rate = d.w * _least_rates_at_once(d, pps, L, hold)  # [K, P]
+    floor = d.w * _least_rates_at_once(d, pps, 0, nmax[None, :])[0]  # [P]
+    iteration = (d.m - 1) * np.maximum(M[:, None], (stages_s / pps)[None, :]) + stages_s[None, :] + comm_s[None, :]
+    return np.ascontiguousarray(iteration.T), np.ascontiguousarray(rate.T), floor
+
+
+@dataclass(frozen=True, slots=True)
+class RefinedTables:
+    """The budget-free part of candidate_bound's refined aggregate path (more compositions than MAX_COMPOSITIONS) for
+    every such pp of one DegreeTerms, as arrays indexed by pp - 1 (`refined_tables`); `refined_bound_at` finishes
+    one pp under a budget."""
+
+    listed: np.ndarray  # [most] bool: pp's bound is per composition (not in these tables)
+    ok: np.ndarray  # [most] feasible before the joint term
+    iteration_s: np.ndarray
+    rate_usd_per_hour: np.ndarray
+    cost_rate_s: np.ndarray  # USD/hour x s per iteration, before the joint term
+    stages_s: np.ndarray
+    comm_s: np.ndarray
+    joint_iteration_s: list  # [most] lists: the joint walk's iteration at each breakpoint (empty where not ok)
+    joint_rate: list  # [most] lists: its rent at each breakpoint
+    joint_floor_rate: np.ndarray  # [most]
+
+
+def refined_tables(problem: Problem, d: DegreeTerms, most: int) -> RefinedTables:
+    """The aggregate refined bound's budget-free terms at every pp = 1..most whose compositions are too many to list,
+    at once (issue 14, item 3, round 12: the cost rows of the large models computed about 17,500 refined bounds one
+    Python call each, 0.28 ms apiece). The same formulas and float operations as `candidate_bound`, so
+    `refined_bound_at` equals it bit for bit (tests/test_refined_arrays.py)."""
+    pps = np.arange(1, most + 1, dtype=np.int64)
+    key = (d.slots, d.stages_per_block)
+    if key not in _COUNTS:
+        _COUNTS[key] = _count_compositions_upto(d, sum(d.slots))
+    counts = _COUNTS[key]
+    listed = np.array([pp < len(counts) and counts[pp] <= MAX_COMPOSITIONS for pp in pps.tolist()], dtype=bool)
+    ok, iteration, rate, cost_rate_s, total, comm = _aggregate_arrays(problem, d, pps, True)
+    ok = ok & ~listed & (pps > 1)  # pp = 1 (at most G compositions, listed but under a limit of 0): the scalar path
+    its: list = [[] for _ in pps]
+    rates: list = [[] for _ in pps]
+    floor = np.full(most, math.inf)
+    rows = np.flatnonzero(ok)
+    if len(rows):
+        it_t, rate_t, floor_r = _joint_tables(d, pps[rows], problem.model.num_layers, total[rows], comm[rows])
+        for j, r in enumerate(rows.tolist()):
+            its[r], rates[r] = it_t[j].tolist(), rate_t[j].tolist()
+        floor[rows] = floor_r
+    return RefinedTables(listed, ok, iteration, rate, cost_rate_s, total, comm, its, rates, floor)
+
+
+def _joint_from_tables(tab: RefinedTables, pp: int, max_iteration_s: float | None, max_rate: float | None) -> float:
+    """`_joint_cost_rate_s` at pp (> 1, not listed, feasible) from the tables: its walk over the same breakpoints
+    with the same stops and skips, on the same floats."""
+    i = pp - 1
+    floor_rate = float(tab.joint_floor_rate[i])
+    best = math.inf
+    for iteration, rate in zip(tab.joint_iteration_s[i], tab.joint_rate[i]):
+        if floor_rate * iteration >= best:
+            break
+        if max_iteration_s is not None and iteration > max_iteration_s:
+            break
+        if rate == math.inf or (max_rate is not None and rate > max_rate):
+            continue
+        best = min(best, rate * iteration)
+    return best * (1 - 1e-9)
+
+
+def refined_bound_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int, budget=None) -> CandidateBound:
+    """candidate_bound(problem, d, pp, budget, refined=True) from the tables (pp not listed): the joint rent x time
+    walk over the kept breakpoints under the budget, exactly as `_joint_cost_rate_s` walks them (its two stops
+    and its skips), and the time-under-cost term by its own function; pp = 1 by candidate_bound itself."""
+    i = pp - 1
+    assert not tab.listed[i], "a pp with listed compositions has its bound per composition"
+    if pp == 1:  # one stage: no sends, other breakpoints (never reached with MAX_COMPOSITIONS >= the types)
+        return candidate_bound(problem, d, pp, budget, refined=True)
+    if not tab.ok[i]:
+        return CandidateBound(False)
+    slack = BOUND_SLACK
+    max_iteration_s = None if budget is None or budget.max_time_s is None else \
+        budget.max_time_s * slack / problem.iterations
+    max_rate = None if budget is None or budget.max_usd_per_hour is None else budget.max_usd_per_hour * slack
+    joint = _joint_from_tables(tab, pp, max_iteration_s, max_rate)
+    if joint == math.inf:
+        return CandidateBound(False)
+    iteration = float(tab.iteration_s[i])
+    cost_rate_s = max(float(tab.cost_rate_s[i]), joint)
+    if budget is not None and budget.max_cost_usd is not None and budget.objective == "time":
+        under = _least_iteration_under_cost_s(
+            d, pp, problem.model.num_layers, float(tab.stages_s[i]), float(tab.comm_s[i]),
+            budget.max_cost_usd * slack * SECONDS_PER_HOUR / problem.iterations, max_iteration_s, max_rate)
+        if under == math.inf:
+            return CandidateBound(False)
+        iteration = max(iteration, under)
+    return CandidateBound(True, iteration, float(tab.rate_usd_per_hour[i]), cost_rate_s / SECONDS_PER_HOUR)

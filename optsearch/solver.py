@@ -27,7 +27,8 @@ import numpy as np
 
 from optsearch.bounds import (
     CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, cheap_bounds,
-    composition_bounds, degree_terms, interleaved_bound, interleaving_factor,
+    RefinedTables, composition_bounds, degree_terms, interleaved_bound, interleaving_factor, refined_bound_at,
+    refined_tables,
 )
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
@@ -105,6 +106,10 @@ class Bounded:
     inflight: bool = False  # its in-flight-aware bound (inflight.py) is already in lower_bound
 
 
+REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
+REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
+
+
 @dataclass(slots=True)
 class Memo:
     """Work that depends on the problem and the search options but not on the budget, kept between solves of one
@@ -128,6 +133,9 @@ class Memo:
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
     # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
     uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
+    # (tp, dp, b, ep, cp, o) -> bounds.refined_tables: the aggregate refined bounds of every pp at once (costbound),
+    # or how many times the degree was asked before its tables are built (REFINED_TABLES_FROM)
+    refined_by_pp: dict[tuple[int, ...], RefinedTables | int] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -162,7 +170,18 @@ class Memo:
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
         comps = self.compositions[cand.key]
-        if comps is None:
+        if comps is None and REFINED_ARRAYS:  # too many compositions: the aggregate bound, every pp at once
+            key = cand.key[:3] + cand.key[4:6] + cand.key[7:]  # the degree (tp, dp, b, ep, cp, o): its terms
+            tables = self.refined_by_pp.get(key)
+            if tables is None or isinstance(tables, int):  # the first REFINED_TABLES_FROM - 1 asks: one pp alone
+                asked = (tables or 0) + 1
+                if asked < REFINED_TABLES_FROM:
+                    self.refined_by_pp[key] = asked
+                    return candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
+                tables = self.refined_by_pp[key] = refined_tables(self.problem, terms,
+                                                                  max_stages(self.problem, self.options))
+            bound = refined_bound_at(self.problem, terms, tables, cand.pp, budget)
+        elif comps is None:
             bound = candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
         else:
             bound = bound_over_compositions(self.problem, comps, budget, slower_than_s)
