@@ -121,6 +121,8 @@ class InFlightTables:
     whole_mean: float = 0.0  # alpha_full_min x P_total / pp: the largest whole reduce is at least the mean
     hide: tuple | None = None  # (alpha_full x P_layer [g], rho, [j] base) of the per-mark hiding floor (v = 1;
     # hiding_terms); None: not walked
+    holds_from: int = 0  # the least interval where the positions hold L layers within node supply (both checks pass
+    # from there on): R(M_j) is inf below it and finite from it (round 12, timerows: the time walk reads only that)
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -251,6 +253,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
         lo = first_passing(_holds_within_supply, lo + 1)
     tab.rent[:lo] = np.inf
+    tab.holds_from = lo
     return tab
 
 
@@ -288,22 +291,28 @@ def _holds_within_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
         return np.ones(len(caps), dtype=bool)
     usable = (caps >= 1) | ~tab.middle[None, None, :]  # [M, g, i]
     k = np.where(usable, np.maximum(caps, 0.0), -np.inf)
-    G = k.shape[1]
-    ok = np.ones(len(caps), dtype=bool)
-    for g in range(G):
-        if tab.slots[g] >= k.shape[2]:
-            continue  # g alone can take every position: its supply does not bind
-        others = np.delete(k, g, axis=1).max(axis=1) if G > 1 else np.full((len(caps), k.shape[2]), -np.inf)
-        own = k[:, g, :]
-        forced = ~np.isfinite(others)  # only g is usable there
-        ok &= forced.sum(axis=1) <= tab.slots[g]
-        gain = np.where(forced, np.where(np.isfinite(own), own, -np.inf), np.maximum(own - others, 0.0))
-        gain = np.where(np.isfinite(gain), gain, -np.inf)
-        top = -np.sort(-gain, axis=1)[:, :int(tab.slots[g])]  # the slots[g] largest gains (forced first: gain = k)
-        base = np.where(forced, 0.0, others).sum(axis=1)
-        bound = base + np.where(np.isfinite(top), top, 0.0).sum(axis=1)
-        ok &= bound >= tab.L
-    return ok
+    G, P = k.shape[1], k.shape[2]
+    binds = np.nonzero(tab.slots < P)[0]  # a type that can take every position: its supply does not bind
+    # Round 12 (timerows): every binding type at once (the same values as one type at a time). The best other type
+    # at each position is the largest cap where g is not the (first) largest, else the second largest (ties: equal).
+    if G > 1:
+        first = k.max(axis=1)  # [M, i]
+        second = np.partition(k, G - 2, axis=1)[:, G - 2, :]
+        top_type = k.argmax(axis=1)
+        others = np.where(top_type[:, None, :] == binds[None, :, None], second[:, None, :], first[:, None, :])
+    else:
+        others = np.full((len(caps), len(binds), P), -np.inf)
+    own = k[:, binds, :]  # [M, b, i]
+    forced = ~np.isfinite(others)  # only g is usable there
+    ok = (forced.sum(axis=2) <= tab.slots[binds][None, :]).all(axis=1)
+    with np.errstate(invalid="ignore"):  # -inf - -inf where forced: that branch is not taken
+        gain = np.where(forced, own, np.maximum(own - others, 0.0))  # >= 0, or -inf where no type is usable
+    gain = -np.sort(-gain, axis=2)  # descending; -inf last
+    gain = np.where(np.isfinite(gain), gain, 0.0)  # whole layers: these sums are exact in any order
+    room = np.arange(P)[None, None, :] < tab.slots[binds][None, :, None]  # the slots[g] largest gains
+    base = np.where(forced, 0.0, others).sum(axis=2)
+    bound = base + np.where(room, gain, 0.0).sum(axis=2)
+    return ok & (bound >= tab.L).all(axis=1)
 
 
 def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
@@ -482,8 +491,16 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break  # it grows with j
         stop = min(j + CHUNK, n)
-        _rent(tab, stop)
-        rent, it = tab.rent[j:stop], tab.iteration[j:stop]
+        if objective == "time" and max_cost_usd is None and max_usd_per_hour is None:
+            # Round 12 (timerows): without a cost budget or a rent limit the time walk reads R(M_j) only for being
+            # finite, which it is exactly from holds_from on (R is inf where the positions cannot hold L layers on
+            # their best types, _least_rent's `feasible`, which is _holds; below holds_from it is set to inf, and from
+            # it both checks pass, since they only pass more as M grows): no rent programme.
+            rent = np.where(np.arange(j, stop) < tab.holds_from, np.inf, 0.0)
+        else:
+            _rent(tab, stop)
+            rent = tab.rent[j:stop]
+        it = tab.iteration[j:stop]
         ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
             if not math.isfinite(best_it):
