@@ -153,3 +153,69 @@ def test_the_supply_check_of_every_type_at_once_equals_one_type_at_a_time_and_ne
     for row, passed in zip(caps, got):  # a relaxation: it never rules out an assignment that holds L
         if _brute_holds(slots, middle, tab.L, row):
             assert passed
+
+
+def _time_bound(problem, memo, cand, budget, cutoff_s=float("inf")):
+    d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+    got = sharpened(problem, memo.inflight, d, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls,
+                    cutoff_s=cutoff_s)
+    return got.iteration_s * problem.iterations if got.feasible else None
+
+
+def _check_cutoffs(problem, options) -> tuple[int, int]:
+    """Minimizing time, the in-flight bound with cutoffs at each plan's own time x (0.5, 1, 2) and just around the
+    bound without one: below the plan (brute force, least recomputation, the overlap as the search sets it), and at
+    or above the cutoff wherever the bound without it is. (comparisons, those decided at or above the cutoff)"""
+    from optsearch.costmodel import overlap_grad_reduce_on
+    from test_inflight_bound import _plans
+
+    memo = Memo(problem, options)
+    checked = decided = 0
+    budget = Budget(objective="time")
+    for cand, (plan, est) in _plans(problem, options, as_searched=True):
+        if not overlap_grad_reduce_on(problem, cand.dp, cand.cp):
+            continue
+        free = _time_bound(problem, memo, cand, budget)
+        tab = memo.inflight.get(cand.key)
+        if free is None or tab is None or tab.whole_per_layer is None:
+            continue
+        assert free <= est.training_time_s * (1 + 1e-9)
+        for f in (0.5, 1.0, 2.0, 0.999 * free / est.training_time_s, 1.001 * free / est.training_time_s,
+                  free / est.training_time_s):
+            cutoff = f * est.training_time_s
+            cut = _time_bound(problem, memo, cand, budget, cutoff)
+            assert cut is not None and cut <= est.training_time_s * (1 + 1e-9), (cand, plan, f, cut)
+            margin = cutoff * (1 - 1e-9)  # inflight_bound's rounding
+            if free >= margin * (1 + 1e-8):  # (the cutoff is raised by 1e-12 inside: a band around it is left out)
+                assert cut >= margin, (cand, f, cut, free, cutoff)  # it prunes whatever the walk without it does
+            decided += cut >= margin
+            checked += 1
+    return checked, decided
+
+
+def test_the_time_walk_with_a_cutoff_lies_below_every_plan_and_prunes_what_the_walk_without_it_prunes():
+    """Round 12: minimizing time, the whole reduce's levels searched only as far as the cutoff decides
+    (whole_levels_iteration, _hiding_floor), on the first-reduce test's overlap instances."""
+    from test_positional_first_reduce import _cases
+
+    checked = decided = 0
+    for problem, options in list(_cases())[::2]:  # four of the eight
+        a, b = _check_cutoffs(problem, options)
+        checked, decided = checked + a, decided + b
+    assert checked > 0 and 0 < decided < checked  # both sides of the cutoff are seen
+
+
+@settings(max_examples=3, derandomize=True, database=None, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(tight_instances())
+def test_the_time_walk_with_a_cutoff_lies_below_every_plan_on_memory_tight_instances(case):
+    from optsearch.baselines.exhaustive import count_plans
+    from test_solver import MAX_PLANS
+
+    problem, options, _, _, _ = case
+    job = problem.job.model_copy(update={"distributed_optimizer": None})
+    problem = replace(problem, overlap_grad_reduce=True, job=job)
+    options = replace(options, uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1, 2))
+    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+        return
+    _check_cutoffs(problem, options)
