@@ -3,6 +3,8 @@
     python bench/proof_rows.py --model gpt3-175b --cluster mixed-pool-8k --objective cost --time-limit 10
     python bench/proof_rows.py --model gpt3-175b --cluster mixed-pool-8k --objective cost --gap 0.01 --cpu-clock
     python bench/proof_rows.py ... --profile /tmp/p.out          # cProfile of the solve alone
+    python bench/proof_rows.py ... --time-limit 90 --save-plan /tmp/best.json    # the best known plan, kept
+    python bench/proof_rows.py ... --time-limit 10 --warm-start /tmp/best.json   # the loop with it from the start
 
 The instance is bench/objective_grid.py's (`edited_problem`, `engine_problem("megatron")`, `space_from_target`),
 with the row's deadline (--max-time-s) or cost budget (--max-cost-usd) given explicitly (the grid derives them from
@@ -36,9 +38,12 @@ def main() -> None:
     ap.add_argument("--solver", default="cpsat")
     ap.add_argument("--profile", default=None, help="write a cProfile of the solve (CPU-time timer) to this file")
     ap.add_argument("--trace", action="store_true", help="print to stderr each new incumbent with its CPU second")
+    ap.add_argument("--save-plan", default=None, help="write the answer's plan (Plan.to_dict, JSON) to this file")
+    ap.add_argument("--warm-start", default=None, help="a plan file (--save-plan's) given to solve as warm_start")
     args = ap.parse_args()
 
     from optsearch.cli.options import space_from_target
+    from optsearch.plan import plan_from_dict
     from optsearch.edits import edited_problem
     from optsearch.solver import solve
     from optsearch.spec.budget import Budget
@@ -47,6 +52,10 @@ def main() -> None:
     problem = engine_problem("megatron", edited_problem(args.model, args.cluster, []))
     options = space_from_target("megatron", problem)
     budget = Budget(objective=args.objective, max_time_s=args.max_time_s, max_cost_usd=args.max_cost_usd)
+    warm = None
+    if args.warm_start:
+        with open(args.warm_start) as fh:
+            warm = plan_from_dict(json.load(fh), args.warm_start)
     if args.cpu_clock:
         time.perf_counter = time.process_time  # the solver's clock (and its shares) on CPU time
     load_before = os.getloadavg()
@@ -62,14 +71,18 @@ def main() -> None:
     if prof is not None:
         prof.enable()
     result = solve(problem, budget, solver=args.solver, time_limit_s=args.time_limit, options=options, gap=args.gap,
-                   progress=trace if args.trace else None)
+                   progress=trace if args.trace else None, warm_start=warm)
     if prof is not None:
         prof.disable()
         prof.dump_stats(args.profile)
     cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+    if args.save_plan and result.plan is not None:
+        with open(args.save_plan, "w") as fh:
+            json.dump(result.plan.to_dict(), fh)
     print(json.dumps({
         "model": args.model, "cluster": args.cluster, "objective": args.objective, "max_time_s": args.max_time_s,
         "max_cost_usd": args.max_cost_usd, "time_limit": args.time_limit, "gap_asked": args.gap,
+        "warm_start": args.warm_start,
         "cpu_clock": args.cpu_clock, "status": result.status, "objective_value": result.objective_value,
         "bound": result.bound, "gap": result.gap,
         "training_time_s": result.estimate.training_time_s if result.estimate is not None else None,

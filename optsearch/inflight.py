@@ -121,6 +121,8 @@ class InFlightTables:
     whole_mean: float = 0.0  # alpha_full_min x P_total / pp: the largest whole reduce is at least the mean
     hide: tuple | None = None  # (alpha_full x P_layer [g], rho, [j] base) of the per-mark hiding floor (v = 1;
     # hiding_terms); None: not walked
+    holds_from: int = 0  # the least interval where the positions hold L layers within node supply (both checks pass
+    # from there on): R(M_j) is inf below it and finite from it (round 12, timerows: the time walk reads only that)
 
 
 def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -251,6 +253,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
         lo = first_passing(_holds_within_supply, lo + 1)
     tab.rent[:lo] = np.inf
+    tab.holds_from = lo
     return tab
 
 
@@ -288,22 +291,28 @@ def _holds_within_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
         return np.ones(len(caps), dtype=bool)
     usable = (caps >= 1) | ~tab.middle[None, None, :]  # [M, g, i]
     k = np.where(usable, np.maximum(caps, 0.0), -np.inf)
-    G = k.shape[1]
-    ok = np.ones(len(caps), dtype=bool)
-    for g in range(G):
-        if tab.slots[g] >= k.shape[2]:
-            continue  # g alone can take every position: its supply does not bind
-        others = np.delete(k, g, axis=1).max(axis=1) if G > 1 else np.full((len(caps), k.shape[2]), -np.inf)
-        own = k[:, g, :]
-        forced = ~np.isfinite(others)  # only g is usable there
-        ok &= forced.sum(axis=1) <= tab.slots[g]
-        gain = np.where(forced, np.where(np.isfinite(own), own, -np.inf), np.maximum(own - others, 0.0))
-        gain = np.where(np.isfinite(gain), gain, -np.inf)
-        top = -np.sort(-gain, axis=1)[:, :int(tab.slots[g])]  # the slots[g] largest gains (forced first: gain = k)
-        base = np.where(forced, 0.0, others).sum(axis=1)
-        bound = base + np.where(np.isfinite(top), top, 0.0).sum(axis=1)
-        ok &= bound >= tab.L
-    return ok
+    G, P = k.shape[1], k.shape[2]
+    binds = np.nonzero(tab.slots < P)[0]  # a type that can take every position: its supply does not bind
+    # Round 12 (timerows): every binding type at once (the same values as one type at a time). The best other type
+    # at each position is the largest cap where g is not the (first) largest, else the second largest (ties: equal).
+    if G > 1:
+        first = k.max(axis=1)  # [M, i]
+        second = np.partition(k, G - 2, axis=1)[:, G - 2, :]
+        top_type = k.argmax(axis=1)
+        others = np.where(top_type[:, None, :] == binds[None, :, None], second[:, None, :], first[:, None, :])
+    else:
+        others = np.full((len(caps), len(binds), P), -np.inf)
+    own = k[:, binds, :]  # [M, b, i]
+    forced = ~np.isfinite(others)  # only g is usable there
+    ok = (forced.sum(axis=2) <= tab.slots[binds][None, :]).all(axis=1)
+    with np.errstate(invalid="ignore"):  # -inf - -inf where forced: that branch is not taken
+        gain = np.where(forced, own, np.maximum(own - others, 0.0))  # >= 0, or -inf where no type is usable
+    gain = -np.sort(-gain, axis=2)  # descending; -inf last
+    gain = np.where(np.isfinite(gain), gain, 0.0)  # whole layers: these sums are exact in any order
+    room = np.arange(P)[None, None, :] < tab.slots[binds][None, :, None]  # the slots[g] largest gains
+    base = np.where(forced, 0.0, others).sum(axis=2)
+    bound = base + np.where(room, gain, 0.0).sum(axis=2)
+    return ok & (bound >= tab.L).all(axis=1)
 
 
 def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
@@ -456,13 +465,15 @@ def _plain_cost(tab: InFlightTables, iterations: int, max_time_s: float | None =
 
 def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_time_s: float | None = None,
                    max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
-                   cutoff_usd: float = math.inf) -> tuple[float, float] | None:
+                   cutoff_usd: float = math.inf, cutoff_s: float = math.inf) -> tuple[float, float] | None:
     """(iteration s, cost USD per iteration) lower bounds over every plan of the candidate that meets the limits
     (minimizing time the cost bound is 0: the walk does not visit every interval); None
     when no interval does (no plan meets the budget). Minimizing time, the walk stops at the first interval that
     meets the limits (it(M_j) grows with j); minimizing cost, once R(inf) x it(M_j) reaches the best product.
     cutoff_usd (minimizing cost, round 8): the incumbent's cost; the rent by end types (_cost_by_ends) is refined only
-    as far as it decides whether the bound reaches it. Any value gives a valid bound."""
+    as far as it decides whether the bound reaches it. cutoff_s (minimizing time without a cost budget, round 12):
+    the incumbent's training time; the largest whole reduce's levels are searched only as far as they decide whether
+    an interval reaches it (whole_levels_iteration). Any value gives a valid bound."""
     slack = BOUND_SLACK
     if objective == "time" and max_cost_usd is not None and tab.allreduce_per_layer is not None:
         best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour)
@@ -482,8 +493,16 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break  # it grows with j
         stop = min(j + CHUNK, n)
-        _rent(tab, stop)
-        rent, it = tab.rent[j:stop], tab.iteration[j:stop]
+        if objective == "time" and max_cost_usd is None and max_usd_per_hour is None:
+            # Round 12 (timerows): without a cost budget or a rent limit the time walk reads R(M_j) only for being
+            # finite, which it is exactly from holds_from on (R is inf where the positions cannot hold L layers on
+            # their best types, _least_rent's `feasible`, which is _holds; below holds_from it is set to inf, and from
+            # it both checks pass, since they only pass more as M grows): no rent programme.
+            rent = np.where(np.arange(j, stop) < tab.holds_from, np.inf, 0.0)
+        else:
+            _rent(tab, stop)
+            rent = tab.rent[j:stop]
+        it = tab.iteration[j:stop]
         ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
             if not math.isfinite(best_it):
@@ -494,7 +513,9 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     if not math.isfinite(best_it):
         return None
     if objective == "time" and tab.whole_per_layer is not None:  # round 9: the largest whole reduce per interval
-        whole = whole_levels_iteration(tab, first, iterations, max_time_s)
+        # the cutoff raised by 1e-12: an interval decided at it stays above the solver's own test after the roundings
+        cut = {"cutoff": cutoff_s / iterations * (1 + 1e-12)} if math.isfinite(cutoff_s) else {}
+        whole = whole_levels_iteration(tab, first, iterations, max_time_s, **cut)
         if whole is None:
             return None
         best_it = max(best_it, whole)
@@ -828,11 +849,12 @@ def least_layer_work_s(d: DegreeTerms, L: int) -> float:
 
 
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
-              cache: dict | None = None, cutoff_usd: float = math.inf) -> CandidateBound:
+              cache: dict | None = None, cutoff_usd: float = math.inf, cutoff_s: float = math.inf) -> CandidateBound:
     """bound (a refined bound of the v = 1 candidate `cand` under `budget`) with this module's bound taken beside it:
     the larger iteration and cost lower bounds, or infeasible when no interval meets the budget. Both are lower
     bounds over the plans that meet the budget, so their maximum is one. The tables are kept in `kept` by the
-    candidate's key (solver.Memo). cutoff_usd: see inflight_bound (the incumbent's cost; any value is valid)."""
+    candidate's key (solver.Memo). cutoff_usd, cutoff_s: see inflight_bound (the incumbent's cost, or its time when
+    minimizing time; any value is valid)."""
     if not bound.feasible:
         return bound
     if cand.key not in kept:
@@ -859,7 +881,7 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
         return bound
     got = inflight_bound(tab, problem.iterations, budget.objective if budget is not None else "cost",
                          *((budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour) if budget is not None
-                           else (None, None, None)), cutoff_usd=cutoff_usd)
+                           else (None, None, None)), cutoff_usd=cutoff_usd, cutoff_s=cutoff_s)
     if got is None:
         return CandidateBound(False)
     iteration, cost = got
@@ -924,8 +946,8 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
     return per, base, d.alpha_full_min * params / pp
 
 
-def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None
-                           ) -> float | None:
+def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None,
+                           cutoff: float = math.inf) -> float | None:
     """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
     (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
     j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
@@ -934,7 +956,18 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
     The least such c per interval is found by geometric bisection (the lower end kept: any c that fails is a floor),
     from whole_mean (X is at least the mean over the stages). The plan's iteration is at least
     max(it(M_j), whole_base[j] + X) (whole_levels_terms); the walk takes the least over the intervals, in chunks,
-    until it(M_j) reaches the least found (it grows with j)."""
+    until it(M_j) reaches the least found (it grows with j).
+
+    cutoff (round 12, timerows; seconds per iteration, the incumbent's): each interval first tries the level
+    c = cutoff - whole_base[j], at which its value reaches the cutoff. Where the caps so limited do not hold L
+    layers, X > c and the interval's value is at least the cutoff: it is decided, and its search stops there; else the
+    search goes on below c. An interval is searched only while it is undecided, and the walk stops at the first
+    interval whose it(M_j) reaches the cutoff, taking it(M_j) as the bound of it and every later one. Every level
+    kept as the lower end is one at which the layouts do not hold L layers (or the mean), as without the cutoff, so
+    the value stays a valid bound. Every interval the search without the cutoff finds at or above it is found so
+    with it (its lower end then fails at or above c, and the layouts hold more as the level grows, so c fails too);
+    the cutoff's search may find more (it tries c itself, where the plain bisection's last failing level may lie
+    below c). Values below the cutoff may differ in the last steps of the bisection."""
     per, n, v = tab.whole_per_layer, len(tab.marks), tab.v
     slack = BOUND_SLACK
     top = float(per.max()) * tab.L
@@ -943,24 +976,46 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
     while j < n:
         if tab.iteration[j] >= best:
             break
+        if tab.iteration[j] >= cutoff:  # this interval and every later one: at least it(M_j) >= the cutoff
+            best = min(best, float(tab.iteration[j]))
+            break
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break  # it grows with j: no later interval meets the deadline
         stop = min(j + CHUNK, n)
         caps = tab.caps[j:stop]  # [J, g, i]
         lo = np.full(stop - j, tab.whole_mean)  # X > lo (or X >= the mean)
         hi = np.full(stop - j, max(top, tab.whole_mean) * 2)
+        base = tab.whole_base[j:stop]
+
+        def holds_at(level: np.ndarray) -> np.ndarray:
+            limit = np.where(per[None] > 0, np.floor(level[:, None, None] / per[None] * ROUND_UP), np.inf)
+            if v > 1:  # [J, g, i]
+                limit = np.floor(limit / v) * v
+            capped = np.minimum(caps, limit)
+            return _holds(tab, capped) & _holds_within_supply(tab, capped)
+
         with np.errstate(divide="ignore", invalid="ignore"):
+            bounded = math.isfinite(cutoff)
+            open_ = tab.iteration[j:stop] < cutoff if bounded else np.ones(stop - j, dtype=bool)  # undecided
+            if bounded:
+                level = cutoff - base
+                tried = open_ & (level > lo) & (level < hi)
+                if tried.any():
+                    holds = holds_at(np.where(tried, level, lo))
+                    lo = np.where(tried & ~holds, level, lo)
+                    hi = np.where(tried & holds, level, hi)
+                open_ &= base + lo < cutoff
             for _ in range(WHOLE_BISECTION):
+                if not open_.any():
+                    break
                 mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
-                limit = np.where(per[None] > 0, np.floor(mid[:, None, None] / per[None] * ROUND_UP), np.inf)
-                if v > 1:  # [J, g, i]
-                    limit = np.floor(limit / v) * v
-                capped = np.minimum(caps, limit)
-                holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
-                lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
-        value = np.maximum(tab.iteration[j:stop], tab.whole_base[j:stop] + lo)
+                holds = holds_at(mid)
+                lo, hi = np.where(open_ & ~holds, mid, lo), np.where(open_ & holds, mid, hi)
+                if bounded:
+                    open_ &= base + lo < cutoff
+        value = np.maximum(tab.iteration[j:stop], base + lo)
         if tab.hide is not None:
-            value = np.maximum(value, _hiding_floor(tab, j, stop, caps))
+            value = np.maximum(value, _hiding_floor(tab, j, stop, caps, np.where(value < cutoff, cutoff, -np.inf)))
         ok = np.ones(stop - j, dtype=bool)
         if max_time_s is not None:
             ok &= value * iterations <= max_time_s * slack
@@ -1018,12 +1073,16 @@ def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: 
     return np.array(d.alpha_full, float) * problem.model.layer_parameters(kind), rho, base
 
 
-def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray) -> np.ndarray:
+def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray,
+                  cutoff: np.ndarray | None = None) -> np.ndarray:
     """[J] the per-mark hiding floor of intervals j..stop-1 (hiding_terms): base[j] + the least max_s A_s, by
     geometric bisection on its level c (the lower end kept): at c below a plan's max_s A_s, n_s <= floor((c + h_s) /
     alpha_full[g] P_layer) and n_s <= floor(c / allreduce_per_layer[g]) hold its layout within the caps k(M_j), so
     where the caps so limited do not hold L layers (within node supply), every plan of the interval has
-    max_s A_s > c. It starts from allreduce_floor (the old floor: max_s A_s >= it)."""
+    max_s A_s > c. It starts from allreduce_floor (the old floor: max_s A_s >= it).
+    cutoff ([J], round 12; -inf: none): a row's search stops once base + the lower end reaches it (decided at or
+    above the cutoff; rows with -inf are not searched at all, their value is decided elsewhere), and it first tries
+    the level at which it would, as whole_levels_iteration does. Every lower end kept is still a failing level."""
     full, rho, base = tab.hide
     rest = tab.allreduce_per_layer
     pp = caps.shape[2]
@@ -1031,13 +1090,33 @@ def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray) -> n
     h = rho * upper[:, None] * np.maximum(1, np.arange(pp))[None, :]  # [J, i]
     lo = np.full(stop - j, tab.allreduce_floor)
     hi = np.full(stop - j, max(float(full.max()), float(rest.max())) * tab.L * 2 + 1.0)
+    rows_base = base[j:stop]
+    if cutoff is None:
+        cutoff = np.full(stop - j, np.inf)
+
+    def holds_at(level: np.ndarray) -> np.ndarray:
+        a = np.where(full[None, :, None] > 0,
+                     np.floor((level[:, None, None] + h[:, None, :]) / full[None, :, None] * ROUND_UP), np.inf)
+        b = np.where(rest[None, :, None] > 0, np.floor(level[:, None, None] / rest[None, :, None] * ROUND_UP), np.inf)
+        capped = np.minimum(caps, np.minimum(a, b))  # [J, g, i]
+        return _holds(tab, capped) & _holds_within_supply(tab, capped)
+
     with np.errstate(divide="ignore", invalid="ignore"):
+        finite = cutoff < np.inf  # -inf included: such a row is not searched
+        open_ = ~finite | (rows_base + lo < cutoff)
+        if (open_ & finite).any():
+            level = cutoff - rows_base
+            tried = open_ & finite & (level > lo) & (level < hi)
+            if tried.any():
+                holds = holds_at(np.where(tried, level, lo))
+                lo = np.where(tried & ~holds, level, lo)
+                hi = np.where(tried & holds, level, hi)
+            open_ &= ~finite | (rows_base + lo < cutoff)
         for _ in range(WHOLE_BISECTION):
+            if not open_.any():
+                break
             mid = np.sqrt(np.maximum(lo, 1e-300) * hi)
-            a = np.where(full[None, :, None] > 0,
-                         np.floor((mid[:, None, None] + h[:, None, :]) / full[None, :, None] * ROUND_UP), np.inf)
-            b = np.where(rest[None, :, None] > 0, np.floor(mid[:, None, None] / rest[None, :, None] * ROUND_UP), np.inf)
-            capped = np.minimum(caps, np.minimum(a, b))  # [J, g, i]
-            holds = _holds(tab, capped) & _holds_within_supply(tab, capped)
-            lo, hi = np.where(holds, lo, mid), np.where(holds, mid, hi)
-    return base[j:stop] + lo
+            holds = holds_at(mid)
+            lo, hi = np.where(open_ & ~holds, mid, lo), np.where(open_ & holds, mid, hi)
+            open_ &= ~finite | (rows_base + lo < cutoff)
+    return rows_base + lo

@@ -268,10 +268,12 @@ def _inflight_bounded(memo: Memo, budget: Budget, item: Bounded, slower_than_s: 
     when it proves that no plan of the candidate meets the budget. With v > 1 it is the interleaved schedule's own
     (its in-flight chunks, sends and pipeline formula), not the v = 1 sibling's relaxed by f_v, which sat up to 25 %
     below the interleaved candidates' plans at the front of the queue (GPT-3 175B, mixed-pool-8k). cutoff: the
-    incumbent's value (minimizing cost, the rent by end types is refined only as far as it decides against it)."""
+    incumbent's value (minimizing cost, the rent by end types is refined only as far as it decides against it;
+    minimizing time, round 12, the largest whole reduce's levels likewise: inflight.whole_levels_iteration)."""
     cand, terms = item.cand, item.terms
     got = sharpened(memo.problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls,
-                    cutoff if budget.objective == "cost" else math.inf)
+                    cutoff if budget.objective == "cost" else math.inf,
+                    cutoff if budget.objective == "time" and slower_than_s == 0.0 else math.inf)
     if not got.feasible:
         return None
     out = _bounded(memo.problem, budget, terms, cand, True, got, slower_than_s)
