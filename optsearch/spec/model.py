@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Literal
 
 from pydantic import Field, model_validator
@@ -59,6 +60,15 @@ class LayerKindSpec(Spec):
     @property
     def is_moe(self) -> bool:
         return self.num_experts is not None
+
+
+@lru_cache(maxsize=64)
+def _one_kind(num_layers: int) -> tuple[LayerKindSpec, ...]:
+    """ModelSpec.kinds of a model without layer_kinds: one kind of num_layers layers. Kept per num_layers (specs
+    are frozen, so one instance serves every model of that depth): the cost model and the bounds read `kinds` about
+    10^5 times in a large search, and building the spec each time (pydantic's validation) took 0.5-1 s of its CPU
+    (round 12, timeload)."""
+    return (LayerKindSpec(name=DEFAULT_LAYER_KIND, num_layers=num_layers),)
 
 
 class ModelSpec(Spec):
@@ -147,7 +157,7 @@ class ModelSpec(Spec):
     @property
     def kinds(self) -> tuple[LayerKindSpec, ...]:
         if self.layer_kinds is None:
-            return (LayerKindSpec(name=DEFAULT_LAYER_KIND, num_layers=self.num_layers),)
+            return _one_kind(self.num_layers)
         return tuple(self.layer_kinds)
 
     def kind_of_layer(self, index: int) -> LayerKindSpec:
