@@ -6,6 +6,7 @@ only: every plan is priced by the cost model and meets the budget, and no bound 
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from optsearch import solver as solver_module
 from optsearch.candidates import SpaceOptions, in_search_space
@@ -16,6 +17,8 @@ from optsearch.spec.budget import Budget
 from optsearch.spec.cluster import GpuSpec
 from optsearch.spec.model import LayerKindSpec
 
+from test_interleaved import interleaved_instances
+from test_seed_search import budget_at_free_plan
 from test_solver import make_problem
 
 INTERLEAVED = SpaceOptions(micro_batch_sizes=(1,), max_stages=8, virtual_stages=(1, 2))
@@ -108,3 +111,24 @@ def test_the_one_kind_of_a_model_without_layer_kinds_is_kept_per_depth():
     assert model.kinds == (LayerKindSpec(name="layer", num_layers=8),)
     deeper = model.model_copy(update={"num_layers": 12})
     assert deeper.kinds == (LayerKindSpec(name="layer", num_layers=12),) and deeper.kinds is not model.kinds
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(interleaved_instances())
+def test_climbs_sharing_their_ends_reach_the_ends_of_climbs_without_them(case):
+    """On random interleaved and cp spaces, time under a cost budget: from the seed plans of both objectives' first
+    plan searches, climbs that share one record of ends return what the same climbs without it return."""
+    problem, options, _, factor = case
+    budget = budget_at_free_plan(problem, options, "time", factor)
+    starts = []
+    for objective in ("cost", "time"):
+        got = solve(problem, budget.model_copy(update={"objective": objective}), options=options, first_plan_only=True)
+        if got.plan is not None:
+            starts.append((objective_value(got.estimate, "time"), got.plan, got.estimate))
+    memo = Memo(problem, options)
+    bounded, _ = _candidates(memo, budget)
+    ends: dict = {}
+    for start in starts + starts:
+        shared = _neighbour_search(memo, budget, bounded, start, None, None, ends)
+        fresh = Memo(problem, options)
+        assert shared == _neighbour_search(fresh, budget, _candidates(fresh, budget)[0], start, None)
