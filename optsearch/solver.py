@@ -323,7 +323,8 @@ NEIGHBOUR_EVALS = 1000  # candidates whose quick plans _neighbour_search prices 
 
 
 def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
-                      time_limit_s: float | None, wide_s: float | None = None) -> Priced:
+                      time_limit_s: float | None, wide_s: float | None = None,
+                      ends: dict[tuple[bool, Plan], Priced] | None = None) -> Priced:
     """A better incumbent for a budget search, by hill-climbing over candidates from the seed's plan: the quick plans
     of the neighbouring candidates (tp, b, cp and ep halved or doubled, dp halved or multiplied by 2 or 4, pp moved by
     up to 2; v = 1, where quick plans exist) are priced in order of their bounds (those bounded at the current plan's
@@ -339,24 +340,42 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     never a proof; the answer of an exhaustive search is the same. Before the neighbours, the current plan itself is
     tried on more or fewer replicas (_rescaled): that needs no quick plans, so it works for several layer kinds too.
     Under a time or cost budget a wide climb (_climb) follows from where the plain one stopped, for wide_s more
-    (None: what is left of time_limit_s)."""
+    (None: what is left of time_limit_s). ends: the climbs' ends by the plans on their paths (_climb), shared by
+    the searches of one solve under one budget."""
     deadline = None if time_limit_s is None else time.perf_counter() + time_limit_s
-    best = _climb(memo, budget, bounded, start, deadline, wide=False)
+    best = _climb(memo, budget, bounded, start, deadline, wide=False, ends=ends)
     if budget.max_cost_usd is None and budget.max_time_s is None:
         return best
     if wide_s is not None:
         deadline = time.perf_counter() + wide_s if deadline is None else min(deadline, time.perf_counter() + wide_s)
-    return _climb(memo, budget, bounded, best, deadline, wide=True)  # from where the plain climb stopped
+    return _climb(memo, budget, bounded, best, deadline, wide=True, ends=ends)  # from where the plain climb stopped
 
 
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
-           wide: bool, until: Callable[[Priced], bool] | None = None) -> Priced:
+           wide: bool, until: Callable[[Priced], bool] | None = None,
+           ends: dict[tuple[bool, Plan], Priced] | None = None) -> Priced:
     """One hill-climb of _neighbour_search, until deadline (time.perf_counter()). wide: the pipeline depth also
     halved, doubled and x 4 (_climb_depths) and each neighbour's quick plans with their interleaved variants
     (_climb_plans); a budget search runs it from where the plain climb stops (budgetrows: the wide steps cost about
     3x as much, and run from the start they left Llama-2 70B, time under B, at 1.19e6 s when its share ran out
     where the plain climb reaches 1.05e6 s). until: stop at the first plan (the start included) for which it holds
-    (_budget_descent)."""
+    (_budget_descent).
+    ends (CLIMB_ENDS; without until, the same memo, budget and bounded at every call): a climb that ends where no
+    neighbour improves records its end under (wide, plan) for every plan on its path, and a later climb that steps
+    on such a plan returns that end at once. The same end it would reach: from a plan P the climb's next move is the
+    first improving neighbour in bound order, where `seen` only skips keys that cannot beat P (each was priced, or
+    bounded, against an earlier plan of its path, all worse than P), and _rescaled depends on P alone (round 12,
+    timeload: on Megatron 76B and Llama-2 70B, time under B, the second climb from the seed search's other plan
+    reached the first one's end and ran its wide climb again, 0.4-1.9 s of CPU that found nothing)."""
+    if not CLIMB_ENDS or until is not None:
+        ends = None
+    path: list[Plan] = []  # the plans this climb stood on, recorded in ends when it ends without a better move
+
+    def finished(end: Priced) -> Priced:
+        for plan_on in path:
+            ends[(wide, plan_on)] = end
+        return end
+
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
     # minimizing time under a cost budget: every dp of the space between dp / 2 and 4 dp (_fill_dps)
@@ -370,6 +389,11 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     seen: set[tuple[int, ...]] = {at}
     evals = 0
     while True:
+        if ends is not None:
+            known = ends.get((wide, best[1]))
+            if known is not None:  # an earlier climb stood here: its end (see above)
+                return finished(known)
+            path.append(best[1])
         tp, dp, b, pp, ep, cp, _, _ = at
         moved = None
         for variant in _rescaled(memo.problem, best[1]):  # the current plan itself on more (or fewer) replicas
@@ -407,7 +431,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 moved = (own, key)
                 break  # the first improvement, in order of the neighbours' bounds
         if moved is None:
-            return best
+            return best if ends is None else finished(best)
         best, at = moved
         if until is not None and until(best):
             return best
@@ -445,6 +469,7 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...]) -> list[tuple[P
     8 moves, 10 ms)."""
     return [priced for moved in _moved_sequences(seq) if (priced := memo.plan_of(sk, moved)) is not None]
 
+CLIMB_ENDS = True  # _climb returns an earlier climb's end where it steps on that climb's path (timeload)
 CLIMB_FILL_DP = True  # _climb under a cost budget (time the objective) moves dp to any of the space's values (timebig)
 
 
@@ -456,6 +481,52 @@ def _fill_dps(dp: int, dps: list[int]) -> list[int]:
     mixed-pool-3k, B = $896,752, global batch 1,792 = 2^8 x 7: the climb stopped at dp 16, 10 stages, 640 GPUs,
     404,950 s; the optimum is dp 14, 16 stages, 896 GPUs, 291,985 s). Incumbents only."""
     return sorted({dp // 2, dp, 2 * dp, 4 * dp} | {d for d in dps if dp // 2 <= d <= 4 * dp})
+
+
+DEEPER_INTERLEAVED = True  # after the climbs under a cost budget, the interleavable deeper pipelines (timeload)
+DEEPER_SHARE = 0.2  # of the time left, at most, for them (solve)
+
+
+def _interleavable_depths(pp: int, m: int) -> list[int]:
+    """The pipeline depths q in [pp, 2 pp], q > 1, that divide m micro-batches: where Megatron-LM can interleave q
+    stages (candidates.interleaving_allowed needs m a multiple of pp)."""
+    return [q for q in range(max(pp, 2), 2 * pp + 1) if m % q == 0]
+
+
+def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
+                        deadline: float | None) -> Priced:
+    """From the climbs' plan minimizing time under a cost budget: the same tp, cp, ep and micro-batch on each dp of
+    _fill_dps and each pipeline as deep or deeper that can interleave there (_interleavable_depths of m = global batch /
+    (dp b)), each such candidate's quick plans with their interleaved variants (_climb_plans) priced, the best that
+    meets the budget kept. A candidate whose refined bounds at every v (_refined_at_least, interleaved) reach the
+    current plan's value is skipped, as in _climb.
+
+    Why (issue 14, item 3, round 12): the plan that meets a cost budget fastest spends it on as many GPUs as it
+    pays for, and a deeper pipeline pays for more GPUs only where interleaving halves its bubble, which Megatron-LM
+    allows only where pp divides m. No single step of the climbs reaches such a plan (Megatron 76B, mixed-pool-3k,
+    B = $896,480: the climbs stop at tp 1, dp 16, cp 4, 10 stages, v = 1, 404,950 s; the optimum is dp 14, 16
+    stages, v = 2, 291,985 s, whose v = 1 layout breaks B). Widening every climb step with these depths found it
+    but took the loop's time (timebig); here they are priced once, from the climbs' end, a few dozen candidates at
+    most. Incumbents only: every plan is priced by the cost model and checked against the budget."""
+    plan = start[1]
+    if not DEEPER_INTERLEAVED or _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or not any(
+            v > 1 for v in memo.options.virtual_stages):
+        return start
+    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    tp, b, pp, ep, cp = plan.tp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp
+    batch = memo.problem.job.global_batch_size
+    keys = [(tp, d, b, q, ep, cp, 1, 0) for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key}))
+            if d >= 1 and batch % (d * b) == 0 for q in _interleavable_depths(pp, batch // (d * b))]
+    best = start
+    for key in sorted((k for k in keys if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        if _refined_at_least(memo, budget, by_key[key], best[0] * (1 - INCUMBENT_REL), True):
+            continue
+        own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand))
+        if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+            best = own
+    return best
 
 
 CLIMB_INFLIGHT = True  # and, for the wide climb's v > 1 candidates, their in-flight bound (costside)
@@ -931,6 +1002,7 @@ def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple
 LAZY_OFF = True  # solve adds the distributed-optimizer-off candidates after its first plan (_with_off)
 OFF_WAIT_SHARE = 0.1  # or once its loop has run this share of the time limit without a plan
 OFF_WAIT_S = 1.0  # (without a time limit: this long)
+SEED_OFF_WAIT_SHARE = 0.5  # a first-plan-only search's loop (a budget search's seed search) waits this share (timeload)
 
 
 def _with_off(memo: Memo, budget: Budget, slower_than_s: float, bounded: list[Bounded]
@@ -1359,8 +1431,10 @@ def solve(
         left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
         share = None if left is None else part * NEIGHBOUR_SHARE * left
         wide = None if left is None else part * WIDE_SHARE * left  # the wide climb's, after the plain climb
-        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share, wide)
+        better = _neighbour_search(memo, budget, bounded, incumbent[:3], share, wide, climb_ends)
         return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
+
+    climb_ends: dict[tuple[bool, Plan], Priced] = {}  # the climbs' ends by the plans on their paths (_climb)
 
     if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
         first_plan_s = seed_first_s if seed_first_s is not None else time.perf_counter() - start
@@ -1383,6 +1457,11 @@ def solve(
             got = climbed(begin, 1.0 if n == 0 else 0.25)
             if got[0] < incumbent[0]:
                 incumbent = got
+        left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+        deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3],
+                                     None if left is None else time.perf_counter() + DEEPER_SHARE * left)
+        if deeper[0] < incumbent[0]:
+            incumbent = (deeper[0], deeper[1], deeper[2], None)
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
@@ -1424,7 +1503,12 @@ def solve(
     # meanwhile as the cut, once nothing in the queue can still beat the incumbent by the gap.
     parked: list = []
     loop_start = time.perf_counter()
-    off_wait_s = OFF_WAIT_S if time_limit_s is None else OFF_WAIT_SHARE * time_limit_s
+    # A seed search (first plan only, loop included) waits longer for them (SEED_OFF_WAIT_SHARE): its plan is a
+    # start for the budget search's climbs, and joining at OFF_WAIT_SHARE built the seed objective's off lists
+    # (1.6 s of CPU of a 4.4 s limit, GPT-3 175B on mixed-pool-8k, time under B: round 12, timeload) past its
+    # share. They still join when nothing else is left, so a search run to the end finds a plan where one exists.
+    off_wait_s = OFF_WAIT_S if time_limit_s is None else (
+        SEED_OFF_WAIT_SHARE if first_plan_only and not seeds_only else OFF_WAIT_SHARE) * time_limit_s
     while queue or parked or off_pending:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
