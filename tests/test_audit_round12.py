@@ -15,6 +15,8 @@ shared ends). bench/audit_round12.py sweeps the solver against brute force with 
 from __future__ import annotations
 
 import math
+
+import pytest
 from dataclasses import replace
 from unittest import mock
 
@@ -26,6 +28,7 @@ from optsearch.candidates import context_parallel_candidates, dp_candidates, max
 from optsearch.formulation.model import Candidate
 from optsearch.inflight import sharpened
 from optsearch.solver import Memo
+from optsearch.search import budget_violations, objective_value
 from optsearch.spec.budget import Budget
 
 from test_audit_dist_bounds import off_heavy_instance, random_instance
@@ -190,3 +193,46 @@ def test_kinds_follow_num_layers_through_model_copy():
     assert [k.num_layers for k in model.kinds] == [model.num_layers]
     assert deeper.kinds is not model.kinds and model.kinds is model.kinds
     assert sum(k.num_layers for k in deeper.kinds) == deeper.num_layers
+
+
+def _climb_pair():
+    """random_instance(17) (one to three types, ep 2, the optimizer off among the settings), time under a cost budget
+    at the middle plan's cost: two starts found by bench/audit_round12_ends.py."""
+    from optsearch.costmodel import estimate
+    from optsearch.formulation.model import Plan, Stage
+
+    problem, options = random_instance(17)
+    budget = Budget(objective="time", max_cost_usd=32.615514627601875)
+
+    def plan(dp, mbs, ep, dist, overlap):
+        return Plan(tp=1, dp=dp, micro_batch_size=mbs, stages=(Stage(node_type="t0", num_layers=0),
+                                                                 Stage(node_type="t0", num_layers=7)),
+                    ep=ep, cp=1, distributed_optimizer=dist, virtual_stages=1, overlap_grad_reduce=overlap,
+                    ddp_average_in_collective=overlap)
+
+    starts = []
+    for p in (plan(1, 1, 1, False, False), plan(2, 2, 2, False, True)):
+        est = estimate(problem, p)
+        assert est.fits and not budget_violations(p, est, budget)
+        starts.append((objective_value(est, "time"), p, est))
+    return problem, options, budget, starts
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="audit4: a climb that steps on an earlier climb's path returns that climb's end, "
+                   "which is not always the end it reaches on its own (solver._climb's `ends`, CLIMB_ENDS)")
+def test_a_climb_sharing_ends_reaches_the_end_it_reaches_alone():
+    """timeload's claim (solver._climb's docstring): from a plan on an earlier climb's path the climb's next moves
+    are those the earlier climb made, so returning its end changes nothing. Here the second start's climb, after the
+    first one's, returns 489.68 s with the shared record and 496.48 s without it (the same memo, or a fresh one):
+    the earlier climb passed through the second start (or a plan of its path) with a different `seen` and went on
+    elsewhere. Incumbents only (no bound or proof depends on it), but a solve's time-limited answer does."""
+    from optsearch.solver import _candidates, _neighbour_search
+
+    problem, options, budget, (a, b) = _climb_pair()
+    memo = Memo(problem, options)
+    bounded, _ = _candidates(memo, budget)
+    ends: dict = {}
+    _neighbour_search(memo, budget, bounded, a, None, None, ends)
+    shared = _neighbour_search(memo, budget, bounded, b, None, None, ends)
+    alone = Memo(problem, options)
+    assert shared[0] == _neighbour_search(alone, budget, _candidates(alone, budget)[0], b, None)[0]
