@@ -218,8 +218,9 @@ def _climb_pair():
     return problem, options, budget, starts
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="audit4: a climb that steps on an earlier climb's path returns that climb's end, "
-                   "which is not always the end it reaches on its own (solver._climb's `ends`, CLIMB_ENDS)")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="audit4: a climb that steps on an earlier climb's path returns that climb's end, which is "
+                   "not always the end it reaches on its own (solver._climb's `ends`, CLIMB_ENDS)")
 def test_a_climb_sharing_ends_reaches_the_end_it_reaches_alone():
     """timeload's claim (solver._climb's docstring): from a plan on an earlier climb's path the climb's next moves
     are those the earlier climb made, so returning its end changes nothing. Here the second start's climb, after the
