@@ -62,6 +62,7 @@ def main() -> int:
                 stats["cutoff_checks"] += a
                 stats["cutoff_decided"] += b
             stats["instances"] += 1
+            print(json.dumps({"seed": seed, **stats}), flush=True)  # running totals
         except Exception as exc:
             failures.append((seed, repr(exc)[:1500], traceback.format_exc()[-1500:]))
             print(json.dumps({"seed": seed, "FAIL": repr(exc)[:1500]}), flush=True)
