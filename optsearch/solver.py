@@ -364,9 +364,10 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     neighbour improves records its end under (wide, plan) for every plan on its path, and a later climb that steps
     on such a plan returns that end at once. The same end it would reach: from a plan P the climb's next move is the
     first improving neighbour in bound order, where `seen` only skips keys that cannot beat P (each was priced, or
-    bounded, against an earlier plan of its path, all worse than P), and _rescaled depends on P alone (round 12,
-    timeload: on Megatron 76B and Llama-2 70B, time under B, the second climb from the seed search's other plan
-    reached the first one's end and ran its wide climb again, 0.4-1.9 s of CPU that found nothing)."""
+    bounded, against an earlier plan of its path, all worse than P; P's own key is skipped too), and _rescaled
+    depends on P alone (round 12, timeload: on Megatron 76B and Llama-2 70B, time under B, the second climb from the
+    seed search's other plan reached the first one's end and ran its wide climb again, 0.4-1.9 s of CPU that found
+    nothing). A climb cut short by the deadline or NEIGHBOUR_EVALS records nothing."""
     if not CLIMB_ENDS or until is not None:
         ends = None
     path: list[Plan] = []  # the plans this climb stood on, recorded in ends when it ends without a better move
@@ -386,7 +387,11 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         return best
     plan = start[1]
     at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1, 0)
-    seen: set[tuple[int, ...]] = {at}
+    # the keys this climb priced or whose refined bound ruled them out, each against a plan of its path: none can beat
+    # a later plan of the path. Not the start's key or a _rescaled plan's (never priced): they are only skipped while
+    # they are the current plan's own key (audit4: with them in `seen` a climb's moves depended on where it started,
+    # and the shared ends below were not the ends a climb reaches alone)
+    seen: set[tuple[int, ...]] = set()
     evals = 0
     while True:
         if ends is not None:
@@ -406,7 +411,6 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 break
         if moved is not None:
             best, at = moved
-            seen.add(at)
             if until is not None and until(best):
                 return best
             continue
@@ -414,7 +418,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
-                       for c in (cp // 2, cp, 2 * cp)} - seen)
+                       for c in (cp // 2, cp, 2 * cp)} - seen - {at})
         for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
             if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
                 return best

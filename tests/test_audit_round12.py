@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 from dataclasses import replace
 from unittest import mock
 
@@ -218,9 +217,6 @@ def _climb_pair():
     return problem, options, budget, starts
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="audit4: a climb that steps on an earlier climb's path returns that climb's end, which is "
-                   "not always the end it reaches on its own (solver._climb's `ends`, CLIMB_ENDS)")
 def test_a_climb_sharing_ends_reaches_the_end_it_reaches_alone():
     """timeload's claim (solver._climb's docstring): from a plan on an earlier climb's path the climb's next moves
     are those the earlier climb made, so returning its end changes nothing. Here the second start's climb, after the
