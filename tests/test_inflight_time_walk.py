@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 from hypothesis import strategies as st
 
 from optsearch.bounds import CandidateBound
@@ -20,7 +21,7 @@ from optsearch.inflight import _rent, sharpened
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from test_solver_memory import tight_instances
+from test_solver_memory import overlapped_tight_case, tight_instances
 
 NO_LIMIT_USD_PER_HOUR = 1e12  # a rent limit every interval meets: the walk then computes R (the old path)
 
@@ -68,7 +69,7 @@ def _bound(problem, memo, cand, budget):
     return got.iteration_s if got.feasible else None
 
 
-@settings(max_examples=10, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(10), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances(), st.sampled_from(["per-stage", "uniform+block+cp"]))
 def test_the_time_walk_computes_no_rent_and_equals_the_walk_that_does(case, space):
@@ -135,7 +136,7 @@ def _brute_holds(slots, middle, L, caps) -> bool:
     return False
 
 
-@settings(max_examples=60, derandomize=True, database=None, deadline=None)
+@settings(max_examples=draws(60), derandomize=True, database=None, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 5), st.integers(0, 2**32 - 1))
 def test_the_supply_check_of_every_type_at_once_equals_one_type_at_a_time_and_never_drops_a_layout(G, P, seed):
     from types import SimpleNamespace
@@ -205,17 +206,12 @@ def test_the_time_walk_with_a_cutoff_lies_below_every_plan_and_prunes_what_the_w
     assert checked > 0 and 0 < decided < checked  # both sides of the cutoff are seen
 
 
-@settings(max_examples=3, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_time_walk_with_a_cutoff_lies_below_every_plan_on_memory_tight_instances(case):
-    from optsearch.baselines.exhaustive import count_plans
-    from test_solver import MAX_PLANS
-
-    problem, options, _, _, _ = case
-    job = problem.job.model_copy(update={"distributed_optimizer": None})
-    problem = replace(problem, overlap_grad_reduce=True, job=job)
-    options = replace(options, uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1, 2))
-    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+    made = overlapped_tight_case(case)
+    if made is None:
         return
+    problem, options = made
     _check_cutoffs(problem, options)

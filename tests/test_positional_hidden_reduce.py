@@ -12,7 +12,6 @@ The floor raises some of those bounds (counted), and a floor without the hiding 
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
@@ -27,7 +26,7 @@ from optsearch.spec.budget import Budget
 from test_audit_dist_bounds import MAX_PLANS, off_heavy_instance, random_instance, space_plans
 from test_inflight_bound import _budgets
 from test_param_gather_search import _gather
-from test_solver_memory import tight_instances
+from test_solver_memory import overlapped_tight_case, tight_instances
 
 _ROWS = positional.hidden_reduce_rows  # the function under test, before any monkeypatch
 
@@ -91,12 +90,10 @@ def test_the_floor_lies_below_every_plan_on_overlap_instances():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_floor_lies_below_every_plan_on_memory_tight_instances(case):
-    problem, options, _, _, _ = case
-    job = problem.job.model_copy(update={"distributed_optimizer": None})
-    problem = replace(problem, overlap_grad_reduce=True, job=job)
-    options = replace(options, uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1, 2))
-    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+    made = overlapped_tight_case(case, max_plans=MAX_PLANS)
+    if made is None:
         return
+    problem, options = made
     assert _least_ratio(problem, options)[0] >= 1 - 1e-9
 
 

@@ -13,20 +13,18 @@ that refines them all), and the new floor ends some walks before every mark is r
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from draws import draws
 
 import optsearch.formulation.positional as positional
-from optsearch.baselines.exhaustive import count_plans
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
 from test_audit_dist_bounds import MAX_PLANS, space_plans
 from test_positional_first_reduce import _cases
-from test_solver_memory import tight_instances
+from test_solver_memory import overlapped_tight_case, tight_instances
 
 
 def _every_mark(sk) -> tuple[np.ndarray, float]:
@@ -94,12 +92,10 @@ def test_the_walk_floor_holds_and_the_bound_is_every_marks_least():
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_walk_floor_holds_on_memory_tight_instances(case):
-    problem, options, _, _, _ = case
-    job = problem.job.model_copy(update={"distributed_optimizer": None})
-    problem = replace(problem, overlap_grad_reduce=True, job=job)
-    options = replace(options, uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1, 2))
-    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+    made = overlapped_tight_case(case, max_plans=MAX_PLANS)
+    if made is None:
         return
+    problem, options = made
     _check(problem, options)
 
 

@@ -12,6 +12,7 @@ from unittest import mock
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 from hypothesis import strategies as st
 
 from optsearch import bounds
@@ -63,7 +64,7 @@ def _compare(problem, d, most: int) -> int:
 COMPARED: list[int] = []
 
 
-@settings(max_examples=15, derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(15), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(instances(), tight_instances()), st.booleans())
 def test_the_refined_tables_equal_the_scalar_aggregate_bound_bit_for_bit(case, overlap):

@@ -9,6 +9,7 @@ pruned the optimum (8 layers, hidden 1536, seq 8192 on a 24 GiB A10: tp 1, dp 1,
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -70,6 +71,19 @@ def draw_node_types(draw, n_types: int, memories: list[float]) -> tuple[list[Gpu
             intra_node_link="nvlink", intra_node_gbyte_per_s=draw(st.sampled_from([32.0, 300.0])),
             inter_node_gbit_per_s=draw(st.sampled_from([40.0, 400.0]))))
     return gpus, node_types
+
+
+def overlapped_tight_case(case, max_plans: int = MAX_PLANS) -> tuple[Problem, SpaceOptions] | None:
+    """A tight_instances case under --overlap-grad-reduce with the distributed optimizer left to the space, per-stage
+    or uniform and block recomputation, and cp 1 or 2 (the floors of the positional and in-flight walks under the
+    overlap); None where the space holds more than max_plans plans (what brute force enumerates)."""
+    problem, options, _, _, _ = case
+    job = problem.job.model_copy(update={"distributed_optimizer": None})
+    problem = replace(problem, overlap_grad_reduce=True, job=job)
+    options = replace(options, uniform_recompute=True, block_recompute=True, context_parallel_sizes=(1, 2))
+    if count_plans(problem, Budget(), options, limit=max_plans) > max_plans:
+        return None
+    return problem, options
 
 
 @st.composite

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from draws import draws
 
 from optsearch import solver as solver_module
 from optsearch.candidates import SpaceOptions, in_search_space
@@ -113,7 +114,7 @@ def test_the_one_kind_of_a_model_without_layer_kinds_is_kept_per_depth():
     assert deeper.kinds == (LayerKindSpec(name="layer", num_layers=12),) and deeper.kinds is not model.kinds
 
 
-@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(3), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(interleaved_instances())
 def test_climbs_sharing_their_ends_reach_the_ends_of_climbs_without_them(case):
     """On random interleaved and cp spaces, time under a cost budget: from the seed plans of both objectives' first
