@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from test_audit_dist_bounds import small  # noqa: E402
-from test_audit_round10 import PATHS, check_solve  # noqa: E402
+from test_audit_round10 import check_solve  # noqa: E402
 from test_audit_round11 import (  # noqa: E402
     KINDS, check_copy_bounds, check_default_has_no_copies, check_edge, check_gain, check_incumbents,
 )

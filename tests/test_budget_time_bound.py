@@ -58,10 +58,10 @@ def network_instances(draw, interleaved: bool = False):
     return problem, options
 
 
-def _least_ratio(problem, options, strength: float = 1.0) -> float:
+def _least_ratio(problem, options) -> float:
     """The least plan iteration / bound over every plan of every v = 1 candidate, minimizing time under a cost budget
     at the plan's own cost (alone, and with a deadline at its own time). At least 1 (less 1e-9) when the bound is
-    valid; strength multiplies the bound."""
+    valid."""
     memo = Memo(problem, options)
     least = float("inf")
     for cand, (plan, est) in _plans(problem, options):
@@ -73,7 +73,7 @@ def _least_ratio(problem, options, strength: float = 1.0) -> float:
                             memo.calls)
             assert got.feasible, (plan, budget)
             if got.iteration_s > 0.0:
-                least = min(least, est.iteration_time_s / (strength * got.iteration_s))
+                least = min(least, est.iteration_time_s / got.iteration_s)
     return least
 
 
@@ -140,8 +140,7 @@ def test_the_coupled_bound_binds_and_is_tight_on_a_fast_dear_and_a_cheap_slow_ne
     it is above the plain walk's (all-reduce coupling off) on some candidate under that plan's budget."""
     problem, options = _coupled_problem()
     least = _least_ratio(problem, options)
-    assert 1 - 1e-9 <= least <= 1.02, least
-    assert _least_ratio(problem, options, strength=1.02) < 1
+    assert 1 - 1e-9 <= least < 1.02, least  # raised by 2 % (least / 1.02 < 1) it lies above a plan
     memo, plain = Memo(problem, options), Memo(problem, options)
     higher = 0
     for cand, (plan, est) in _plans(problem, options):

@@ -90,12 +90,6 @@ def write_yaml(path: Path, data: object) -> Path:
     return path
 
 
-@pytest.fixture
-def toy(tmp_path):
-    """Paths of the valid toy model and cluster."""
-    return write_yaml(tmp_path / "toy-model.yaml", TOY_MODEL), write_yaml(tmp_path / "toy-cluster.yaml", TOY_CLUSTER)
-
-
 def estimate(model: Path | str, cluster: Path | str, *plan: str) -> Run:
     return run_cli("estimate", "-m", str(model), "-c", str(cluster), *(plan or GOOD_PLAN))
 

@@ -68,8 +68,8 @@ def _moe_plans(problem: Problem, options: SpaceOptions):
                             yield cand, variant, est
 
 
-def _least_ratio(problem: Problem, options: SpaceOptions, strength: float = 1.0) -> dict[bool, float]:
-    """{ep > 1: the least plan value / (strength x bound)} over every plan and every budget of _budgets, split by
+def _least_ratio(problem: Problem, options: SpaceOptions) -> dict[bool, float]:
+    """{ep > 1: the least plan value / bound} over every plan and every budget of _budgets, split by
     whether the plan's ep is above 1. Each ratio is at least 1 (less 1e-9) when the bound is valid."""
     memo = Memo(problem, options)
     least = {False: float("inf"), True: float("inf")}
@@ -81,10 +81,10 @@ def _least_ratio(problem: Problem, options: SpaceOptions, strength: float = 1.0)
             got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
                             memo.calls)
             assert got.feasible, (plan, budget)
-            least[split] = min(least[split], est.iteration_time_s / (strength * got.iteration_s))
+            least[split] = min(least[split], est.iteration_time_s / got.iteration_s)
             if budget.objective == "cost":
                 least[split] = min(least[split], est.usd_per_hour * est.iteration_time_s / 3600
-                                   / (strength * got.cost_per_iteration_usd))
+                                   / got.cost_per_iteration_usd)
     return least
 
 
@@ -121,8 +121,7 @@ def test_the_moe_inflight_bound_is_tight_and_applies():
     problem = _tight_problem()
     options = SpaceOptions(micro_batch_sizes=(1,), max_stages=2)
     least = _least_ratio(problem, options)
-    assert all(1 - 1e-9 <= r <= 1.02 for r in least.values()), least
-    assert all(r < 1 for r in _least_ratio(problem, options, strength=1.02).values())
+    assert all(1 - 1e-9 <= r < 1.02 for r in least.values()), least  # raised by 2 %: above a plan of each
 
 
 def test_the_moe_inflight_bound_holds_under_overlap_grad_reduce():

@@ -9,7 +9,7 @@ import json
 from optsearch.cli.options import problem_from_options
 from optsearch.costmodel import overlap_param_gather_settings
 
-from test_cli_errors import run_cli, toy  # noqa: F401 (toy is a fixture)
+from test_cli_errors import run_cli  # the toy fixture is conftest's
 
 
 def test_off_by_default_and_on_when_asked():

@@ -7,7 +7,7 @@ import json
 from optsearch.cli.solve_cmd import bound_text
 from optsearch.search import SearchResult
 
-from test_cli_errors import run_cli, toy  # noqa: F401 (toy is a fixture)
+from test_cli_errors import run_cli  # the toy fixture is conftest's
 
 
 def test_the_time_bound_is_printed_as_a_duration():

@@ -63,10 +63,10 @@ def _counts(plan, uses) -> tuple[int, ...]:
     return tuple(sum(s.node_type == u.name for s in plan.stages) for u in uses)
 
 
-def _least_floor_ratio(problem, options, strength: float = 1.0) -> tuple[float, int]:
+def _least_floor_ratio(problem, options) -> tuple[float, int]:
     """The least (a plan's slowest stage) / (its candidate's floor) over every plan of every candidate (v = 1 with
     every cp, and v > 1), the floor at the candidate's supply and at the plan's own composition; with the number of
-    plans. At least 1 (less 1e-9) when the floor is valid; strength multiplies the floor."""
+    plans. At least 1 (less 1e-9) when the floor is valid;"""
     L = problem.model.num_layers
     memo = Memo(problem, options)
     least, n = float("inf"), 0
@@ -78,7 +78,7 @@ def _least_floor_ratio(problem, options, strength: float = 1.0) -> tuple[float, 
         slowest = max(s.time_s for s in est.stages)
         floors = [least_slowest_stage_s(d, L, np.array([cand.pp]), v=v)[0],
                   least_slowest_stage_s(d, L, np.array([cand.pp]), np.array([_counts(plan, cand.uses)]), v=v)[0]]
-        least = min(least, min(slowest / (strength * f) for f in floors))
+        least = min(least, min(slowest / (f) for f in floors))
         n += 1
     return least, n
 
@@ -127,8 +127,7 @@ def test_the_floor_is_tight_somewhere():
     2 %, it lies above that plan (so the test above can fail)."""
     problem, options = _scarce_deep()
     least, n = _least_floor_ratio(problem, options)
-    assert n > 0 and 1 - 1e-9 <= least <= 1.02, least
-    assert _least_floor_ratio(problem, options, strength=1.02)[0] < 1
+    assert n > 0 and 1 - 1e-9 <= least < 1.02, least  # raised by 2 % (least / 1.02 < 1) it lies above a plan
 
 
 @settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,

@@ -372,7 +372,7 @@ def measure_cell(torch: Any, request: ProfileRequest, kind_name: str, tp: int, b
             torch.cuda.empty_cache()
         return CellResult(layer_kind=kind_name, tp=tp, micro_batch_size=b, status="oom", forward_flop_per_rank=flops)
     finally:
-        del shard
+        shard = None  # the shard's tensors go before the next cell's (the step closure holds the name)
     return CellResult(
         layer_kind=kind_name,
         tp=tp,
