@@ -702,7 +702,7 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
 
 
 PART_FIRST = True  # a first plan from the cp = 1, v = 1 part before the whole space's list (_part_seeds, descent)
-PART_DESCENT_SHARE = 0.6  # of the descent's share, at most, for the part's descent (before the whole one's; was 0.25)
+PART_DESCENT_SHARE = 0.25  # of the descent's share, at most, for the part's descent (before the whole one's)
 DESCENT_CARRY = True  # the whole descent climbs on from the part's climb's end where that stopped short of B
 
 
@@ -749,9 +749,10 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     then found none either. Incumbents only.
     Round 13 (firstplan): where the part's climb was cut short of B by its share, the whole descent climbs on from
     its end (when that is cheaper than the whole seeds' best), so the part's moves are not lost; ends: the whole
-    descent's end where its share cut it short too (_budget_descent's ends), for solve to go on from. With its moves
-    kept, the part's share is 0.6 of the descent's (was 0.25): Megatron 310B, mixed-pool-8k, time under B, its climb
-    met B after 1.3 s of CPU (cut at 0.57 s before), where the whole descent's list alone took 1.7 s."""
+    descent's end where its share cut it short too (_budget_descent's ends), for solve to go on from. The part's
+    share stays 0.25: at 0.6, Megatron 310B, mixed-pool-8k, time under B met B in the part's climb (first plan 5.7 ->
+    2.8 s), but Megatron 1T on mixed-pool-8k, whose whole seeds meet B at once, waited 1.3 s longer where the part's
+    climb ran out (3.9 -> 5.3 s), and the whole descent, still run after the part's plan, took the loop's time."""
     first = first_at = None
     cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent goes on from it
     if PART_FIRST and part is not None:
