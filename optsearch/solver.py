@@ -668,7 +668,7 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
 
 
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
-EARLY_SEEDS_AFTER_LIST = True  # that share counted from when their list is built, not from their start (firstplan)
+EARLY_SEEDS_AFTER_LIST = True  # no cost or time cap: that share counted from when their list is built (firstplan)
 
 
 def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
@@ -754,7 +754,7 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     2.8 s), but Megatron 1T on mixed-pool-8k, whose whole seeds meet B at once, waited 1.3 s longer where the part's
     climb ran out (3.9 -> 5.3 s), and the whole descent, still run after the part's plan, took the loop's time."""
     first = first_at = None
-    cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent goes on from it
+    cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
     if PART_FIRST and part is not None:
         first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s,
                                 ends=cut if DESCENT_CARRY else None)
@@ -1419,7 +1419,8 @@ def solve(
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
     if seeds_only:  # the usual seeds alone, for up to the whole limit (the early seeds), counted from here
         seeds_until = None
-        if EARLY_SEEDS_AFTER_LIST and time_limit_s is not None:  # (the list is the later searches' too: Memo)
+        if (EARLY_SEEDS_AFTER_LIST and time_limit_s is not None and budget.max_cost_usd is None
+                and budget.max_time_s is None):  # no cap: a seed's quick plan is a plan (the list: Memo's, shared)
             deadline = time.perf_counter() + time_limit_s
     elif first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
         seeds = _first_plan_seeds(bounded)[:FIRST_PLAN_SEEDS]  # the usual seeds: at most 8 x 4 cp x 4 tp
