@@ -751,7 +751,7 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     its end (when that is cheaper than the whole seeds' best), so the part's moves are not lost; ends: the whole
     descent's end where its share cut it short too (_budget_descent's ends), for solve to go on from. The part's
     share stays 0.25: at 0.6, Megatron 310B, mixed-pool-8k, time under B met B in the part's climb (first plan 5.7 ->
-    2.8 s), but Megatron 1T on mixed-pool-8k, whose whole seeds meet B at once, waited 1.3 s longer where the part's
+    2.8 s), but Megatron 1T on mixed-pool-8k, whose whole seeds meet B at once, waited 1.4 s longer where the part's
     climb ran out (3.9 -> 5.3 s), and the whole descent, still run after the part's plan, took the loop's time."""
     first = first_at = None
     cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
