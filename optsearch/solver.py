@@ -668,6 +668,7 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
 
 
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
+EARLY_SEEDS_AFTER_LIST = True  # no cost or time cap: that share counted from when their list is built (firstplan)
 
 
 def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
@@ -702,6 +703,7 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
 
 PART_FIRST = True  # a first plan from the cp = 1, v = 1 part before the whole space's list (_part_seeds, descent)
 PART_DESCENT_SHARE = 0.25  # of the descent's share, at most, for the part's descent (before the whole one's)
+DESCENT_CARRY = True  # the whole descent climbs on from the part's climb's end where that stopped short of B
 
 
 def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
@@ -731,8 +733,8 @@ def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: flo
     return objective_value(got.estimate, budget.objective), got.plan, got.estimate, known
 
 
-def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time_limit_s: float | None
-                             ) -> tuple[Priced | None, float | None]:
+def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time_limit_s: float | None,
+                             ends: list[Priced] | None = None) -> tuple[Priced | None, float | None]:
     """_budget_descent on the cp = 1, v = 1 part (part, _narrow_memo) first, for PART_DESCENT_SHARE of time_limit_s,
     then on the whole space as before, for time_limit_s: (the better plan, the whole space's on ties;
     time.perf_counter() when the first was known).
@@ -744,12 +746,21 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     (the same budget and setting), so its plan, and the search after it, are as before, known later. The part's
     share is small because its climb, over cp = 1 neighbours only, may not reach B: on Megatron 1T, mixed-pool-3k,
     B = $16.28M, it climbed for the whole share (1.6 s of CPU) without a plan, and the whole descent, left 0.4 s,
-    then found none either. Incumbents only."""
+    then found none either. Incumbents only.
+    Round 13 (firstplan): where the part's climb was cut short of B by its share, the whole descent climbs on from
+    its end (when that is cheaper than the whole seeds' best), so the part's moves are not lost; ends: the whole
+    descent's end where its share cut it short too (_budget_descent's ends), for solve to go on from. The part's
+    share stays 0.25: at 0.6, Megatron 310B, mixed-pool-8k, time under B met B in the part's climb (first plan 5.7 ->
+    2.8 s), but Megatron 1T on mixed-pool-8k, whose whole seeds meet B at once, waited 1.4 s longer where the part's
+    climb ran out (3.9 -> 5.3 s), and the whole descent, still run after the part's plan, took the loop's time."""
     first = first_at = None
+    cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
     if PART_FIRST and part is not None:
-        first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s)
+        first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s,
+                                ends=cut if DESCENT_CARRY else None)
         first_at = None if first is None else time.perf_counter()
-    whole = _budget_descent(memo, budget, time_limit_s)
+    whole = _budget_descent(memo, budget, time_limit_s, start=cut[-1] if cut else None,
+                            ends=ends if DESCENT_CARRY else None)
     if whole is None:
         return first, first_at
     if first is not None and first[0] < whole[0]:
@@ -759,6 +770,7 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
 
 DESCENT_SEEDS = 2  # v = 1 candidates of each (cp, tp) whose quick plans start _budget_descent (in bound order)
 DESCENT_SHARE = 0.25  # of the time left, at most, for _budget_descent (before the seed search)
+DESCENT_MORE_SHARE = 0.5  # of the time left then, at most, for its climb to go on where DESCENT_SHARE cut it short
 
 
 def _capped_quantity(budget: Budget) -> str | None:
@@ -771,7 +783,8 @@ def _capped_quantity(budget: Budget) -> str | None:
     return None
 
 
-def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> Priced | None:
+def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, start: Priced | None = None,
+                    ends: list[Priced] | None = None) -> Priced | None:
     """A first plan that meets a budget search's cap, from the cheap side: a plan of the space that meets `budget`,
     priced by the cost model, or None (never a proof that none exists; incumbents only).
 
@@ -785,7 +798,10 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
     does, which on the large pools is far from the plans' own order (issue 14, round 9: Megatron 1T on
     mixed-pool-3k, B = $16.27M, 2.4 % above the cheapest plan the grid knew: the first quick plan under B is the
     356th v = 1 candidate in cost-bound order, 3.3 s of CPU of quick plans, and the first-plan-only cost search under
-    B took 13 s of CPU; the climb on cost from the seeds' $17.3M plan passes under B at its second move, 0.5 s)."""
+    B took 13 s of CPU; the climb on cost from the seeds' $17.3M plan passes under B at its second move, 0.5 s).
+    start: a plan of the space, priced under the relaxed budget (an earlier descent's end, _part_then_whole_descent),
+    climbed from where it is cheaper than the seeds' best. ends: where given, the climb's end is appended to it when
+    the deadline cut the climb short of B (not at a local optimum): a start for a later descent (firstplan)."""
     quantity = _capped_quantity(budget)
     if quantity is None:
         return None
@@ -813,11 +829,15 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None) -> P
         if own is not None:
             gave[group] = gave.get(group, 0) + 1
             best = own if best is None or own[0] < best[0] else best
+    if start is not None and (best is None or start[0] < best[0]):
+        best = start
     if best is None:
         return None
     got = _climb(memo, relaxed, bounded, best, deadline, wide=False,
                  until=lambda priced: not budget_violations(priced[1], priced[2], budget))
     if budget_violations(got[1], got[2], budget):
+        if ends is not None and deadline is not None and time.perf_counter() > deadline:  # cut short, still moving
+            ends.append(got)
         return None
     return objective_value(got[2], budget.objective), got[1], got[2]
 
@@ -1007,6 +1027,7 @@ LAZY_OFF = True  # solve adds the distributed-optimizer-off candidates after its
 OFF_WAIT_SHARE = 0.1  # or once its loop has run this share of the time limit without a plan
 OFF_WAIT_S = 1.0  # (without a time limit: this long)
 SEED_OFF_WAIT_SHARE = 0.5  # a first-plan-only search's loop (a budget search's seed search) waits this share (timeload)
+OFF_NOT_PAST_LIMIT = True  # past the time limit the off candidates do not join: no bound reported (firstplan)
 
 
 def _with_off(memo: Memo, budget: Budget, slower_than_s: float, bounded: list[Bounded]
@@ -1333,8 +1354,17 @@ def solve(
             early_plan = incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate,
                                       None)
             seed_first_s = time.perf_counter() - start
+        cut: list[Priced] = []  # the descent's end where its share cut its climb short of the budget
         found, found_at = (None, None) if incumbent is not None else _part_then_whole_descent(
-            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s)
+            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s, cut)
+        if found is None and cut and time_limit_s is not None:
+            # No plan yet, and the descent was still moving towards the budget when its share ended: it goes on, for
+            # DESCENT_MORE_SHARE of the time left, before the seed search (firstplan: Megatron 1T, mixed-pool-3k,
+            # time under B = $16.51M: the climb needs about 2 s of CPU of quick plans; cut at 1.1 s, the seed search
+            # and the loop found no plan in the 6 s after it).
+            more = _budget_descent(memo, budget, DESCENT_MORE_SHARE * max(0.0, time_limit_s - (
+                time.perf_counter() - start)), start=cut[-1])
+            found, found_at = (more, time.perf_counter()) if more is not None else (None, None)
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
             descent = incumbent = (found[0], found[1], found[2], None)
             seed_first_s = found_at - start
@@ -1387,8 +1417,11 @@ def solve(
             per_group[group] = per_group.get(group, 0) + 1
             seeds.append(item)
     seeds_until = None if time_limit_s is None else time.perf_counter() + SEED_SHARE * time_limit_s
-    if seeds_only:  # the usual seeds alone, for up to the whole limit (the early seeds)
+    if seeds_only:  # the usual seeds alone, for up to the whole limit (the early seeds), counted from here
         seeds_until = None
+        if (EARLY_SEEDS_AFTER_LIST and time_limit_s is not None and budget.max_cost_usd is None
+                and budget.max_time_s is None):  # no cap: a seed's quick plan is a plan (the list: Memo's, shared)
+            deadline = time.perf_counter() + time_limit_s
     elif first_plan_only and own_seeds:  # a seed search: quick plans round robin (_first_plan_seeds), longer
         seeds = _first_plan_seeds(bounded)[:FIRST_PLAN_SEEDS]  # the usual seeds: at most 8 x 4 cp x 4 tp
         seeds_until = None if time_limit_s is None else time.perf_counter() + FIRST_PLAN_SEED_SHARE * time_limit_s
@@ -1409,7 +1442,9 @@ def solve(
         first_plan_s = seeded_s
     if seed_first_s is not None:
         first_plan_s = seed_first_s
-    if off_pending and incumbent is not None and not first_plan_only:  # a plan is known: the off candidates join
+    if off_pending and incumbent is not None and not first_plan_only and not (
+            OFF_NOT_PAST_LIMIT and deadline is not None and time.perf_counter() > deadline):
+        # a plan is known: the off candidates join (not past the limit: the plan is then reported without a bound)
         bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
         total, off_pending = total + more, False
         # The seeds above stopped at their first plan; those of the whole list (QUICK_SEEDS v = 1 candidates of each
@@ -1519,6 +1554,11 @@ def solve(
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
         if first_plan_only and incumbent is not None:
+            stopped_early = True
+            break
+        if off_pending and OFF_NOT_PAST_LIMIT and deadline is not None and time.perf_counter() > deadline:
+            # The limit ended before the off candidates joined: their list is not built past it (1.0-1.2 s of CPU
+            # on Megatron 1T, time under B). A plan known is reported, without a bound: theirs were never computed.
             stopped_early = True
             break
         if off_pending and (incumbent is not None or not (queue or parked)
@@ -1773,11 +1813,14 @@ def solve(
                                      "(not a proof that none exists)") if stopped_early else "")
     value, plan, est, solver_value = incumbent
     if stopped_early or within_gap:
-        bound = min(value, open_bound) if open_bound is not None else None
+        # no bound while the off candidates are missing (LAZY_OFF): the queue's front does not bound them
+        bound = min(value, open_bound) if open_bound is not None and not off_pending else None
         return SearchResult(method=solver, status="feasible", objective=budget.objective, solve_time_s=elapsed,
                             plan=plan, estimate=est, objective_value=value, solver_objective_value=solver_value,
                             bound=bound, stats=stats,
-                            message="stopped at the time limit" if stopped_early else f"stopped within the gap {gap:g}")
+                            message=("stopped at the time limit" + (
+                                " before the distributed-optimizer-off candidates joined (no bound)" if off_pending
+                                else "")) if stopped_early else f"stopped within the gap {gap:g}")
     return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
                         estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,
                         stats=stats)

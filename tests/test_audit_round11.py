@@ -318,8 +318,8 @@ def check_incumbents(problem, options, seed: int, limits=(None, 60.0), solvers=(
             stats["part_seeds"] += 1
         return out
 
-    def descent(memo, part, budget, limit):
-        out = real["_part_then_whole_descent"](memo, part, budget, limit)
+    def descent(memo, part, budget, limit, *a):
+        out = real["_part_then_whole_descent"](memo, part, budget, limit, *a)
         stats["descent_calls"] += 1
         if out[0] is not None:
             honest(out[0][1], out[0][2], budget)

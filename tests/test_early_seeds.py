@@ -41,9 +41,9 @@ def test_the_descent_runs_only_where_the_early_seeds_hold_no_plan(monkeypatch):
     calls = []
     descent = solver_module._budget_descent
 
-    def recorded(memo, budget, time_limit_s):
+    def recorded(memo, budget, time_limit_s, **kwargs):
         calls.append(budget)
-        return descent(memo, budget, time_limit_s)
+        return descent(memo, budget, time_limit_s, **kwargs)
 
     monkeypatch.setattr(solver_module, "_budget_descent", recorded)
     got = solve(problem, loose, options=options, gap=0.5)  # (a gap: the order of the first steps is the point)
