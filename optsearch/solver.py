@@ -553,7 +553,9 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     so about the same cost in less time (round 13, budgetgap: Mixtral 8x7B, mixed-pool-8k, B = $798,439: the climbs
     stop at tp 4, dp 64, b 4, one stage, ep 8, 882,845 s; the optimum is the same 256 GPUs as tp 2, dp 16, b 1,
     8 stages, ep 4, v = 4, 794,319 s, which the loop found only at 10-11 s of CPU, so that a 10 s row got either).
-    In order of their bounds, within the same deadline, each skipped where its refined bounds rule it out."""
+    In order of their least cheap bound over the v of the space (that of each (tp, dp, b, pp) at each v, a lower
+    bound on every plan the step prices), up to the first that reaches the current plan's value, within the same
+    deadline, each skipped where its refined bounds rule it out."""
     plan = start[1]
     if not DEEPER_INTERLEAVED or _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or not any(
             v > 1 for v in memo.options.virtual_stages):
@@ -565,14 +567,20 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
             if d >= 1 and batch % (d * b) == 0 for q in _interleavable_depths(pp, batch // (d * b))]
     best = start
     keys = sorted({k for k in keys if k in by_key}, key=lambda k: (by_key[k].lower_bound, k))
+    least: dict[tuple[int, ...], float] = {}  # a reshaped key's least cheap bound over its v (0: price it)
     if DEEPER_RESHAPED:  # then the same GPUs in any deeper pipeline that can interleave (any tp, dp, b, ep, cp)
         gpus, first = tp * plan.dp * cp * pp, set(keys)
-        keys += sorted((k for k in by_key if k[0] * k[1] * k[5] * k[3] == gpus and k[3] > pp and k not in first
-                        and batch % (k[1] * k[2]) == 0 and (batch // (k[1] * k[2])) % k[3] == 0),
-                       key=lambda k: (by_key[k].lower_bound, k))
+        for item in bounded:  # the cheap bounds of every v: a lower bound on each plan _climb_plans prices
+            k = item.cand.key[:6] + (1,) + item.cand.key[7:]
+            if (k in by_key and k[0] * k[1] * k[5] * k[3] == gpus and k[3] > pp and k not in first
+                    and batch % (k[1] * k[2]) == 0 and (batch // (k[1] * k[2])) % k[3] == 0):
+                least[k] = min(least.get(k, math.inf), item.lower_bound)
+        keys += sorted(least, key=lambda k: (least[k], k))
     for key in keys:
         if deadline is not None and time.perf_counter() > deadline:
             break
+        if least.get(key, 0.0) >= best[0] * (1 - INCUMBENT_REL):
+            break  # the reshaped keys come last, in order of these bounds: none of the rest beats the plan
         if _refined_at_least(memo, budget, by_key[key], best[0] * (1 - INCUMBENT_REL), True):
             continue
         own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand))
