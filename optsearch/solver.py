@@ -353,7 +353,7 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
            wide: bool, until: Callable[[Priced], bool] | None = None,
-           ends: dict[tuple[bool, Plan], Priced] | None = None) -> Priced:
+           ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
     """One hill-climb of _neighbour_search, until deadline (time.perf_counter()). wide: the pipeline depth also
     halved, doubled and x 4 (_climb_depths) and each neighbour's quick plans with their interleaved variants
     (_climb_plans); a budget search runs it from where the plain climb stops (budgetrows: the wide steps cost about
@@ -367,7 +367,10 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     bounded, against an earlier plan of its path, all worse than P; P's own key is skipped too), and _rescaled
     depends on P alone (round 12, timeload: on Megatron 76B and Llama-2 70B, time under B, the second climb from the
     seed search's other plan reached the first one's end and ran its wide climb again, 0.4-1.9 s of CPU that found
-    nothing). A climb cut short by the deadline or NEIGHBOUR_EVALS records nothing."""
+    nothing). A climb cut short by the deadline or NEIGHBOUR_EVALS records where it stood (ClimbCut, CLIMB_RESUME)
+    for every plan on its path, and a later climb that steps on one goes on from there with the cut climb's `seen`
+    and evaluations: the moves it would make alone (round 13, budgetgap: on Megatron 18B and Llama-2 70B, time
+    under B, the first wide climb stopped at its share and the later starts' wide climbs began it again)."""
     if not CLIMB_ENDS or until is not None:
         ends = None
     path: list[Plan] = []  # the plans this climb stood on, recorded in ends when it ends without a better move
@@ -393,17 +396,32 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     # and the shared ends below were not the ends a climb reaches alone)
     seen: set[tuple[int, ...]] = set()
     evals = 0
+
+    def cut() -> Priced:
+        """Stopped by the deadline or NEIGHBOUR_EVALS: where it stands, for a later climb to resume (CLIMB_RESUME)."""
+        if ends is not None and CLIMB_RESUME:
+            here = ClimbCut(best, at, frozenset(seen), evals)
+            for plan_on in path:
+                ends[(wide, plan_on)] = here
+        return best
+
     while True:
         if ends is not None:
             known = ends.get((wide, best[1]))
-            if known is not None:  # an earlier climb stood here: its end (see above)
+            if isinstance(known, ClimbCut):  # an earlier climb stood here and was cut: on from where it stopped
+                path.append(best[1])
+                best, at, seen, evals = known.best, known.at, set(known.seen), known.evals
+                if best[1] not in path:
+                    path.append(best[1])
+            elif known is not None:  # an earlier climb stood here: its end (see above)
                 return finished(known)
-            path.append(best[1])
+            else:
+                path.append(best[1])
         tp, dp, b, pp, ep, cp, _, _ = at
         moved = None
         for variant in _rescaled(memo.problem, best[1]):  # the current plan itself on more (or fewer) replicas
             if deadline is not None and time.perf_counter() > deadline:
-                return best
+                return cut()
             own = _best_meeting(budget, [found] if (found := memo.runnable(variant)) else [])
             if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
                 moved = (own, (variant.tp, variant.dp, variant.micro_batch_size, len(variant.stages), variant.ep,
@@ -421,7 +439,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                        for c in (cp // 2, cp, 2 * cp)} - seen - {at})
         for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
             if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
-                return best
+                return cut()
             if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
                 break  # this and every later neighbour are bounded at the current plan's value or above
             seen.add(key)
@@ -474,6 +492,22 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...]) -> list[tuple[P
     return [priced for moved in _moved_sequences(seq) if (priced := memo.plan_of(sk, moved)) is not None]
 
 CLIMB_ENDS = True  # _climb returns an earlier climb's end where it steps on that climb's path (timeload)
+CLIMB_RESUME = True  # and resumes an earlier climb cut by its deadline where it steps on that one's path (budgetgap)
+
+
+@dataclass(frozen=True, slots=True)
+class ClimbCut:
+    """Where a climb stopped at its deadline or NEIGHBOUR_EVALS (CLIMB_RESUME): its current plan, that plan's candidate key (`at`),
+    the keys it had priced or bounded out (`seen`: none can beat the plan) and its evaluations so far. A later climb
+    (same memo, budget, bounded and width) that steps on a plan of its path goes on from here: the moves it would
+    make alone, without pricing again what the cut climb priced."""
+
+    best: tuple
+    at: tuple[int, ...]
+    seen: frozenset
+    evals: int
+
+
 CLIMB_FILL_DP = True  # _climb under a cost budget (time the objective) moves dp to any of the space's values (timebig)
 
 
@@ -489,6 +523,7 @@ def _fill_dps(dp: int, dps: list[int]) -> list[int]:
 
 DEEPER_INTERLEAVED = True  # after the climbs under a cost budget, the interleavable deeper pipelines (timeload)
 DEEPER_SHARE = 0.2  # of the time left, at most, for them (solve)
+DEEPER_RESHAPED = True  # and then the climbs' plan's GPUs in deeper interleavable pipelines of any shape (budgetgap)
 
 
 def _interleavable_depths(pp: int, m: int) -> list[int]:
@@ -511,7 +546,16 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     B = $896,480: the climbs stop at tp 1, dp 16, cp 4, 10 stages, v = 1, 404,950 s; the optimum is dp 14, 16
     stages, v = 2, 291,985 s, whose v = 1 layout breaks B). Widening every climb step with these depths found it
     but took the loop's time (timebig); here they are priced once, from the climbs' end, a few dozen candidates at
-    most. Incumbents only: every plan is priced by the cost model and checked against the budget."""
+    most. Incumbents only: every plan is priced by the cost model and checked against the budget.
+
+    Then (DEEPER_RESHAPED) the climbs' plan's GPUs, tp x dp x cp x pp of them, in every deeper pipeline of the space
+    that can interleave, of any tp, dp, b, ep and cp: the same rent in a pipeline whose bubble interleaving shrinks,
+    so about the same cost in less time (round 13, budgetgap: Mixtral 8x7B, mixed-pool-8k, B = $798,439: the climbs
+    stop at tp 4, dp 64, b 4, one stage, ep 8, 882,845 s; the optimum is the same 256 GPUs as tp 2, dp 16, b 1,
+    8 stages, ep 4, v = 4, 794,319 s, which the loop found only at 10-11 s of CPU, so that a 10 s row got either).
+    In order of their least cheap bound over the v of the space (that of each (tp, dp, b, pp) at each v, a lower
+    bound on every plan the step prices), up to the first that reaches the current plan's value, within the same
+    deadline, each skipped where its refined bounds rule it out."""
     plan = start[1]
     if not DEEPER_INTERLEAVED or _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or not any(
             v > 1 for v in memo.options.virtual_stages):
@@ -522,9 +566,21 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     keys = [(tp, d, b, q, ep, cp, 1, 0) for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key}))
             if d >= 1 and batch % (d * b) == 0 for q in _interleavable_depths(pp, batch // (d * b))]
     best = start
-    for key in sorted((k for k in keys if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
+    keys = sorted({k for k in keys if k in by_key}, key=lambda k: (by_key[k].lower_bound, k))
+    least: dict[tuple[int, ...], float] = {}  # a reshaped key's least cheap bound over its v (0: price it)
+    if DEEPER_RESHAPED:  # then the same GPUs in any deeper pipeline that can interleave (any tp, dp, b, ep, cp)
+        gpus, first = tp * plan.dp * cp * pp, set(keys)
+        for item in bounded:  # the cheap bounds of every v: a lower bound on each plan _climb_plans prices
+            k = item.cand.key[:6] + (1,) + item.cand.key[7:]
+            if (k in by_key and k[0] * k[1] * k[5] * k[3] == gpus and k[3] > pp and k not in first
+                    and batch % (k[1] * k[2]) == 0 and (batch // (k[1] * k[2])) % k[3] == 0):
+                least[k] = min(least.get(k, math.inf), item.lower_bound)
+        keys += sorted(least, key=lambda k: (least[k], k))
+    for key in keys:
         if deadline is not None and time.perf_counter() > deadline:
             break
+        if least.get(key, 0.0) >= best[0] * (1 - INCUMBENT_REL):
+            break  # the reshaped keys come last, in order of these bounds: none of the rest beats the plan
         if _refined_at_least(memo, budget, by_key[key], best[0] * (1 - INCUMBENT_REL), True):
             continue
         own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand))
@@ -1473,7 +1529,7 @@ def solve(
         better = _neighbour_search(memo, budget, bounded, incumbent[:3], share, wide, climb_ends)
         return (better[0], better[1], better[2], None) if better[0] < incumbent[0] else incumbent
 
-    climb_ends: dict[tuple[bool, Plan], Priced] = {}  # the climbs' ends by the plans on their paths (_climb)
+    climb_ends: dict[tuple[bool, Plan], Priced | ClimbCut] = {}  # the climbs' ends (or cuts) by their paths' plans
 
     if climb and incumbent is not None:  # the seed's plan meets the budget but is far from the objective's optimum
         first_plan_s = seed_first_s if seed_first_s is not None else time.perf_counter() - start
