@@ -209,28 +209,55 @@ class _DegreePart:
         self.working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
         self.room = np.array([memory_capacity_bytes(problem, problem.node(g).gpu) - MEMORY_RESERVE_BYTES
                               for g in names])
-        self.by_v = {}  # v -> (A, N, raw [g, a, n], least [g, a, n], mem_max [a], block_max [a])
+        self.by_v = {}  # v -> (c0, c1, N, raw [g, c, n], least [g, c, n], mem_max [c], block_max [c])
         self.asks = {}  # v -> how many pp asked before the tables at v were built (DEGREE_TABLES_FROM)
 
-    def least_times(self, count: np.ndarray, v: int, L: int, most_count: int) -> np.ndarray:
-        """_least_times at the flights count / v (count [i]: whole numbers 1..most_count = m v, in-flight
-        micro-batches or chunks; v = 1: the flights themselves), from the degree's tables of every count 1..A."""
-        top = int(count.max())
+    def _rows(self, c0: int, c1: int, v: int, L: int, N: int | None = None) -> tuple:
+        """(N, raw [g, c, n], mem_max [c], block_max [c]) of the counts c0..c1-1, at N (default: their own)."""
+        every = np.arange(c0, c1, dtype=np.int64)
+        flight = every.astype(float) if v == 1 else every / v  # inflight_tables' own expressions
+        terms = _time_terms(self.steps, self.acts, self.working, self.room, self.per_layer_state, flight, self.modes)
+        mem_max = terms[0].max(axis=(0, 2), initial=0)  # [c]
+        block_max = terms[4].max(axis=0)  # [c]
+        need = int(min(L, max(1.0, mem_max.max(initial=0), float(block_max.max()))))
+        if N is not None and need > N:
+            return need, None, mem_max, block_max
+        N = need if N is None else N
+        return N, _raw_times(self.steps, self.modes, terms, N), mem_max, block_max
+
+    def least_times(self, count: np.ndarray, v: int, L: int) -> np.ndarray:
+        """_least_times at the flights count / v (count [i]: whole numbers >= 1, in-flight micro-batches or chunks;
+        v = 1: the flights themselves), from the degree's table at v of the counts c0..c1-1 (a window that grows to
+        cover each pp's counts: new rows are computed at the table's N where it is enough, else the whole window
+        anew at the larger N)."""
+        lo, hi = int(count.min()), int(count.max()) + 1
         have = self.by_v.get(v)
-        if have is None or top > have[0]:  # every count 1..A, at the N of them all (the most any pp's N can be)
-            if have is not None:  # grown geometrically (deeper pipelines ask for more counts), up to m v
-                top = max(top, min(2 * have[0], most_count))
-            every = np.arange(1, top + 1, dtype=np.int64)
-            flight = every.astype(float) if v == 1 else every / v  # inflight_tables' own expressions
-            terms = _time_terms(self.steps, self.acts, self.working, self.room, self.per_layer_state, flight,
-                                self.modes)
-            mem_max = terms[0].max(axis=(0, 2), initial=0)  # [a]
-            block_max = terms[4].max(axis=0)  # [a]
-            N = int(min(L, max(1.0, mem_max.max(initial=0), float(block_max.max()))))
-            raw = _raw_times(self.steps, self.modes, terms, N)  # [g, a, n]
-            have = self.by_v[v] = (top, N, raw, _least_after(raw), mem_max, block_max)
-        _, most, raw, least, mem_max, block_max = have
-        at = count.astype(np.int64) - 1
+        if have is not None and (lo < have[0] or hi > have[1]):
+            c0, c1, N, raw, least, mem_max, block_max = have
+            parts, ok = [], True
+            for x0, x1 in ((min(lo, c0), c0), (c1, max(hi, c1))):
+                if x0 < x1:
+                    got = self._rows(x0, x1, v, L, N)
+                    ok &= got[1] is not None
+                    parts.append(got)
+                else:
+                    parts.append(None)
+            if not ok:  # a new count needs more layers than the table has: the whole window anew
+                have = None
+                lo, hi = min(lo, c0), max(hi, c1)
+            else:
+                below, above = parts
+                raws = [p[1] for p in (below,) if p] + [raw] + [p[1] for p in (above,) if p]
+                mems = [p[2] for p in (below,) if p] + [mem_max] + [p[2] for p in (above,) if p]
+                blocks = [p[3] for p in (below,) if p] + [block_max] + [p[3] for p in (above,) if p]
+                new_raw = np.concatenate(raws, axis=1)
+                have = self.by_v[v] = (min(lo, c0), max(hi, c1), N, new_raw, _least_after(new_raw),
+                                       np.concatenate(mems), np.concatenate(blocks))
+        if have is None:
+            N, raw, mem_max, block_max = self._rows(lo, hi, v, L)
+            have = self.by_v[v] = (lo, hi, N, raw, _least_after(raw), mem_max, block_max)
+        c0, _, most, raw, least, mem_max, block_max = have
+        at = count.astype(np.int64) - c0
         N = int(min(L, max(1.0, mem_max[at].max(initial=0), float(block_max[at].max()))))
         if N == most:
             return least[:, at, :]
@@ -306,7 +333,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     off[:, 0] += np.array(d.emb_s)
     off[:, pp - 1] += np.array(d.head_s)
     if part is not None and part.asks.setdefault(v, 0) >= DEGREE_TABLES_FROM - 1:  # the degree's tables, by count
-        times = part.least_times(count, v, L, m * v) + off[:, :, None]
+        times = part.least_times(count, v, L) + off[:, :, None]
     else:  # a degree's first asks at v: this pp alone (most degrees reach the in-flight bound at one or two pp)
         if part is not None:
             part.asks[v] += 1
