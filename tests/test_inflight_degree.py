@@ -82,7 +82,7 @@ def _compare(problem, d, cand_of, pps, budgets, order_seed: int = 0) -> int:
 COMPARED: list[int] = []
 
 
-@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(instances(), tight_instances()), st.booleans(), st.integers(0, 3))
 def test_the_degree_part_gives_the_tables_of_each_pp_alone_bit_for_bit(case, overlap, seed):
@@ -106,7 +106,7 @@ def test_the_random_instances_compared_many_tables():
     """The property test above compared something (its instances may have no candidate with tables)."""
     if not COMPARED:  # run alone or in another worker: run it here
         test_the_degree_part_gives_the_tables_of_each_pp_alone_bit_for_bit()
-    assert sum(COMPARED) >= 40 and sum(n > 0 for n in COMPARED) >= 6
+    assert sum(COMPARED) >= 100 and sum(n > 0 for n in COMPARED) >= 20
 
 
 def test_a_two_kind_instance_has_no_tables_either_way():
@@ -138,11 +138,11 @@ def test_the_degree_part_on_a_large_model_is_bit_for_bit():
     for tp, dp, mbs, cp in [(8, 4, 1, 1)]:
         uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
         d = degree_terms(problem, tp, dp, mbs, uses, 1, cp)
-        for v, pps in ((1, range(8, most + 1, 13)), (2, range(16, most + 1, 30)), (3, (24, 48))):
+        for v, pps in ((1, (8, 30, 52, most)), (2, (16, 40)), (3, (24,))):
             compared += _compare(problem, d, lambda pp, v=v: Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp,
                                                                        uses=uses, cp=cp, v=v),
                                  pps, [Budget(objective="cost")], 5)
-    assert compared >= 6
+    assert compared >= 5
 
 
 def test_a_hair_of_difference_in_the_degree_part_fails_the_comparison():
