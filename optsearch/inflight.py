@@ -125,11 +125,10 @@ class InFlightTables:
     # from there on): R(M_j) is inf below it and finite from it (round 12, timerows: the time walk reads only that)
 
 
-def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
-                 flight: np.ndarray, modes: list[str], L: int) -> np.ndarray:
-    """[g, i, n] -> the least compute time of n layers (n = 1..N) on a stage of g at position i over every mode
-    (none, selective, full, and block recomputation with the fewest recomputed layers that fit), inf where none
-    fits; then the least over n' >= n, so that max{n : t(n) <= X} = #{n : tt(n) <= X} (see the module docstring)."""
+def _time_terms(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
+                flight: np.ndarray, modes: list[str]) -> tuple:
+    """The memory terms of _least_times at the positions' flights [i]: (mem_cap [g, i, r], alpha [g, i], beta [g, i],
+    block_room [g, 1], the block caps [g, i]; N is min(L, max(1, mem_cap's max, the block caps' max)))."""
     full, none = modes.index("full"), modes.index("none")
     per = per_layer_state + flight[None, :, None] * acts[:, None, :]  # [g, i, r]
     mem_room = room[:, None] - np.where(np.arange(len(modes)) == full, working[:, None], 0.0)  # [g, r]
@@ -137,10 +136,15 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
     alpha = per[:, :, none]  # sigma P / tp + f a_none
     beta = flight[None, :] * (acts[:, None, none] - acts[:, None, full])
     block_room = (room - working)[:, None]  # [g, 1]
-    N = int(min(L, max(1.0, mem_cap.max(initial=0),
-                       float(np.where((alpha - beta > 0) & (block_room > 0),
-                                      np.floor(block_room / np.where(alpha - beta > 0, alpha - beta, 1.0) * ROUND_UP),
-                                      0).max()))))
+    block_caps = np.where((alpha - beta > 0) & (block_room > 0),
+                          np.floor(block_room / np.where(alpha - beta > 0, alpha - beta, 1.0) * ROUND_UP), 0)
+    return mem_cap, alpha, beta, block_room, block_caps
+
+
+def _raw_times(steps: np.ndarray, modes: list[str], terms: tuple, N: int) -> np.ndarray:
+    """[g, i, n] the least compute time of n layers (n = 1..N) at each position, before the least over n' >= n."""
+    full, none = modes.index("full"), modes.index("none")
+    mem_cap, alpha, beta, block_room, _ = terms
     n = np.arange(1, N + 1, dtype=float)[None, None, :]  # [1, 1, n]
     t = np.where(n[..., None] <= mem_cap[:, :, None, :], n[..., None] * steps[:, None, None, :], np.inf).min(axis=3)
     ds = steps[:, none] - steps[:, full]  # s_none - s_full (<= 0 normally)
@@ -153,8 +157,123 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
     c = np.where(ds[:, None, None] > 0, n, c)  # recomputing is faster (not expected): every layer recomputed
     ok = (c <= n) & (block_room[..., None] > 0) & np.isfinite(c)
     tb = np.where(ok, n * steps[:, none, None, None] - c * ds[:, None, None], np.inf)
-    t = np.minimum(t, tb)
-    return np.minimum.accumulate(t[:, :, ::-1], axis=2)[:, :, ::-1]
+    return np.minimum(t, tb)
+
+
+def _least_after(raw: np.ndarray) -> np.ndarray:
+    """tt[g, i, n] = min over n' >= n of raw[g, i, n']."""
+    return np.minimum.accumulate(raw[:, :, ::-1], axis=2)[:, :, ::-1]
+
+
+def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
+                 flight: np.ndarray, modes: list[str], L: int) -> np.ndarray:
+    """[g, i, n] -> the least compute time of n layers (n = 1..N) on a stage of g at position i over every mode
+    (none, selective, full, and block recomputation with the fewest recomputed layers that fit), inf where none
+    fits; then the least over n' >= n, so that max{n : t(n) <= X} = #{n : tt(n) <= X} (see the module docstring)."""
+    terms = _time_terms(steps, acts, working, room, per_layer_state, flight, modes)
+    mem_cap, block_caps = terms[0], terms[4]
+    N = int(min(L, max(1.0, mem_cap.max(initial=0), float(block_caps.max()))))
+    return _least_after(_raw_times(steps, modes, terms, N))
+
+
+INFLIGHT_BY_DEGREE = True  # round 13 (inflight): inflight_tables takes its per-type terms from _DegreePart
+DEGREE_TABLES_FROM = 2  # the ask (pp) of a degree at v from which its least times come from the degree's tables
+
+
+class _DegreePart:
+    """The part of inflight_tables that does not depend on pp, for one degree (d, dp, b, cp, ep): the layer's
+    state, steps (with a mixture-of-experts layer's all-to-alls), activations, full recomputation's working memory
+    and the room of each type, and _least_times of every flight at once (a position's least
+    times depend on pp only through its flight f_i = min(pp - i, m); interleaved, through its in-flight chunks c_i,
+    f_i = c_i / v: tables per v by c), kept in the solver's call cache (Memo.calls) and shared by every pp of the
+    degree (issue 14, item 3, round 13). Every value is the one inflight_tables
+    computes for that pp alone, bit for bit (the same elementwise operations on the same inputs; the least over
+    n' >= n taken over the same n = 1..N_pp, N_pp from the flights of that pp; tests/test_inflight_degree.py)."""
+
+    __slots__ = ("d", "names", "per_layer_state", "steps", "acts", "working", "room", "modes", "by_v", "asks")
+
+    def __init__(self, problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, cp: int, ep: int, call):
+        model, tp = problem.model, d.tp
+        self.d = d  # kept: the cache is keyed by id(d)
+        self.names = names = [u.name for u in d.uses]
+        self.modes = modes = list(RECOMPUTE_MODES)
+        dist = _terms_dist(problem, d, dp, cp)
+        self.per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
+        self.steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes]
+                               for g in names])
+        if model.is_moe:  # the state and all-to-alls do not depend on pp (moe_layer_terms: only its all-reduce does)
+            self.per_layer_state, a2a, _ = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes, None)
+            self.steps = self.steps + a2a
+        self.acts = np.array([[call(cp_layer_activation_bytes, problem, g, kind, tp, mbs, r, cp) for r in modes]
+                              for g in names])
+        self.working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
+        self.room = np.array([memory_capacity_bytes(problem, problem.node(g).gpu) - MEMORY_RESERVE_BYTES
+                              for g in names])
+        self.by_v = {}  # v -> (c0, c1, N, raw [g, c, n], least [g, c, n], mem_max [c], block_max [c])
+        self.asks = {}  # v -> how many pp asked before the tables at v were built (DEGREE_TABLES_FROM)
+
+    def _rows(self, c0: int, c1: int, v: int, L: int, N: int | None = None) -> tuple:
+        """(N, raw [g, c, n], mem_max [c], block_max [c]) of the counts c0..c1-1, at N (default: their own)."""
+        every = np.arange(c0, c1, dtype=np.int64)
+        flight = every.astype(float) if v == 1 else every / v  # inflight_tables' own expressions
+        terms = _time_terms(self.steps, self.acts, self.working, self.room, self.per_layer_state, flight, self.modes)
+        mem_max = terms[0].max(axis=(0, 2), initial=0)  # [c]
+        block_max = terms[4].max(axis=0)  # [c]
+        need = int(min(L, max(1.0, mem_max.max(initial=0), float(block_max.max()))))
+        if N is not None and need > N:
+            return need, None, mem_max, block_max
+        N = need if N is None else N
+        return N, _raw_times(self.steps, self.modes, terms, N), mem_max, block_max
+
+    def least_times(self, count: np.ndarray, v: int, L: int) -> np.ndarray:
+        """_least_times at the flights count / v (count [i]: whole numbers >= 1, in-flight micro-batches or chunks;
+        v = 1: the flights themselves), from the degree's table at v of the counts c0..c1-1 (a window that grows to
+        cover each pp's counts: new rows are computed at the table's N where it is enough, else the whole window
+        anew at the larger N)."""
+        lo, hi = int(count.min()), int(count.max()) + 1
+        have = self.by_v.get(v)
+        if have is not None and (lo < have[0] or hi > have[1]):
+            c0, c1, N, raw, least, mem_max, block_max = have
+            parts, ok = [], True
+            for x0, x1 in ((min(lo, c0), c0), (c1, max(hi, c1))):
+                if x0 < x1:
+                    got = self._rows(x0, x1, v, L, N)
+                    ok &= got[1] is not None
+                    parts.append(got)
+                else:
+                    parts.append(None)
+            if not ok:  # a new count needs more layers than the table has: the whole window anew
+                have = None
+                lo, hi = min(lo, c0), max(hi, c1)
+            else:
+                below, above = parts
+                raws = [p[1] for p in (below,) if p] + [raw] + [p[1] for p in (above,) if p]
+                mems = [p[2] for p in (below,) if p] + [mem_max] + [p[2] for p in (above,) if p]
+                blocks = [p[3] for p in (below,) if p] + [block_max] + [p[3] for p in (above,) if p]
+                new_raw = np.concatenate(raws, axis=1)
+                have = self.by_v[v] = (min(lo, c0), max(hi, c1), N, new_raw, _least_after(new_raw),
+                                       np.concatenate(mems), np.concatenate(blocks))
+        if have is None:
+            N, raw, mem_max, block_max = self._rows(lo, hi, v, L)
+            have = self.by_v[v] = (lo, hi, N, raw, _least_after(raw), mem_max, block_max)
+        c0, _, most, raw, least, mem_max, block_max = have
+        at = count.astype(np.int64) - c0
+        N = int(min(L, max(1.0, mem_max[at].max(initial=0), float(block_max[at].max()))))
+        if N == most:
+            return least[:, at, :]
+        return _least_after(raw[:, at, :N])
+
+
+def _degree_part(problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, cp: int, ep: int, call,
+                 cache: dict | None) -> _DegreePart:
+    """d's _DegreePart, kept in cache (the solver's Memo.calls) by id(d), d itself kept in it; built anew without."""
+    if cache is None:
+        return _DegreePart(problem, d, kind, dp, mbs, cp, ep, call)
+    key = ("inflight_degree", id(d), dp, mbs, cp, ep)
+    part = cache.get(key)
+    if part is None or part.d is not d:
+        part = cache[key] = _DegreePart(problem, d, kind, dp, mbs, cp, ep, call)
+    return part
 
 
 def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int, cp: int,
@@ -175,25 +294,36 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     kind = kinds[0]
     call = _calls(cache)
     tp, m, L = d.tp, d.m, model.num_layers
-    names = [u.name for u in d.uses]
-    G = len(names)
-    dist = _terms_dist(problem, d, dp, cp)
-    per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
     modes = list(RECOMPUTE_MODES)
-    steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes] for g in names])
-    allreduce_per_layer = np.array(d.alpha_at(pp), float) * model.layer_parameters(kind)
-    if model.is_moe:  # round 8: the expert terms at this ep, exact per layer (moe_layer_terms)
-        per_layer_state, a2a, allreduce_per_layer = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes, pp)
-        steps = steps + a2a
-    acts = np.array([[call(cp_layer_activation_bytes, problem, g, kind, tp, mbs, r, cp) for r in modes]
-                     for g in names])
-    working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
-    room = np.array([memory_capacity_bytes(problem, problem.node(g).gpu) - MEMORY_RESERVE_BYTES for g in names])
+    part = None
+    if INFLIGHT_BY_DEGREE:  # round 13: the per-type terms once per degree (the same values)
+        part = _degree_part(problem, d, kind, dp, mbs, cp, ep, call, cache)
+        names, per_layer_state, steps = part.names, part.per_layer_state, part.steps
+        acts, working, room = part.acts, part.working, part.room
+        allreduce_per_layer = np.array(d.alpha_at(pp), float) * model.layer_parameters(kind)
+        if model.is_moe:
+            allreduce_per_layer = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes, pp)[2]
+    else:
+        names = [u.name for u in d.uses]
+        dist = _terms_dist(problem, d, dp, cp)
+        per_layer_state = state_bytes(problem.job, dp, cp, dist) / tp * model.layer_parameters(kind)
+        steps = np.array([[call(cp_layer_step_s, problem, g, kind, tp, mbs, r, cp) for r in modes] for g in names])
+        allreduce_per_layer = np.array(d.alpha_at(pp), float) * model.layer_parameters(kind)
+        if model.is_moe:  # round 8: the expert terms at this ep, exact per layer (moe_layer_terms)
+            per_layer_state, a2a, allreduce_per_layer = moe_layer_terms(problem, d, kind, dp, mbs, ep, modes, pp)
+            steps = steps + a2a
+        acts = np.array([[call(cp_layer_activation_bytes, problem, g, kind, tp, mbs, r, cp) for r in modes]
+                         for g in names])
+        working = np.array([call(cp_full_recompute_working_bytes, problem, g, tp, mbs, cp) for g in names])
+        room = np.array([memory_capacity_bytes(problem, problem.node(g).gpu) - MEMORY_RESERVE_BYTES for g in names])
+    G = len(names)
     ranks = np.arange(pp)
     if v == 1:
-        flight = np.minimum(pp - ranks, m).astype(float)  # [i] costmodel.in_flight_per_layer
+        count = np.minimum(pp - ranks, m)
+        flight = count.astype(float)  # [i] costmodel.in_flight_per_layer
     else:  # interleaved: in-flight chunks / v (costmodel.interleaved_in_flight_chunks)
-        flight = np.minimum((pp - ranks - 1) * 2 + (v - 1) * pp + 1, m * v) / v
+        count = np.minimum((pp - ranks - 1) * 2 + (v - 1) * pp + 1, m * v)
+        flight = count / v
     e = sender_send_min_s(d) if pp > 1 else np.zeros(G)  # [g]
     # t_i >= compute + off[g, i]: a middle stage sends v times each way (2 v e_g), an end stage v times one way and
     # v - 1 times across the wrap-around ((2 v - 1) e_g; costmodel.interleaved_send_counts), every one of them sent
@@ -202,7 +332,12 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     off = e[:, None] * sends[None, :]
     off[:, 0] += np.array(d.emb_s)
     off[:, pp - 1] += np.array(d.head_s)
-    times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
+    if part is not None and part.asks.setdefault(v, 0) >= DEGREE_TABLES_FROM - 1:  # the degree's tables, by count
+        times = part.least_times(count, v, L) + off[:, :, None]
+    else:  # a degree's first asks at v: this pp alone (most degrees reach the in-flight bound at one or two pp)
+        if part is not None:
+            part.asks[v] += 1
+        times = _least_times(steps, acts, working, room, per_layer_state, flight, modes, L) + off[:, :, None]
     marks = np.unique(np.concatenate([[0.0], times[np.isfinite(times)]]))
     # 1F1B, interleaved: ((m v - 1) max t + sum t) / v + comm (v = 1: (m - 1) max t + sum t + comm)
     slowest = np.maximum(marks, slowest_s)  # the slowest stage of a plan in interval j: >= M_j and >= slowest_s
@@ -628,12 +763,20 @@ def ends_extra_s(problem: Problem, d: DegreeTerms, pp: int, cache: dict | None =
     names = [u.name for u in d.uses]
     if not problem.model.tied_embeddings:
         return np.zeros((len(names), len(names)))
+    within = tuple(pp * d.w <= u.node.gpus_per_node for u in d.uses)
+    key = ("ends_extra_s", tuple(names), d.w, d.tp, within)  # all it depends on (round 13: kept, read-only)
+    if cache is not None and key in cache:
+        return cache[key]
     call = _calls(cache)
     pair = np.array([[call(embedding_allreduce_s, problem, a, b, False, d.w, d.tp) for b in names] for a in names])
     for x, u in enumerate(d.uses):
-        if pp * d.w <= u.node.gpus_per_node:
+        if within[x]:
             pair[x, x] = min(pair[x, x], call(embedding_allreduce_s, problem, u.name, u.name, True, d.w, d.tp))
-    return np.maximum(pair - least_embedding_allreduce_s(problem, d, pp, cache), 0.0)
+    out = np.maximum(pair - least_embedding_allreduce_s(problem, d, pp, cache), 0.0)
+    if cache is not None:
+        out.flags.writeable = False
+        cache[key] = out
+    return out
 
 
 ALLREDUCE_LEVELS = 12  # thresholds of the all-reduce per interval in the budget walk (any grid is valid)
@@ -809,10 +952,16 @@ def least_embedding_allreduce_s(problem: Problem, d: DegreeTerms, pp: int, cache
     if pp <= 1 or not problem.model.tied_embeddings:
         return 0.0
     names = [u.name for u in d.uses]
+    within = tuple(pp * d.w <= u.node.gpus_per_node for u in d.uses)
+    key = ("least_embedding_allreduce_s", tuple(names), d.w, d.tp, within)  # all it depends on (round 13: kept)
+    if cache is not None and key in cache:
+        return cache[key]
     call = _calls(cache)
     values = [call(embedding_allreduce_s, problem, g, h, False, d.w, d.tp) for g in names for h in names]
-    values += [call(embedding_allreduce_s, problem, u.name, u.name, True, d.w, d.tp) for u in d.uses
-               if pp * d.w <= u.node.gpus_per_node]
+    values += [call(embedding_allreduce_s, problem, u.name, u.name, True, d.w, d.tp) for u, on in zip(d.uses, within)
+               if on]
+    if cache is not None:
+        cache[key] = min(values)
     return min(values)
 
 
@@ -920,14 +1069,14 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
     if not (per > 0).any():
         return None
     params = d.all_params(pp)
-    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
+    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp, getattr(call, "cache", None))
     if v == 1:
-        from optsearch.costmodel import layer_forward_s, stage_forward_s
+        from optsearch.costmodel import layer_forward_s
         names = [u.name for u in d.uses]
         fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
         f = float(np.minimum(steps.min(axis=1), fwd).min())
-        emb_f = [stage_forward_s(problem, g, {}, tp, mbs, True, False, cp) for g in names]
-        head_f = [stage_forward_s(problem, g, {}, tp, mbs, False, True, cp) for g in names]
+        emb_f = [_ends_forward(problem, g, tp, mbs, True, cp, call) for g in names]
+        head_f = [_ends_forward(problem, g, tp, mbs, False, cp, call) for g in names]
         emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
         head = min(min(h, x) for h, x in zip(d.head_s, head_f))
         forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
@@ -1045,6 +1194,20 @@ def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_ti
     return None
 
 
+def _ends_forward(problem: Problem, g: str, tp: int, mbs: int, first: bool, cp: int, call) -> float:
+    """costmodel.stage_forward_s of an empty first (first) or last stage on g: the embedding's or the head's forward,
+    kept in call's cache (round 13; the function's own value)."""
+    from optsearch.costmodel import stage_forward_s
+    cache = getattr(call, "cache", None)
+    key = ("stage_forward_s", g, tp, mbs, first, cp)
+    if cache is None or key not in cache:
+        value = stage_forward_s(problem, g, {}, tp, mbs, first, not first, cp)
+        if cache is None:
+            return value
+        cache[key] = value
+    return cache[key]
+
+
 def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, pp: int, steps: np.ndarray,
                  m: int, slowest: np.ndarray, stages_s: float, call) -> tuple[np.ndarray, float, np.ndarray]:
     """(alpha_full[g] P_layer, rho, [j] base) of the per-mark hiding floor (v = 1, the overlap on; round 9). A plan
@@ -1056,19 +1219,19 @@ def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: 
     The iteration is then at least (m - 1) max(M_j, slowest_s, stages_s / pp) + max(stages_s, M_j) + max_s A_s
     + E_min + O_min: base[j] is all but max_s A_s (the old expression's form, it(M_j), with its all-reduce floor
     replaced), and _hiding_floor finds the least max_s A_s of the interval from the caps by bisection."""
-    from optsearch.costmodel import layer_forward_s, stage_forward_s
+    from optsearch.costmodel import layer_forward_s
     names = [u.name for u in d.uses]
     fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
     # (step - forward) / step of every part (a part with a zero step adds -forward <= 0: no constraint on rho)
     ratios = [float(np.where(steps > 0, (steps - fwd[:, None]) / np.where(steps > 0, steps, 1.0), 0.0).max())]
     for g, e, h in zip(names, d.emb_s, d.head_s):
-        ratios += [(e - stage_forward_s(problem, g, {}, tp, mbs, True, False, cp)) / e if e > 0 else 0.0,
-                   (h - stage_forward_s(problem, g, {}, tp, mbs, False, True, cp)) / h if h > 0 else 0.0]
+        ratios += [(e - _ends_forward(problem, g, tp, mbs, True, cp, call)) / e if e > 0 else 0.0,
+                   (h - _ends_forward(problem, g, tp, mbs, False, cp, call)) / h if h > 0 else 0.0]
     rho = min(1.0, max(0.0, max(ratios)))
     if d.gather_hidden_at(problem, pp):  # A_0 also hides behind the forward (the gather, costmodel 7f):
         rho = 1.0                                 # H_0 <= W_0 + F_0 <= compute_0 <= M*
     params = d.all_params(pp)
-    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp)
+    fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp, getattr(call, "cache", None))
     base = (m - 1) * np.maximum(slowest, stages_s / pp) + np.maximum(stages_s, slowest) + fixed
     return np.array(d.alpha_full, float) * problem.model.layer_parameters(kind), rho, base
 
