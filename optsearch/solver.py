@@ -1156,6 +1156,7 @@ def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: Spa
         engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": MODEL_PROBE_S})
     sol, found, solves = _solve_model(problem, engine, f, limit_s, None)
     return sol, found, solves, f
+QUEUE_DUMP: list | None = None  # a list: solve appends (queue, parked, incumbent) at the loop's end
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
@@ -1847,6 +1848,8 @@ def solve(
                 open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
         report(item)
     elapsed = time.perf_counter() - start
+    if QUEUE_DUMP is not None:  # diagnosis only (bench/budget_front.py): the loop's queue and parked as it ends
+        QUEUE_DUMP.append((list(queue), list(parked), incumbent[0] if incumbent else None))
     if stopped_early and (queue or parked):
         # Unvisited candidates are bounded by their lower bounds; the fronts of the queue and the parked are the least.
         least = min(queue[0][0] if queue else math.inf, parked[0][0] if parked else math.inf)
