@@ -54,6 +54,7 @@ def main() -> None:
     wall_clock = time.perf_counter
     time.perf_counter = time.process_time
     S.QUEUE_DUMP = []
+    S.LOOP_TIMES = {}
     cpu0 = time.process_time()
     result = S.solve(problem, budget, time_limit_s=args.time_limit, options=options, warm_start=warm)
     cpu = time.process_time() - cpu0
@@ -61,6 +62,8 @@ def main() -> None:
     queue, parked, inc = S.QUEUE_DUMP[-1]
     print(f"status {result.status} value {result.objective_value} bound {result.bound} gap {result.gap} cpu {cpu:.2f}")
     print("stats", json.dumps(result.stats))
+    loop_start = S.LOOP_TIMES.pop("loop start", cpu0) - cpu0
+    print(f"loop from {loop_start:.2f} s of CPU;", {k: round(v, 3) for k, v in S.LOOP_TIMES.items()})
     names = {S.CHEAP: "cheap", S.REFINED: "refined", S.POSITIONAL: "positional"}
     entries = [(e[0], "queue", e[3]) for e in queue] + [(e[0], "parked", e[3]) for e in parked]
     entries.sort(key=lambda e: e[0])

@@ -1156,7 +1156,8 @@ def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: Spa
         engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": MODEL_PROBE_S})
     sol, found, solves = _solve_model(problem, engine, f, limit_s, None)
     return sol, found, solves, f
-QUEUE_DUMP: list | None = None  # a list: solve appends (queue, parked, incumbent) at the loop's end
+LOOP_TIMES: dict | None = None  # a dict: solve (and its inner solves) add each loop step kind's CPU s and count
+QUEUE_DUMP: list | None = None  # a list: each solve appends (queue, parked, incumbent) at its loop's end (last: outer)
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
@@ -1605,6 +1606,9 @@ def solve(
     # share. They still join when nothing else is left, so a search run to the end finds a plan where one exists.
     off_wait_s = OFF_WAIT_S if time_limit_s is None else (
         SEED_OFF_WAIT_SHARE if first_plan_only and not seeds_only else OFF_WAIT_SHARE) * time_limit_s
+    prev_step = None
+    if LOOP_TIMES is not None:
+        LOOP_TIMES["loop start"] = time.process_time()
     while queue or parked or off_pending:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
@@ -1640,6 +1644,16 @@ def solve(
             break
         worth = incumbent[0] * (1 - gap) if incumbent is not None else math.inf
         lower, key, i, item = heapq.heappop(queue if front < worth or not parked else parked)
+        if LOOP_TIMES is not None:  # diagnosis only: CPU time of each step of the loop, by the level it started at
+            t_step = time.process_time()
+            what = ("cheap" if item.level == CHEAP else "inflight" if item.level == REFINED and not item.inflight
+                    else "refined" if item.level == REFINED else "model")
+            if what == "refined" and item.cand.v > 1:
+                what = "refined v>1"
+            if prev_step is not None:
+                LOOP_TIMES[prev_step[0]] = LOOP_TIMES.get(prev_step[0], 0.0) + t_step - prev_step[1]
+                LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
+            prev_step = (what, t_step)
         if item.level == CHEAP:
             sharper = _bounded(problem, budget, item.terms, item.cand, True,
                                memo.refined_bound(item.terms, item.cand, budget, slower_than_s), slower_than_s)
@@ -1847,6 +1861,9 @@ def solve(
                 stopped_early = True
                 open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
         report(item)
+    if LOOP_TIMES is not None and prev_step is not None:
+        LOOP_TIMES[prev_step[0]] = LOOP_TIMES.get(prev_step[0], 0.0) + time.process_time() - prev_step[1]
+        LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
     elapsed = time.perf_counter() - start
     if QUEUE_DUMP is not None:  # diagnosis only (bench/budget_front.py): the loop's queue and parked as it ends
         QUEUE_DUMP.append((list(queue), list(parked), incumbent[0] if incumbent else None))
