@@ -106,6 +106,7 @@ class Bounded:
     inflight: bool = False  # its in-flight-aware bound (inflight.py) is already in lower_bound
 
 
+BUDGET_FLOORS = True  # Memo.refined_bound under a budget walks only the compositions whose floors meet it (budgetbound)
 REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
 
@@ -132,6 +133,7 @@ class Memo:
     # _candidates' lists by (budget, slower_than_s, settings), the last CANDIDATE_LISTS_KEPT of them (fastpath)
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
     # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
+    floored: set = field(default_factory=set)  # keys refined once under a budget by their floors (refined_bound)
     uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
     # (tp, dp, b, ep, cp, o) -> bounds.refined_tables: the aggregate refined bounds of every pp at once (costbound),
     # or how many times the degree was asked before its tables are built (REFINED_TABLES_FROM)
@@ -167,6 +169,17 @@ class Memo:
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
+        if (cand.key not in self.compositions and BUDGET_FLOORS and cand.key not in self.floored
+                and (budget.max_cost_usd is not None or budget.max_time_s is not None
+                     or budget.max_usd_per_hour is not None)):
+            # The first ask under a budget: only the compositions whose floors meet it are walked
+            # (bounds._meeting_floors; the same bound, bit for bit). Not kept: the list is this budget's. A later ask
+            # of the same candidate (a climb's, another budget of a sweep) builds and keeps the whole list.
+            self.floored.add(cand.key)
+            comps = composition_bounds(self.problem, terms, cand.pp, budget, slower_than_s)
+            if comps is not None:
+                return bound_over_compositions(self.problem, comps, budget, slower_than_s)
+            self.compositions[cand.key] = None  # too many to list: budget-free
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
         comps = self.compositions[cand.key]
