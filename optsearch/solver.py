@@ -133,7 +133,7 @@ class Memo:
     # _candidates' lists by (budget, slower_than_s, settings), the last CANDIDATE_LISTS_KEPT of them (fastpath)
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
     # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
-    floored: set = field(default_factory=set)  # keys refined once under a budget by their floors (refined_bound)
+    floored: dict = field(default_factory=dict)  # key -> (the limits, its refined bound under them by floors)
     uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
     # (tp, dp, b, ep, cp, o) -> bounds.refined_tables: the aggregate refined bounds of every pp at once (costbound),
     # or how many times the degree was asked before its tables are built (REFINED_TABLES_FROM)
@@ -169,16 +169,19 @@ class Memo:
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
-        if (cand.key not in self.compositions and BUDGET_FLOORS and cand.key not in self.floored
-                and (budget.max_cost_usd is not None or budget.max_time_s is not None
-                     or budget.max_usd_per_hour is not None)):
-            # The first ask under a budget: only the compositions whose floors meet it are walked
-            # (bounds._meeting_floors; the same bound, bit for bit). Not kept: the list is this budget's. A later ask
-            # of the same candidate (a climb's, another budget of a sweep) builds and keeps the whole list.
-            self.floored.add(cand.key)
+        limits = (budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour, slower_than_s)
+        if (cand.key not in self.compositions and BUDGET_FLOORS and limits[:3] != (None, None, None)
+                and self.floored.get(cand.key, (limits,))[0] == limits):
+            # Under a budget: only the compositions whose floors meet it are walked (bounds._meeting_floors; the same
+            # bound, bit for bit), and the bound is kept for these limits (the list is theirs). An ask of the same
+            # candidate under other limits (another budget of a sweep) builds and keeps the whole list (below).
+            if cand.key in self.floored:
+                return self.floored[cand.key][1]
             comps = composition_bounds(self.problem, terms, cand.pp, budget, slower_than_s)
             if comps is not None:
-                return bound_over_compositions(self.problem, comps, budget, slower_than_s)
+                bound = bound_over_compositions(self.problem, comps, budget, slower_than_s)
+                self.floored[cand.key] = (limits, bound)
+                return bound
             self.compositions[cand.key] = None  # too many to list: budget-free
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)

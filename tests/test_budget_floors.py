@@ -71,6 +71,7 @@ def _check_floors(problem, options, monkeypatch) -> None:
         for b in cands:
             monkeypatch.setattr(solver_module, "BUDGET_FLOORS", True)
             got = with_floors.refined_bound(b.terms, b.cand, budget)
+            assert with_floors.refined_bound(b.terms, b.cand, budget) == got  # asked again: the same (kept)
             monkeypatch.setattr(solver_module, "BUDGET_FLOORS", False)
             assert got == without.refined_bound(b.terms, b.cand, budget), (b.cand, budget)
         monkeypatch.undo()
