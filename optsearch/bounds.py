@@ -751,15 +751,26 @@ def _holds_parameters(problem: Problem, d: DegreeTerms, pp: int) -> bool:
     return all_params / pp / d.tp * d.state_bytes_per_param + MEMORY_RESERVE_BYTES <= d.capacity_bytes_max
 
 
-def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Composition, ...] | None:
+def composition_bounds(problem: Problem, d: DegreeTerms, pp: int, budget=None, slower_than_s: float = 0.0
+                       ) -> tuple[Composition, ...] | None:
     """The budget-free part of the refined bound with few node types: the bounds of every composition that can hold
-    the layers (none: the candidate is infeasible). None when there are too many compositions to list."""
+    the layers (none: the candidate is infeasible). None when there are too many compositions to list.
+
+    With a budget (round 13, budgetbound): only the compositions whose floors meet it (`_meeting_floors`), the others
+    left out before the pipeline walk. Every composition left out breaks the budget with its own bound too, so
+    bound_over_compositions(problem, composition_bounds(problem, d, pp, budget, s), budget, s) equals the same call
+    on the budget-free list, bit for bit (the bounds kept are computed by the same row-wise operations); the list is
+    then the budget's, not to be kept for another budget."""
     comps = _compositions(d, pp, MAX_COMPOSITIONS)
     if comps is None:
         return None
     if not _holds_parameters(problem, d, pp):
         return ()
     all_params = d.all_params(pp)
+    if budget is not None and len(comps) >= VECTOR_FROM:
+        comps = _meeting_floors(problem, d, pp, comps, all_params, budget, slower_than_s)
+        if not comps:
+            return ()
     # the candidate's slowest-stage floor from node supply (issue 14, item 3) holds for every composition's plans.
     # Each composition's own counts as its slots give a sharper floor (least_slowest_stage_s takes them), but by
     # bisection per composition: 0.76 -> 1.20 ms per refined bound on Llama-2 70B (cost), for 315 -> 304 refined
@@ -772,6 +783,85 @@ def composition_bounds(problem: Problem, d: DegreeTerms, pp: int) -> tuple[Compo
 
 VECTOR_COMPOSITIONS = True  # composition_bounds by _composition_bounds_at_once (the same values, bit for bit)
 VECTOR_FROM = 6  # compositions from which the arrays are faster than the scalar loop (one or two: 4x slower)
+
+
+def _meeting_floors(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]], all_params: float,
+                    budget, slower_than_s: float = 0.0) -> list[tuple[int, ...]]:
+    """The compositions (in their order) whose floors meet the budget: the others' bounds
+    (`_composition_bounds_at_once`, `_composition_bound`) break it too, and `bound_over_compositions` skips them.
+
+    The floors skip the pipeline walk (`_pipelines_at_once`, most of a refined bound's time) and the slowest-stage
+    floor. Per composition (stage counts c_g of its present types), with the bound's own send_min, ends, total, comm,
+    rent and cost-work terms (the same expressions): M* is the least of the marks e + n step_g (e = send_min where
+    pp > 1, else 0; n = 1..NMAX[g]) at which sum_g c_g min(NMAX[g], floor((M - e) / step_g + 1e-9)) >= L. Every
+    breakpoint at which the walk takes a value places every layer with per-stage counts at most these (its groups'
+    sends are send_min or 2 send_min >= e), so it lies at or above M* (less the 1e-9 of the floor: M* is lowered by
+    a relative 1e-8), and its value (m - 1) M + SIGMA(M) is at least (m - 1) M* (SIGMA >= 0). The floor iteration
+    max((m - 1) total / pp + total, (m - 1) M* + ends) + comm is then at most the bound's (whose pipeline is the
+    max of the first term, walk + ends and the slowest-stage term, and with --overlap-grad-reduce a max with one
+    more term), the floor cost max(rent x it, cost work) at most the bound's cost, with the same rent; and the
+    budget's tests (bound_over_compositions', with slower_than_s) grow with iteration, rent and cost."""
+    L = problem.model.num_layers
+    G = len(d.slots)
+    counts = np.array(comps, dtype=np.int64).reshape(len(comps), G)  # [C, g]
+    present = counts > 0
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    keep = (counts * nmax[None, :]).sum(axis=1) >= L  # the others hold no plan (the bound leaves them out too)
+    inf = math.inf
+    inter = np.array(d.send_inter_s, dtype=float)
+    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
+    pair = present[:, :, None] & present[:, None, :]
+    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
+                          np.where(present, intra[None], inf).min(axis=1))
+
+    def least(values) -> np.ndarray:  # min over the present types (exact)
+        return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
+
+    def most(values) -> np.ndarray:
+        return np.where(present, np.asarray(values, dtype=float)[None, :], -inf).max(axis=1)
+
+    ends = least(d.emb_s) + least(d.head_s)
+    total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
+    small = d.least_stage_params[min(pp, 3) - 1]
+    comm = (np.maximum(least(d.alpha_at(pp)) * all_params / pp, most(d.alpha_at(pp)) * small)
+            + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
+    e = send_min if pp > 1 else np.zeros(len(counts))
+    step = np.array(d.step_min_s, dtype=float)
+    marks = [np.where(present[:, g:g + 1], e[:, None] + np.arange(1, nmax[g] + 1, dtype=float)[None, :] * step[g],
+                      inf) for g in range(G) if nmax[g] > 0]
+    if not marks:
+        return []
+    M = np.concatenate(marks, axis=1)  # [C, K]
+    held = np.zeros(M.shape)
+    with np.errstate(invalid="ignore"):  # inf - inf at an absent type's marks (their count is 0)
+        for g in range(G):
+            per = np.maximum(0.0, np.minimum(nmax[g], np.floor((M - e[:, None]) / step[g] + 1e-9)))
+            held = held + np.where(present[:, g:g + 1], counts[:, g:g + 1] * per, 0.0)
+        least_M = np.where(np.isfinite(M) & (held >= L), M, inf).min(axis=1) * (1 - 1e-8)
+        pipeline = np.maximum((d.m - 1) * total / pp + total, (d.m - 1) * least_M + ends)
+    iteration = pipeline + comm
+    price = np.array(d.price_per_gpu_hour, dtype=float)
+    rent = np.zeros(len(counts))
+    for g in range(G):
+        rent = rent + np.where(present[:, g], counts[:, g] * price[g], 0.0)
+    rate = d.w * rent
+    p_min = least(d.price_per_gpu_hour)
+    weighted = (least([p * s for p, s in zip(d.price_per_gpu_hour, d.layer_work_s)])
+                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)])
+                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.head_s)]) + 2 * (pp - 1) * p_min * send_min)
+    cost = np.maximum(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    cost = cost / SECONDS_PER_HOUR
+    n, slack = problem.iterations, BOUND_SLACK
+    iteration = np.maximum(iteration, slower_than_s / n)
+    cost = np.maximum(cost, rate * iteration / SECONDS_PER_HOUR)
+    meets = keep & np.isfinite(iteration)
+    if budget.max_time_s is not None:
+        meets &= ~(iteration * n > budget.max_time_s * slack)
+    if budget.max_usd_per_hour is not None:
+        meets &= ~(rate > budget.max_usd_per_hour * slack)
+    if budget.max_cost_usd is not None:
+        meets &= ~(cost * n > budget.max_cost_usd * slack)
+    return [comps[i] for i in np.flatnonzero(meets).tolist()]
 
 
 def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]],

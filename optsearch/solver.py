@@ -106,6 +106,7 @@ class Bounded:
     inflight: bool = False  # its in-flight-aware bound (inflight.py) is already in lower_bound
 
 
+BUDGET_FLOORS = True  # Memo.refined_bound under a budget walks only the compositions whose floors meet it (budgetbound)
 REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
 
@@ -132,6 +133,7 @@ class Memo:
     # _candidates' lists by (budget, slower_than_s, settings), the last CANDIDATE_LISTS_KEPT of them (fastpath)
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
     # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
+    floored: dict = field(default_factory=dict)  # key -> (the limits, its refined bound under them by floors)
     uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
     # (tp, dp, b, ep, cp, o) -> bounds.refined_tables: the aggregate refined bounds of every pp at once (costbound),
     # or how many times the degree was asked before its tables are built (REFINED_TABLES_FROM)
@@ -167,6 +169,22 @@ class Memo:
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
+        limits = (budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour, slower_than_s)
+        if (cand.key not in self.compositions and BUDGET_FLOORS and budget.max_cost_usd is not None
+                and self.floored.get(cand.key, (limits,))[0] == limits):
+            # Under a cost budget (where the floors rule out most compositions of the time<=B rows' front; under a
+            # deadline alone they ruled out 36 of GPT-3 13B cost<=D 8k's 2,500 and only added their cost): only the
+            # compositions whose floors meet it are walked (bounds._meeting_floors; the same bound, bit for bit),
+            # and the bound is kept for these limits (the list is theirs). An ask of the same
+            # candidate under other limits (another budget of a sweep) builds and keeps the whole list (below).
+            if cand.key in self.floored:
+                return self.floored[cand.key][1]
+            comps = composition_bounds(self.problem, terms, cand.pp, budget, slower_than_s)
+            if comps is not None:
+                bound = bound_over_compositions(self.problem, comps, budget, slower_than_s)
+                self.floored[cand.key] = (limits, bound)
+                return bound
+            self.compositions[cand.key] = None  # too many to list: budget-free
         if cand.key not in self.compositions:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
         comps = self.compositions[cand.key]
@@ -497,8 +515,9 @@ CLIMB_RESUME = True  # and resumes an earlier climb cut by its deadline where it
 
 @dataclass(frozen=True, slots=True)
 class ClimbCut:
-    """Where a climb stopped at its deadline or NEIGHBOUR_EVALS (CLIMB_RESUME): its current plan, that plan's candidate key (`at`),
-    the keys it had priced or bounded out (`seen`: none can beat the plan) and its evaluations so far. A later climb
+    """Where a climb stopped at its deadline or NEIGHBOUR_EVALS (CLIMB_RESUME): its current plan, that plan's
+    candidate key (`at`), the keys it had priced or bounded out (`seen`: none can beat the plan) and its evaluations
+    so far. A later climb
     (same memo, budget, bounded and width) that steps on a plan of its path goes on from here: the moves it would
     make alone, without pricing again what the cut climb priced."""
 
@@ -1156,6 +1175,10 @@ def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: Spa
         engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": MODEL_PROBE_S})
     sol, found, solves = _solve_model(problem, engine, f, limit_s, None)
     return sol, found, solves, f
+
+
+LOOP_TIMES: dict | None = None  # a dict: solve (and its inner solves) add each loop step kind's CPU s and count
+QUEUE_DUMP: list | None = None  # a list: each solve appends (queue, parked, incumbent) at its loop's end (last: outer)
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
@@ -1604,6 +1627,9 @@ def solve(
     # share. They still join when nothing else is left, so a search run to the end finds a plan where one exists.
     off_wait_s = OFF_WAIT_S if time_limit_s is None else (
         SEED_OFF_WAIT_SHARE if first_plan_only and not seeds_only else OFF_WAIT_SHARE) * time_limit_s
+    prev_step = None
+    if LOOP_TIMES is not None:
+        LOOP_TIMES["loop start"] = time.process_time()
     while queue or parked or off_pending:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
@@ -1639,6 +1665,16 @@ def solve(
             break
         worth = incumbent[0] * (1 - gap) if incumbent is not None else math.inf
         lower, key, i, item = heapq.heappop(queue if front < worth or not parked else parked)
+        if LOOP_TIMES is not None:  # diagnosis only: CPU time of each step of the loop, by the level it started at
+            t_step = time.process_time()
+            what = ("cheap" if item.level == CHEAP else "inflight" if item.level == REFINED and not item.inflight
+                    else "refined" if item.level == REFINED else "model")
+            if what == "refined" and item.cand.v > 1:
+                what = "refined v>1"
+            if prev_step is not None:
+                LOOP_TIMES[prev_step[0]] = LOOP_TIMES.get(prev_step[0], 0.0) + t_step - prev_step[1]
+                LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
+            prev_step = (what, t_step)
         if item.level == CHEAP:
             sharper = _bounded(problem, budget, item.terms, item.cand, True,
                                memo.refined_bound(item.terms, item.cand, budget, slower_than_s), slower_than_s)
@@ -1846,7 +1882,12 @@ def solve(
                 stopped_early = True
                 open_bound = cand_bound if open_bound is None else min(open_bound, cand_bound)
         report(item)
+    if LOOP_TIMES is not None and prev_step is not None:
+        LOOP_TIMES[prev_step[0]] = LOOP_TIMES.get(prev_step[0], 0.0) + time.process_time() - prev_step[1]
+        LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
     elapsed = time.perf_counter() - start
+    if QUEUE_DUMP is not None:  # diagnosis only (bench/budget_front.py): the loop's queue and parked as it ends
+        QUEUE_DUMP.append((list(queue), list(parked), incumbent[0] if incumbent else None))
     if stopped_early and (queue or parked):
         # Unvisited candidates are bounded by their lower bounds; the fronts of the queue and the parked are the least.
         least = min(queue[0][0] if queue else math.inf, parked[0][0] if parked else math.inf)
