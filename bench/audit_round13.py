@@ -4,7 +4,8 @@ OFF_NOT_PAST_LIMIT) and budgetgap (ClimbCut / CLIMB_RESUME, DEEPER_RESHAPED). No
     nice -n 5 python bench/audit_round13.py --kind offheavy --seeds 0-19 --checks solve,clock
     nice -n 5 python bench/audit_round13.py --kind random --seeds 0-59 --checks resume,deeper
 
-kinds: tests/test_audit_round11.KINDS (random, offheavy, tight, each also -pipelined). checks:
+kinds: tests/test_audit_round11.KINDS (random, offheavy, tight, each also -pipelined); hypinter (-off): derandomized
+draws of tests/test_interleaved.interleaved_instances (with the overlap on and the optimizer open). checks:
   solve   no time limit: cbc and cpsat equal brute force (status and value), every plan honest (check_plan_honest);
   clock   a clock that jumps (the solver module's time.perf_counter ahead by an offset): at the k-th call it jumps by
           1e6 s (past any limit) or by 0.3 x the limit (a share cut), for k spread over a run's calls, and a clock
@@ -40,7 +41,9 @@ from test_audit_round11 import KINDS  # noqa: E402
 from optsearch import solver as solver_module  # noqa: E402
 from optsearch.baselines.exhaustive import solve_exhaustive  # noqa: E402
 from optsearch.search import budget_violations, objective_value  # noqa: E402
-from optsearch.solver import Memo, _candidates, _climb, _climb_plans, _deeper_interleaved, solve  # noqa: E402
+from optsearch.solver import (  # noqa: E402
+    Memo, _candidates, _climb, _climb_plans, _deeper_interleaved, _refined_at_least, solve,
+)
 from optsearch.spec.budget import Budget  # noqa: E402
 
 REL = 1e-6
@@ -226,6 +229,14 @@ def check_deeper(problem, options, seed, stats, starts=4):
                     if stats["deeper_off_below"] <= 3:
                         print(json.dumps({"seed": seed, "off_key": k, "least": low, "plan_value": value,
                                           "plan": str(plan)}), flush=True)
+        for k, value in best_of.items():  # _refined_at_least (interleaved: each v) never rules out a key below
+            stats["refined_checked"] += 1  # its best priced plan (off keys reach it at v > 1 only through this step)
+            if _refined_at_least(memo, budget, by_key[k], value * (1 + 1e-6), True):
+                stats["refined_wrong"] += 1
+                print(json.dumps({"seed": seed, "refined_rules_out": k, "best_priced": value,
+                                  "budget": budget.model_dump(exclude_none=True)}), flush=True)
+                if k[7] == 0:
+                    raise AssertionError(("refined rules out a key below its plan", k, value))
         for plan, est in meeting_starts(problem, options, budget, rng, starts):
             start = (objective_value(est, "time"), plan, est)
             got = _deeper_interleaved(memo, budget, bounded, start, None)
@@ -244,24 +255,51 @@ def check_deeper(problem, options, seed, stats, starts=4):
                                       "step_gave": got[0], "start": str(plan)}), flush=True)
 
 
+def hypinter_cases(n: int, off: bool):
+    """n instances of tests/test_interleaved.interleaved_instances (derandomized; v > 1 in every space, cp and block
+    recomputation sometimes); off: with --overlap-grad-reduce on and the optimizer left open (the off candidates at
+    v = 1, as the megatron target searches)."""
+    from dataclasses import replace
+
+    from hypothesis import HealthCheck, given, settings
+
+    from test_interleaved import interleaved_instances
+
+    out = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(interleaved_instances())
+    def draw(case):
+        problem, options, _, _ = case
+        if off:
+            job = problem.job.model_copy(update={"distributed_optimizer": None})
+            problem = replace(problem, overlap_grad_reduce=True, job=job)
+        out.append((problem, options))
+
+    draw()
+    return out
+
+
 CHECKS = {"solve": check_solve, "clock": check_clock, "resume": check_resume, "deeper": check_deeper}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", default="random", choices=list(KINDS))
+    ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off"])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--checks", default="solve,clock")
     ap.add_argument("--max-seconds", type=float, default=1e9)
     args = ap.parse_args()
     lo, _, hi = args.seeds.partition("-")
     totals = {"instances": 0, "solves": 0, "no_bound_feasible": 0, "off_message": 0, "cuts": 0, "climbs": 0,
-              "deeper_plans": 0, "deeper_steps": 0, "deeper_off_below": 0, "deeper_missed": 0, "failures": 0}
+              "deeper_plans": 0, "deeper_steps": 0, "deeper_off_below": 0, "deeper_missed": 0, "refined_checked": 0, "refined_wrong": 0, "failures": 0}
     began = real_time.process_time()
-    for seed in range(int(lo), int(hi or lo) + 1):
+    seeds = range(int(lo), int(hi or lo) + 1)
+    drawn = hypinter_cases(seeds[-1] + 1, args.kind == "hypinter-off") if args.kind.startswith("hypinter") else None
+    for seed in seeds:
         if real_time.process_time() - began > args.max_seconds:
             break
-        problem, options = KINDS[args.kind](seed)
+        problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
         if not small(problem, options):
             continue
         totals["instances"] += 1
