@@ -42,7 +42,7 @@ from optsearch import solver as solver_module  # noqa: E402
 from optsearch.baselines.exhaustive import solve_exhaustive  # noqa: E402
 from optsearch.search import budget_violations, objective_value  # noqa: E402
 from optsearch.solver import (  # noqa: E402
-    Memo, _candidates, _climb, _climb_plans, _deeper_interleaved, _refined_at_least, solve,
+    Memo, _candidates, _climb, _climb_plans, _deeper_interleaved, _least_over_v, _refined_at_least, solve,
 )
 from optsearch.spec.budget import Budget  # noqa: E402
 
@@ -191,9 +191,9 @@ def check_resume(problem, options, seed, stats, starts=5):
 
 def check_deeper(problem, options, seed, stats, starts=4):
     """Every v = 1 key's least cheap bound over v (as DEEPER_RESHAPED computes it) against every plan _climb_plans
-    prices for it that meets the budget: a default-optimizer key (key[7] = 0) below must hold (assert); an off key's
-    (key[7] = 1) breaks are counted (deeper_off_below: the off candidates exist at v = 1 only, where the overlap is
-    on, but _interleaved prices their plans at v > 1 too). From random plans that meet the budget, the step's answer
+    prices for it that meets the budget: every key's must hold (assert; an off key's (key[7] = 1) broke it before
+    solver._least_over_v: the off candidates exist at v = 1 only, but _interleaved prices their plans at v > 1 too,
+    counted in deeper_off_below before the assert). From random plans that meet the budget, the step's answer
     is honest and no worse than its start, and the reshaped keys it stops before (least >= its answer) that hold a
     plan meeting the budget below its answer are counted (deeper_missed: incumbents missed, never a proof)."""
     if not any(v > 1 for v in options.virtual_stages):
@@ -208,11 +208,7 @@ def check_deeper(problem, options, seed, stats, starts=4):
         memo = Memo(problem, options)
         bounded, _ = _candidates(memo, budget)
         by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
-        least: dict = {}
-        for item in bounded:
-            k = item.cand.key[:6] + (1,) + item.cand.key[7:]
-            if k in by_key:
-                least[k] = min(least.get(k, math.inf), item.lower_bound)
+        least = {k: low for k, low in _least_over_v(bounded).items() if k in by_key}  # as the step reads them
         best_of: dict = {}
         for k, low in least.items():  # every v = 1 key, reshaped or not: the bound the stop reads
             for plan, est in _climb_plans(memo, budget, by_key[k].cand):
@@ -221,14 +217,10 @@ def check_deeper(problem, options, seed, stats, starts=4):
                 stats["deeper_plans"] += 1
                 value = objective_value(est, "time")
                 best_of[k] = min(best_of.get(k, math.inf), value)
-                if value < low * (1 - REL):
-                    if k[7] == 0:
-                        raise AssertionError(("least bound above a priced plan", budget.model_dump(
-                            exclude_none=True), k, low, value, str(plan)))
-                    stats["deeper_off_below"] += 1
-                    if stats["deeper_off_below"] <= 3:
-                        print(json.dumps({"seed": seed, "off_key": k, "least": low, "plan_value": value,
-                                          "plan": str(plan)}), flush=True)
+                if value < low * (1 - REL):  # any key: off keys too since solver._least_over_v (audit5's find)
+                    stats["deeper_off_below"] += k[7] != 0
+                    raise AssertionError(("least bound above a priced plan", budget.model_dump(
+                        exclude_none=True), k, low, value, str(plan)))
         for k, value in best_of.items():  # _refined_at_least (interleaved: each v) never rules out a key below
             stats["refined_checked"] += 1  # its best priced plan (off keys reach it at v > 1 only through this step)
             if _refined_at_least(memo, budget, by_key[k], value * (1 + 1e-6), True):

@@ -551,6 +551,23 @@ def _interleavable_depths(pp: int, m: int) -> list[int]:
     return [q for q in range(max(pp, 2), 2 * pp + 1) if m % q == 0]
 
 
+def _least_over_v(bounded: list[Bounded]) -> dict[tuple[int, ...], float]:
+    """By v = 1 key: the least cheap bound of the candidates whose plans _climb_plans prices for that key, a lower
+    bound on each of them (_deeper_interleaved's order and stop): the key's own and its v > 1 siblings'. An off or
+    gather key's (o = 1, 2) interleaved variants are plans of the default key at v > 1 (_interleaved drops the gather
+    and the grad overlap; without that overlap the optimizer off is never faster nor smaller than on,
+    costmodel.distributed_optimizer_settings, which is why off candidates exist at v = 1 only): the default v > 1
+    candidates' bounds bound them too (audit5: an off key's v = 2 plan at 20.835 s lay below its v = 1 bound, 21.649 s,
+    which the step had read as that key's least)."""
+    least: dict[tuple[int, ...], float] = {}
+    for item in bounded:
+        key = item.cand.key
+        for k in [key[:6] + (1,) + key[7:]] + ([key[:6] + (1, o) for o in (1, 2)] if key[6] > 1 and key[7] == 0
+                                               else []):
+            least[k] = min(least.get(k, math.inf), item.lower_bound)
+    return least
+
+
 def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
                         deadline: float | None) -> Priced:
     """From the climbs' plan minimizing time under a cost budget: the same tp, cp, ep and micro-batch on each dp of
@@ -589,11 +606,10 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     least: dict[tuple[int, ...], float] = {}  # a reshaped key's least cheap bound over its v (0: price it)
     if DEEPER_RESHAPED:  # then the same GPUs in any deeper pipeline that can interleave (any tp, dp, b, ep, cp)
         gpus, first = tp * plan.dp * cp * pp, set(keys)
-        for item in bounded:  # the cheap bounds of every v: a lower bound on each plan _climb_plans prices
-            k = item.cand.key[:6] + (1,) + item.cand.key[7:]
+        for k, bound in _least_over_v(bounded).items():
             if (k in by_key and k[0] * k[1] * k[5] * k[3] == gpus and k[3] > pp and k not in first
                     and batch % (k[1] * k[2]) == 0 and (batch // (k[1] * k[2])) % k[3] == 0):
-                least[k] = min(least.get(k, math.inf), item.lower_bound)
+                least[k] = bound
         keys += sorted(least, key=lambda k: (least[k], k))
     for key in keys:
         if deadline is not None and time.perf_counter() > deadline:
