@@ -785,6 +785,48 @@ VECTOR_COMPOSITIONS = True  # composition_bounds by _composition_bounds_at_once 
 VECTOR_FROM = 6  # compositions from which the arrays are faster than the scalar loop (one or two: 4x slower)
 
 
+def _present_terms(d: DegreeTerms, pp: int, present: np.ndarray, all_params: float):
+    """Per composition (rows of present, [C, g]: the types it uses): least and most (min / max of a per-type value
+    over its present types, exact), its least send, the ends' least work, the least total stage work, the smallest
+    stage's parameters and the gradient reduce's floor: the terms `_composition_bounds_at_once` and
+    `_meeting_floors` share (the same float operations in the same order as the scalar `_composition_bound`)."""
+    inf = math.inf
+    inter = np.array(d.send_inter_s, dtype=float)  # [g, h]
+    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
+    pair = present[:, :, None] & present[:, None, :]
+    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
+                          np.where(present, intra[None], inf).min(axis=1))
+
+    def least(values) -> np.ndarray:  # min over the present types (exact)
+        return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
+
+    def most(values) -> np.ndarray:
+        return np.where(present, np.asarray(values, dtype=float)[None, :], -inf).max(axis=1)
+
+    ends = least(d.emb_s) + least(d.head_s)
+    total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
+    small = d.least_stage_params[min(pp, 3) - 1]
+    comm = (np.maximum(least(d.alpha_at(pp)) * all_params / pp, most(d.alpha_at(pp)) * small)
+            + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
+    return least, most, send_min, ends, total, small, comm
+
+
+def _rate_and_cost(d: DegreeTerms, pp: int, counts: np.ndarray, present: np.ndarray, least, send_min: np.ndarray,
+                   total: np.ndarray, iteration: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per composition: its rent rate (USD per hour) and its cost bound per iteration x SECONDS_PER_HOUR, the larger
+    of rent x iteration and the price-weighted work (shared by `_composition_bounds_at_once` and `_meeting_floors`)."""
+    price = np.array(d.price_per_gpu_hour, dtype=float)
+    rent = np.zeros(len(counts))
+    for g in range(counts.shape[1]):  # sum(counts[g] x p_g for g present), in order of g
+        rent = rent + np.where(present[:, g], counts[:, g] * price[g], 0.0)
+    rate = d.w * rent
+    p_min = least(d.price_per_gpu_hour)
+    weighted = (least([p * s for p, s in zip(d.price_per_gpu_hour, d.layer_work_s)])
+                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)])
+                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.head_s)]) + 2 * (pp - 1) * p_min * send_min)
+    return rate, np.maximum(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+
+
 def _meeting_floors(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]], all_params: float,
                     budget, slower_than_s: float = 0.0) -> list[tuple[int, ...]]:
     """The compositions (in their order) whose floors meet the budget: the others' bounds
@@ -808,23 +850,7 @@ def _meeting_floors(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple
     nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
     keep = (counts * nmax[None, :]).sum(axis=1) >= L  # the others hold no plan (the bound leaves them out too)
     inf = math.inf
-    inter = np.array(d.send_inter_s, dtype=float)
-    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
-    pair = present[:, :, None] & present[:, None, :]
-    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
-                          np.where(present, intra[None], inf).min(axis=1))
-
-    def least(values) -> np.ndarray:  # min over the present types (exact)
-        return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
-
-    def most(values) -> np.ndarray:
-        return np.where(present, np.asarray(values, dtype=float)[None, :], -inf).max(axis=1)
-
-    ends = least(d.emb_s) + least(d.head_s)
-    total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
-    small = d.least_stage_params[min(pp, 3) - 1]
-    comm = (np.maximum(least(d.alpha_at(pp)) * all_params / pp, most(d.alpha_at(pp)) * small)
-            + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
+    least, most, send_min, ends, total, small, comm = _present_terms(d, pp, present, all_params)
     e = send_min if pp > 1 else np.zeros(len(counts))
     step = np.array(d.step_min_s, dtype=float)
     marks = [np.where(present[:, g:g + 1], e[:, None] + np.arange(1, nmax[g] + 1, dtype=float)[None, :] * step[g],
@@ -840,16 +866,7 @@ def _meeting_floors(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple
         least_M = np.where(np.isfinite(M) & (held >= L), M, inf).min(axis=1) * (1 - 1e-8)
         pipeline = np.maximum((d.m - 1) * total / pp + total, (d.m - 1) * least_M + ends)
     iteration = pipeline + comm
-    price = np.array(d.price_per_gpu_hour, dtype=float)
-    rent = np.zeros(len(counts))
-    for g in range(G):
-        rent = rent + np.where(present[:, g], counts[:, g] * price[g], 0.0)
-    rate = d.w * rent
-    p_min = least(d.price_per_gpu_hour)
-    weighted = (least([p * s for p, s in zip(d.price_per_gpu_hour, d.layer_work_s)])
-                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)])
-                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.head_s)]) + 2 * (pp - 1) * p_min * send_min)
-    cost = np.maximum(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    rate, cost = _rate_and_cost(d, pp, counts, present, least, send_min, total, iteration, comm)
     cost = cost / SECONDS_PER_HOUR
     n, slack = problem.iterations, BOUND_SLACK
     iteration = np.maximum(iteration, slower_than_s / n)
@@ -886,24 +903,7 @@ def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps
     counts, present = counts[keep], present[keep]
     if len(counts) == 0:
         return ()
-    inf = math.inf
-    inter = np.array(d.send_inter_s, dtype=float)  # [g, h]
-    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
-    pair = present[:, :, None] & present[:, None, :]
-    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
-                          np.where(present, intra[None], inf).min(axis=1))
-
-    def least(values) -> np.ndarray:  # min over the present types (exact)
-        return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
-
-    def most(values) -> np.ndarray:
-        return np.where(present, np.asarray(values, dtype=float)[None, :], -inf).max(axis=1)
-
-    ends = least(d.emb_s) + least(d.head_s)
-    total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
-    small = d.least_stage_params[min(pp, 3) - 1]
-    comm = (np.maximum(least(d.alpha_at(pp)) * all_params / pp, most(d.alpha_at(pp)) * small)
-            + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
+    least, most, send_min, ends, total, small, comm = _present_terms(d, pp, present, all_params)
     pipeline = np.maximum(np.maximum((d.m - 1) * total / pp + total, _pipelines_at_once(d, pp, counts, send_min, L)
                                      + ends), (d.m - 1) * slowest_s + total)
     iteration = pipeline + comm
@@ -911,16 +911,7 @@ def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps
         whole = (np.maximum(least(d.alpha_full) * all_params / pp, most(d.alpha_full) * small)
                  + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
         iteration = np.maximum(iteration, (d.m - 1) * np.maximum(total / pp, slowest_s) + whole)
-    price = np.array(d.price_per_gpu_hour, dtype=float)
-    rent = np.zeros(len(counts))
-    for g in range(G):  # sum(counts[g] x p_g for g present), in order of g
-        rent = rent + np.where(present[:, g], counts[:, g] * price[g], 0.0)
-    rate = d.w * rent
-    p_min = least(d.price_per_gpu_hour)
-    weighted = (least([p * s for p, s in zip(d.price_per_gpu_hour, d.layer_work_s)])
-                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)])
-                + least([p * s for p, s in zip(d.price_per_gpu_hour, d.head_s)]) + 2 * (pp - 1) * p_min * send_min)
-    cost = np.maximum(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+    rate, cost = _rate_and_cost(d, pp, counts, present, least, send_min, total, iteration, comm)
     return tuple(zip(iteration.tolist(), rate.tolist(), (cost / SECONDS_PER_HOUR).tolist()))
 
 
