@@ -418,7 +418,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     def cut() -> Priced:
         """Stopped by the deadline or NEIGHBOUR_EVALS: where it stands, for a later climb to resume (CLIMB_RESUME)."""
         if ends is not None and CLIMB_RESUME:
-            here = ClimbCut(best, at, frozenset(seen), evals)
+            here = ClimbCut(best, at, frozenset(seen), evals, tuple(path))
             for plan_on in path:
                 ends[(wide, plan_on)] = here
         return best
@@ -429,6 +429,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             if isinstance(known, ClimbCut):  # an earlier climb stood here and was cut: on from where it stopped
                 path.append(best[1])
                 best, at, seen, evals = known.best, known.at, set(known.seen), known.evals
+                path += [plan_on for plan_on in known.path if plan_on not in path]  # its record is ours from here
                 if best[1] not in path:
                     path.append(best[1])
             elif known is not None:  # an earlier climb stood here: its end (see above)
@@ -534,12 +535,16 @@ class ClimbCut:
     candidate key (`at`), the keys it had priced or bounded out (`seen`: none can beat the plan) and its evaluations
     so far. A later climb
     (same memo, budget, bounded and width) that steps on a plan of its path goes on from here: the moves it would
-    make alone, without pricing again what the cut climb priced."""
+    make alone, without pricing again what the cut climb priced. `path`: the plans it is recorded under; the climb
+    that resumes it records its own end (or cut) under them too (round 14: they kept the old record, and a third
+    climb stepping on one of them resumed it and priced again what the second had priced, to the same end).
+    """
 
     best: tuple
     at: tuple[int, ...]
     seen: frozenset
     evals: int
+    path: tuple = ()
 
 
 CLIMB_FILL_DP = True  # _climb under a cost budget (time the objective) moves dp to any of the space's values (timebig)

@@ -219,3 +219,40 @@ def test_past_the_limit_at_any_plan_at_most_one_more_is_built(at, monkeypatch):
         else:
             assert got.status == "timeout"
     assert checked > 0
+
+
+def test_a_resumed_climb_records_its_end_under_the_cut_climbs_whole_path(monkeypatch):
+    """Time under B = 2.5 x the cheapest cost on one GPU type (test_budgetgap's instance): a plain climb from the
+    cost objective's plan, cut by NEIGHBOUR_EVALS after it moved at least once, records a ClimbCut under every plan
+    of its path. A second climb from the plan where it stood resumes that record and runs to its end: that end is
+    now the record of the start too, and a third climb from the start returns it at once, the end a climb alone
+    reaches. On the base the start kept the stale cut, and the third climb priced again what the second had."""
+    from test_budgetgap import INTERLEAVED, _one_type_problem
+
+    from optsearch.solver import ClimbCut, _candidates, _climb
+
+    problem = _one_type_problem()
+    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
+    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
+    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
+    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    fresh = Memo(problem, INTERLEAVED)
+    alone = _climb(fresh, budget, _candidates(fresh, budget)[0], start, None, False)
+    for cut_at in range(1, 12):
+        memo = Memo(problem, INTERLEAVED)
+        bounded, _ = _candidates(memo, budget)
+        ends: dict = {}
+        monkeypatch.setattr(solver_module, "NEIGHBOUR_EVALS", cut_at)
+        cut = _climb(memo, budget, bounded, start, None, False, ends=ends)
+        monkeypatch.setattr(solver_module, "NEIGHBOUR_EVALS", 1000)
+        if isinstance(ends.get((False, start[1])), ClimbCut) and cut[1] != start[1]:
+            break  # cut after a move: the start and the plan it stood on share the record
+    else:
+        pytest.fail("no climb was cut after a move: pick another instance")
+    second = _climb(memo, budget, bounded, cut, None, False, ends=ends)
+    assert second == alone
+    assert ends[(False, start[1])] == alone  # the start's record is the end, no longer the cut
+    asked = []
+    quick = Memo.quick_plans
+    monkeypatch.setattr(Memo, "quick_plans", lambda self, sk: asked.append(sk.cand.key) or quick(self, sk))
+    assert _climb(memo, budget, bounded, start, None, False, ends=ends) == alone and asked == []
