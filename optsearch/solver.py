@@ -14,12 +14,14 @@ back in; at the front again, its model is solved.
 
 from __future__ import annotations
 
+import functools
 import gc
 import heapq
 import math
 import os
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
@@ -921,8 +923,11 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     relaxed = budget.model_copy(update={"objective": quantity, cap: None})
     # at the default optimizer setting only where solve adds the off candidates later (LAZY_OFF): _climb moves
     # between them alone, and the seeds' quick plans are incumbents only
-    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}), 0.0,
-                             DEFAULT if LAZY_OFF else ALL)
+    try:  # its list stops at the outermost solve's deadline (_SOLVE_DEADLINE; not at this share: the seed search
+        bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}), 0.0,  # reads it next)
+                                 DEFAULT if LAZY_OFF else ALL, _SOLVE_DEADLINE.get())
+    except OutOfTime:
+        return None
     gave: dict[tuple[int, int], int] = {}  # of each (cp, tp): seeds that gave a plan, and seeds tried
     tried: dict[tuple[int, int], int] = {}
     best = None
@@ -1382,6 +1387,30 @@ def _solve_with_cuts(problem: Problem, engine: Backend, f, time_limit_s: float |
                      "time" if name == "time" else "rate")
 
 
+# The deadline of the outermost solve with a time limit (time.perf_counter()), read by the steps of its inner searches
+# (the seed search's first-plan-only solves, the budget descent) whose candidate lists would otherwise run past it:
+# their own deadlines are shares of it (round 14, overrun). None outside a solve with a limit.
+_SOLVE_DEADLINE: ContextVar[float | None] = ContextVar("optsearch_solve_deadline", default=None)
+
+
+def _holding_deadline(fn):
+    """solve under _SOLVE_DEADLINE: the outermost call with a time limit sets it for the calls inside it. Not a
+    first-plan-only search called alone (the early seeds' list may outlast their share: EARLY_SEEDS_AFTER_LIST)."""
+
+    @functools.wraps(fn)
+    def wrapped(problem, budget, *args, time_limit_s: float | None = None, **kwargs):
+        if time_limit_s is None or kwargs.get("first_plan_only") or _SOLVE_DEADLINE.get() is not None:
+            return fn(problem, budget, *args, time_limit_s=time_limit_s, **kwargs)
+        token = _SOLVE_DEADLINE.set(time.perf_counter() + time_limit_s)
+        try:
+            return fn(problem, budget, *args, time_limit_s=time_limit_s, **kwargs)
+        finally:
+            _SOLVE_DEADLINE.reset(token)
+
+    return wrapped
+
+
+@_holding_deadline
 def solve(
     problem: Problem,
     budget: Budget,
@@ -1515,8 +1544,17 @@ def solve(
         early = _part_seeds(problem, budget, solver, time_limit_s, options, memo)
         if early is not None:  # one of the whole list's own seeds (below), known before that list is built
             incumbent, seed_first_s = (early[0], early[1], early[2], None), early[3] - start
-    bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL)
-    off_pending = LAZY_OFF
+    # Past the deadline of the outermost solve (_SOLVE_DEADLINE; a seed search's own deadline is only its share) the
+    # list stops (round 14, overrun: Megatron 1T's took 1.5-2 s quiet and up to 7.7 s at load 4, past a limit that
+    # the start-up had shortened to 5 s): no candidate is then bounded, and a plan known (the early seeds', the seed
+    # search's) is reported without a bound.
+    unlisted = False
+    try:
+        bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL,
+                                     _SOLVE_DEADLINE.get())
+    except OutOfTime:
+        bounded, total, unlisted = [], 0, True
+    off_pending = LAZY_OFF and not unlisted
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
@@ -1642,7 +1680,7 @@ def solve(
             incumbent = (better[0], better[1], better[2], None)
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
-    stopped_early = False
+    stopped_early = unlisted
     within_gap = False
     milps = 0
     rechecked = refuted = 0  # infeasibility claims re-checked by the other backend, and those it refuted
@@ -1976,6 +2014,7 @@ def solve(
                             bound=bound, stats=stats,
                             message=("stopped at the time limit" + (
                                 " before the distributed-optimizer-off candidates joined (no bound)" if off_pending
+                                else " before the candidates were listed (no bound)" if unlisted
                                 else "")) if stopped_early else f"stopped within the gap {gap:g}")
     return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
                         estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,

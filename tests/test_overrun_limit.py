@@ -256,3 +256,43 @@ def test_a_resumed_climb_records_its_end_under_the_cut_climbs_whole_path(monkeyp
     quick = Memo.quick_plans
     monkeypatch.setattr(Memo, "quick_plans", lambda self, sk: asked.append(sk.cand.key) or quick(self, sk))
     assert _climb(memo, budget, bounded, start, None, False, ends=ends) == alone and asked == []
+
+
+@pytest.mark.parametrize("objective", ["cost", "time"])
+def test_the_candidate_list_stops_at_the_limit_and_no_bound_is_reported(objective, monkeypatch):
+    """FASOP's cluster with a cp = 1, v = 1 part (test_first_plans_limit's space): the clock jumps past the limit
+    as solve's own list (its memo, the default optimizer setting) starts. The list stops at its first (tp, b, cp,
+    dp): no degree's terms past the limit, nothing kept on the memo, and the early seeds' plan comes back
+    "feasible" without a bound, re-priced equal to its value (without one, "timeout"). On the base the whole list was
+    built past the limit (1.5-7.7 s on Megatron 1T, mixed-pool-8k)."""
+    from test_solver import _fasop_like
+
+    problem, options = _fasop_like(), solver_module.SpaceOptions(max_stages=4, virtual_stages=(1, 2))
+    memo = Memo(problem, options)
+    clock = _jumping(monkeypatch)
+    build = solver_module._build_candidates
+    degrees = {"past": 0}
+    terms = Memo.degree_terms
+
+    def counted(self, *args, **kwargs):
+        degrees["past"] += self is memo and clock.offset > 0
+        return terms(self, *args, **kwargs)
+
+    def jumping(on, budget, slower_than_s, settings=solver_module.ALL, *rest):
+        if on is memo and settings == solver_module.DEFAULT and budget.objective == objective:
+            clock.offset = 1e6  # the limit ends as solve's own list starts
+        return build(on, budget, slower_than_s, settings, *rest)
+
+    monkeypatch.setattr(Memo, "degree_terms", counted)
+    monkeypatch.setattr(solver_module, "_build_candidates", jumping)
+    budget = Budget(objective=objective)
+    got = solve(problem, budget, options=options, time_limit_s=100.0, memo=memo)
+    assert clock.offset, "solve's own list was not built: the instance needs another start"
+    assert degrees["past"] == 0
+    assert not any(key[2] == solver_module.DEFAULT and key[0] == tuple(sorted(budget.model_dump().items()))
+                   for key in memo.candidate_lists)
+    if got.plan is not None:
+        _honest(problem, budget, got)
+        assert got.bound is None and got.gap is None and "no bound" in got.message
+    else:
+        assert got.status == "timeout"
