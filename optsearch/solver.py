@@ -393,6 +393,9 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     under B, the first wide climb stopped at its share and the later starts' wide climbs began it again)."""
     if not CLIMB_ENDS or until is not None:
         ends = None
+    if _past(deadline):  # nothing priced, and not the keys below either: 0.1-0.2 s on the large pools' lists, for each
+        known = None if ends is None else ends.get((wide, start[1]))  # climb past the limit (round 14, overrun)
+        return known if known is not None and not isinstance(known, ClimbCut) else start
     path: list[Plan] = []  # the plans this climb stood on, recorded in ends when it ends without a better move
 
     def finished(end: Priced) -> Priced:
@@ -616,7 +619,7 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     deadline, each skipped where its refined bounds rule it out."""
     plan = start[1]
     if not DEEPER_INTERLEAVED or _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or not any(
-            v > 1 for v in memo.options.virtual_stages):
+            v > 1 for v in memo.options.virtual_stages) or _past(deadline):  # (past it: nothing, round 14)
         return start
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     tp, b, pp, ep, cp = plan.tp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp

@@ -296,3 +296,34 @@ def test_the_candidate_list_stops_at_the_limit_and_no_bound_is_reported(objectiv
         assert got.bound is None and got.gap is None and "no bound" in got.message
     else:
         assert got.status == "timeout"
+
+
+def test_a_climb_started_past_its_deadline_does_no_work(monkeypatch):
+    """test_budgetgap's instance, time under B: a plain and a wide climb, and the deeper step, each called with its
+    deadline passed, return their start at once: no neighbour key set (a dict over the whole list: 0.1-0.2 s per
+    climb on the large pools, where a budget search's several climbs each built it past the limit), no _rescaled
+    variant. With a finished climb's end recorded for the start, that end (a dictionary read). On the base each
+    built its keys and tried the start's _rescaled variants first."""
+    from test_budgetgap import INTERLEAVED, _one_type_problem
+
+    from optsearch.solver import _candidates, _climb, _deeper_interleaved
+
+    problem = _one_type_problem()
+    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
+    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
+    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
+    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    memo = Memo(problem, INTERLEAVED)
+    bounded, _ = _candidates(memo, budget)
+    work = []
+    rescaled, least = solver_module._rescaled, solver_module._least_over_v
+    monkeypatch.setattr(solver_module, "_rescaled", lambda *a: work.append("rescaled") or rescaled(*a))
+    monkeypatch.setattr(solver_module, "_least_over_v", lambda *a: work.append("least") or least(*a))
+    past = real_time.perf_counter() - 1.0
+    for wide in (False, True):
+        assert _climb(memo, budget, bounded, start, past, wide, ends={}) == start
+    assert _deeper_interleaved(memo, budget, bounded, start, past) == start
+    assert work == []
+    ends: dict = {}
+    end = _climb(memo, budget, bounded, start, None, False, ends=ends)  # a climb to its end, recorded
+    assert _climb(memo, budget, bounded, start, past, False, ends=ends) == end
