@@ -14,12 +14,14 @@ back in; at the front again, its model is solved.
 
 from __future__ import annotations
 
+import functools
 import gc
 import heapq
 import math
 import os
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from operator import itemgetter
 
@@ -391,6 +393,9 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     under B, the first wide climb stopped at its share and the later starts' wide climbs began it again)."""
     if not CLIMB_ENDS or until is not None:
         ends = None
+    if _past(deadline):  # nothing priced, and not the keys below either: 0.1-0.2 s on the large pools' lists, for each
+        known = None if ends is None else ends.get((wide, start[1]))  # climb past the limit (round 14, overrun)
+        return known if known is not None and not isinstance(known, ClimbCut) else start
     path: list[Plan] = []  # the plans this climb stood on, recorded in ends when it ends without a better move
 
     def finished(end: Priced) -> Priced:
@@ -418,7 +423,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     def cut() -> Priced:
         """Stopped by the deadline or NEIGHBOUR_EVALS: where it stands, for a later climb to resume (CLIMB_RESUME)."""
         if ends is not None and CLIMB_RESUME:
-            here = ClimbCut(best, at, frozenset(seen), evals)
+            here = ClimbCut(best, at, frozenset(seen), evals, tuple(path))
             for plan_on in path:
                 ends[(wide, plan_on)] = here
         return best
@@ -429,6 +434,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             if isinstance(known, ClimbCut):  # an earlier climb stood here and was cut: on from where it stopped
                 path.append(best[1])
                 best, at, seen, evals = known.best, known.at, set(known.seen), known.evals
+                path += [plan_on for plan_on in known.path if plan_on not in path]  # its record is ours from here
                 if best[1] not in path:
                     path.append(best[1])
             elif known is not None:  # an earlier climb stood here: its end (see above)
@@ -499,15 +505,30 @@ def _moved_sequences(seq: tuple[int, ...], most: int = SEQUENCE_MOVES_MAX) -> li
     return list(out)
 
 
-def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...]) -> list[tuple[Plan, Estimate]]:
+def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...], deadline: float | None = None
+                 ) -> list[tuple[Plan, Estimate]]:
     """The heuristic's plans (Memo.plan_of) of the sequences one move away from a positional bound's best sequence
     (_moved_sequences), priced: incumbents only, never a bound. The positional programme places the types per
     position under its own relaxation, and the plan of its best sequence can sit a few per cent above the
     candidate's optimum where the optimum holds the same stages in another order (issue 14, item 3, costbig:
     Mixtral 8x22B on mixed-pool-8k, cost, tp 2, dp 4, ep 4, pp 9: the sequence with the A100 node second gives
     $1,722,858; moved first, $1,673,243, the optimum, which the loop's model solves found only after 20 s of CPU;
-    8 moves, 10 ms)."""
-    return [priced for moved in _moved_sequences(seq) if (priced := memo.plan_of(sk, moved)) is not None]
+    8 moves, 10 ms).
+    deadline (time.perf_counter()): past it no further move is priced, and those priced so far are returned
+    (round 14, overrun: on Megatron 1T, mixed-pool-8k, cost, pp 64-128, one move's plan costs 30-60 ms and the 64
+    moves 2-4 s, which ran past --time-limit 10 by up to 2.5 s)."""
+    out = []
+    for moved in _moved_sequences(seq):
+        if _past(deadline):
+            break
+        if (priced := memo.plan_of(sk, moved)) is not None:
+            out.append(priced)
+    return out
+
+
+def _past(deadline: float | None) -> bool:
+    """Whether the deadline (time.perf_counter()) has passed; never without one."""
+    return deadline is not None and time.perf_counter() > deadline
 
 CLIMB_ENDS = True  # _climb returns an earlier climb's end where it steps on that climb's path (timeload)
 CLIMB_RESUME = True  # and resumes an earlier climb cut by its deadline where it steps on that one's path (budgetgap)
@@ -519,12 +540,16 @@ class ClimbCut:
     candidate key (`at`), the keys it had priced or bounded out (`seen`: none can beat the plan) and its evaluations
     so far. A later climb
     (same memo, budget, bounded and width) that steps on a plan of its path goes on from here: the moves it would
-    make alone, without pricing again what the cut climb priced."""
+    make alone, without pricing again what the cut climb priced. `path`: the plans it is recorded under; the climb
+    that resumes it records its own end (or cut) under them too (round 14: they kept the old record, and a third
+    climb stepping on one of them resumed it and priced again what the second had priced, to the same end).
+    """
 
     best: tuple
     at: tuple[int, ...]
     seen: frozenset
     evals: int
+    path: tuple = ()
 
 
 CLIMB_FILL_DP = True  # _climb under a cost budget (time the objective) moves dp to any of the space's values (timebig)
@@ -594,7 +619,7 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     deadline, each skipped where its refined bounds rule it out."""
     plan = start[1]
     if not DEEPER_INTERLEAVED or _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or not any(
-            v > 1 for v in memo.options.virtual_stages):
+            v > 1 for v in memo.options.virtual_stages) or _past(deadline):  # (past it: nothing, round 14)
         return start
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     tp, b, pp, ep, cp = plan.tp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp
@@ -901,8 +926,11 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     relaxed = budget.model_copy(update={"objective": quantity, cap: None})
     # at the default optimizer setting only where solve adds the off candidates later (LAZY_OFF): _climb moves
     # between them alone, and the seeds' quick plans are incumbents only
-    bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}), 0.0,
-                             DEFAULT if LAZY_OFF else ALL)
+    try:  # its list stops at the outermost solve's deadline (_SOLVE_DEADLINE; not at this share: the seed search
+        bounded, _ = _candidates(memo, budget.model_copy(update={"objective": quantity}), 0.0,  # reads it next)
+                                 DEFAULT if LAZY_OFF else ALL, _SOLVE_DEADLINE.get())
+    except OutOfTime:
+        return None
     gave: dict[tuple[int, int], int] = {}  # of each (cp, tp): seeds that gave a plan, and seeds tried
     tried: dict[tuple[int, int], int] = {}
     best = None
@@ -937,8 +965,8 @@ ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every cand
 CANDIDATE_LISTS_KEPT = 4  # _candidates' lists kept per memo (Memo.candidate_lists)
 
 
-def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings: str = ALL
-                ) -> tuple[list[Bounded], int]:
+def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings: str = ALL,
+                deadline: float | None = None) -> tuple[list[Bounded], int]:
     """All candidates with their cheap lower bounds (bounds.py), minus those a bound proves infeasible. settings:
     ALL; DEFAULT, only those at the search's default optimizer setting (Candidate.dist None); OFF, only the
     distributed-optimizer-off copies (dist False) where the search tries both (lazy: solve adds them later,
@@ -952,7 +980,9 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings
     slower_than_s and settings gets a copy of it: a budget search builds the seed budget's list up to twice on each
     memo (the early seeds and the seed search's cp = 1, v = 1 part; the descent and the seed search's whole space).
     The list depends only on those, the memo's problem and options, and the memo's budget-free tables (terms and cheap
-    bounds, themselves kept), so the copy equals a fresh build candidate by candidate (tests/test_fastpath.py)."""
+    bounds, themselves kept), so the copy equals a fresh build candidate by candidate (tests/test_fastpath.py).
+    deadline (time.perf_counter()): past it the build stops at its next (tp, b, cp, dp) and raises OutOfTime; nothing
+    is kept of a list cut short (round 14, overrun: the off list of Megatron 1T on mixed-pool-8k takes 2.1 s)."""
     key = (tuple(sorted(budget.model_dump().items())), slower_than_s, settings)
     kept = memo.candidate_lists.get(key)
     if kept is not None:  # the same inputs: the same list (_build_candidates reads only these and memo's tables)
@@ -960,7 +990,7 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings
     paused = gc.isenabled()
     gc.disable()
     try:
-        built = _build_candidates(memo, budget, slower_than_s, settings)
+        built = _build_candidates(memo, budget, slower_than_s, settings, deadline)
     finally:
         if paused:
             gc.enable()
@@ -970,8 +1000,8 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings
     return list(built[0]), built[1]
 
 
-def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings: str = ALL
-                      ) -> tuple[list[Bounded], int]:
+def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings: str = ALL,
+                      deadline: float | None = None) -> tuple[list[Bounded], int]:
     """_candidates' work."""
     problem, options = memo.problem, memo.options
     kept: list[Bounded] = []
@@ -994,6 +1024,8 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
             for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
+                if _past(deadline):
+                    raise OutOfTime
                 # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they
                 # were a fifth of a later list's build, GPT-3 13B on mixed-pool-8k)
                 known = memo.uses_by_degree.get((tp, dp, mbs, cp))
@@ -1056,8 +1088,12 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
                                           memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
     # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
     # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
+    if _past(deadline):  # the sort and the records below: 0.3-0.4 s for Megatron 1T's 60,000 rows (round 14)
+        raise OutOfTime
     rows.sort(key=itemgetter(0, 1))
-    for lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms in rows:
+    for n, (lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms) in enumerate(rows):
+        if n % 8192 == 0 and _past(deadline):
+            raise OutOfTime
         kept.append(Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
                                       dist=False if off == 1 else None, gather=off == 2),
                             lb, terms, CHEAP))
@@ -1121,13 +1157,14 @@ SEED_OFF_WAIT_SHARE = 0.5  # a first-plan-only search's loop (a budget search's 
 OFF_NOT_PAST_LIMIT = True  # past the time limit the off candidates do not join: no bound reported (firstplan)
 
 
-def _with_off(memo: Memo, budget: Budget, slower_than_s: float, bounded: list[Bounded]
-              ) -> tuple[list[Bounded], list[Bounded], int]:
+def _with_off(memo: Memo, budget: Budget, slower_than_s: float, bounded: list[Bounded],
+              deadline: float | None = None) -> tuple[list[Bounded], list[Bounded], int]:
     """The distributed-optimizer-off candidates that solve left out of its first list (_candidates(..., OFF)), and
     the list with them: (bounded and the off ones merged in bound order, the off ones, their count before the cheap
     bounds). The merged list is the one _candidates(..., ALL) builds (both are sorted by (bound, Candidate.key), a
-    total order), so every search after it sees the same candidates in the same order as without the delay."""
-    off, total = _candidates(memo, budget, slower_than_s, OFF)
+    total order), so every search after it sees the same candidates in the same order as without the delay.
+    deadline: past it OutOfTime (_candidates), and the off candidates have not joined."""
+    off, total = _candidates(memo, budget, slower_than_s, OFF, deadline)
     if not off:
         return bounded, off, total
     return list(heapq.merge(bounded, off, key=lambda b: (b.lower_bound, b.cand.key))), off, total
@@ -1357,6 +1394,30 @@ def _solve_with_cuts(problem: Problem, engine: Backend, f, time_limit_s: float |
                      "time" if name == "time" else "rate")
 
 
+# The deadline of the outermost solve with a time limit (time.perf_counter()), read by the steps of its inner searches
+# (the seed search's first-plan-only solves, the budget descent) whose candidate lists would otherwise run past it:
+# their own deadlines are shares of it (round 14, overrun). None outside a solve with a limit.
+_SOLVE_DEADLINE: ContextVar[float | None] = ContextVar("optsearch_solve_deadline", default=None)
+
+
+def _holding_deadline(fn):
+    """solve under _SOLVE_DEADLINE: the outermost call with a time limit sets it for the calls inside it. Not a
+    first-plan-only search called alone (the early seeds' list may outlast their share: EARLY_SEEDS_AFTER_LIST)."""
+
+    @functools.wraps(fn)
+    def wrapped(problem, budget, *args, time_limit_s: float | None = None, **kwargs):
+        if time_limit_s is None or kwargs.get("first_plan_only") or _SOLVE_DEADLINE.get() is not None:
+            return fn(problem, budget, *args, time_limit_s=time_limit_s, **kwargs)
+        token = _SOLVE_DEADLINE.set(time.perf_counter() + time_limit_s)
+        try:
+            return fn(problem, budget, *args, time_limit_s=time_limit_s, **kwargs)
+        finally:
+            _SOLVE_DEADLINE.reset(token)
+
+    return wrapped
+
+
+@_holding_deadline
 def solve(
     problem: Problem,
     budget: Budget,
@@ -1490,8 +1551,17 @@ def solve(
         early = _part_seeds(problem, budget, solver, time_limit_s, options, memo)
         if early is not None:  # one of the whole list's own seeds (below), known before that list is built
             incumbent, seed_first_s = (early[0], early[1], early[2], None), early[3] - start
-    bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL)
-    off_pending = LAZY_OFF
+    # Past the deadline of the outermost solve (_SOLVE_DEADLINE; a seed search's own deadline is only its share) the
+    # list stops (round 14, overrun: Megatron 1T's took 1.5-2 s quiet and up to 7.7 s at load 4, past a limit that
+    # the start-up had shortened to 5 s): no candidate is then bounded, and a plan known (the early seeds', the seed
+    # search's) is reported without a bound.
+    unlisted = False
+    try:
+        bounded, total = _candidates(memo, budget, slower_than_s, DEFAULT if LAZY_OFF else ALL,
+                                     _SOLVE_DEADLINE.get())
+    except OutOfTime:
+        bounded, total, unlisted = [], 0, True
+    off_pending = LAZY_OFF and not unlisted
     # A first plan before the loop: the quick plans of the QUICK_SEEDS candidates with the least cheap bounds that
     # have quick plans (pattern mode, v = 1; a few milliseconds each). Interleaved candidates (v > 1) have none and
     # their relaxed bounds put them first: seeding from them would leave a large space without a plan.
@@ -1537,10 +1607,17 @@ def solve(
         first_plan_s = seeded_s
     if seed_first_s is not None:
         first_plan_s = seed_first_s
+    joined = None
     if off_pending and incumbent is not None and not first_plan_only and not (
             OFF_NOT_PAST_LIMIT and deadline is not None and time.perf_counter() > deadline):
-        # a plan is known: the off candidates join (not past the limit: the plan is then reported without a bound)
-        bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
+        # a plan is known: the off candidates join (not past the limit: the plan is then reported without a bound,
+        # also where the limit ends while their list is built: 2.1 s on Megatron 1T, mixed-pool-8k; round 14)
+        try:
+            joined = _with_off(memo, budget, slower_than_s, bounded, deadline if OFF_NOT_PAST_LIMIT else None)
+        except OutOfTime:
+            pass
+    if joined is not None:
+        bounded, off, more = joined
         total, off_pending = total + more, False
         # The seeds above stopped at their first plan; those of the whole list (QUICK_SEEDS v = 1 candidates of each
         # (cp, tp) in bound order) are priced now, in order, for SEED_SHARE of the limit from here: the seeds as
@@ -1610,7 +1687,7 @@ def solve(
             incumbent = (better[0], better[1], better[2], None)
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
-    stopped_early = False
+    stopped_early = unlisted
     within_gap = False
     milps = 0
     rechecked = refuted = 0  # infeasibility claims re-checked by the other backend, and those it refuted
@@ -1662,7 +1739,12 @@ def solve(
         if off_pending and (incumbent is not None or not (queue or parked)
                             or time.perf_counter() - loop_start > off_wait_s):
             # The off candidates join (see above), before any stopping test reads the queue and before a climb.
-            bounded, off, more = _with_off(memo, budget, slower_than_s, bounded)
+            try:
+                bounded, off, more = _with_off(memo, budget, slower_than_s, bounded,
+                                               deadline if OFF_NOT_PAST_LIMIT else None)
+            except OutOfTime:  # the limit ended while their list was built: as above, a plan without a bound
+                stopped_early = True
+                break
             total, off_pending = total + more, False
             for j, b in enumerate(off):  # indices past every earlier one (the keys differ: never compared)
                 heapq.heappush(queue, (b.lower_bound, b.cand.key, len(bounded) + j, b))
@@ -1778,11 +1860,12 @@ def solve(
                     stopped_early = True
                     break
                 sharper = max(lower, pos.bound)
-                if sk.most is not None:
-                    found += [priced for seq in pos.sequences if (priced := memo.plan_of(sk, seq)) is not None]
+                if sk.most is not None:  # the plans below are incumbents only: past the deadline none is priced
+                    found += [priced for seq in pos.sequences
+                              if not _past(deadline) and (priced := memo.plan_of(sk, seq)) is not None]
                     if SEQUENCE_MOVES and budget.objective == "cost" and incumbent is not None and pos.sequences and (
                             pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):  # open: its best sequence's moves too
-                        found += _moved_plans(memo, sk, pos.sequences[0])
+                        found += _moved_plans(memo, sk, pos.sequences[0], deadline)
             elif item.cand.v > 1 and slower_than_s == 0.0:
                 # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
                 # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
@@ -1804,14 +1887,17 @@ def solve(
                     # on mixed-pool-8k: 37 % above the best plan that cp = 1, v = 1 alone finds in 10 s). Its
                     # positional sequences meet the budget / f_v; _best_meeting checks them against the budget itself.
                     if sibling.cand.v in options.virtual_stages:
-                        plans = [priced for seq in pos.sequences if (priced := memo.plan_of(sibling, seq))]
-                        if pos.bound < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
+                        plans = [priced for seq in pos.sequences
+                                 if not _past(deadline) and (priced := memo.plan_of(sibling, seq))]
+                        if pos.bound < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf) and not _past(
+                                deadline):
                             plans += memo.quick_plans(sibling)
                         theirs = _best_meeting(budget, plans)
                         if theirs is not None and (incumbent is None
                                                    or theirs[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                             incumbent = (theirs[0], theirs[1], theirs[2], None)
-            if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf):
+            if not quick_first and sharper < (incumbent[0] * (1 - INCUMBENT_REL) if incumbent else math.inf) and (
+                    not _past(deadline)):
                 found += memo.quick_plans(sk)  # only where this candidate may still beat the incumbent
             own = _best_meeting(budget, found)
             if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
@@ -1832,8 +1918,10 @@ def solve(
                                            slower_than_s=slower_than_s, deadline=deadline)
                 if math.isfinite(fastest.bound):
                     least_s = max(least_s, fastest.bound)
-            except OutOfTime:  # the rows are only a strengthening; the model is right without them
-                pass
+            except OutOfTime:  # past the deadline: no model is built (0.3-0.4 s for 64 stages of Megatron 1T) nor
+                heapq.heappush(queue, (lower, key, i, item))  # solved; the candidate stays open with its bound
+                stopped_early = True
+                break
         f = build(problem, budget, item.cand, options, incumbent[0] if incumbent else None, INCUMBENT_REL,
                   skel=sk, slower_than_s=least_s)
         if deadline is not None:  # the bound and the build above took some of it
@@ -1933,6 +2021,7 @@ def solve(
                             bound=bound, stats=stats,
                             message=("stopped at the time limit" + (
                                 " before the distributed-optimizer-off candidates joined (no bound)" if off_pending
+                                else " before the candidates were listed (no bound)" if unlisted
                                 else "")) if stopped_early else f"stopped within the gap {gap:g}")
     return SearchResult(method=solver, status="optimal", objective=budget.objective, solve_time_s=elapsed, plan=plan,
                         estimate=est, objective_value=value, solver_objective_value=solver_value, bound=value,

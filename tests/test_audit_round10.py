@@ -182,7 +182,7 @@ def test_the_check_fails_when_the_off_candidates_never_join():
     """A lazy path that never builds the off candidates (_with_off adding nothing) answers above brute force, or
     'infeasible' where only off plans meet the budget: check_solve fails on it (off-heavy seed 2, the default path)."""
     problem, options = off_heavy_instance(2)
-    with mock.patch.object(solver_module, "_with_off", lambda memo, budget, slower, bounded: (bounded, [], 0)), \
+    with mock.patch.object(solver_module, "_with_off", lambda memo, budget, slower, bounded, *deadline: (bounded, [], 0)), \
             pytest.raises(AssertionError):
         check_solve(problem, options, 2, ("default",), ("cpsat",))
 

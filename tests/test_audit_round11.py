@@ -296,8 +296,8 @@ def check_incumbents(problem, options, seed: int, limits=(None, 60.0), solvers=(
         if budget is not None:
             assert not budget_violations(plan, est, budget), (plan, budget)
 
-    def moved(memo, sk, seq):
-        out = real["_moved_plans"](memo, sk, seq)
+    def moved(memo, sk, seq, *deadline):
+        out = real["_moved_plans"](memo, sk, seq, *deadline)
         stats["moves"] += 1
         for plan, est in out:
             honest(plan, est)

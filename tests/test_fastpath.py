@@ -125,9 +125,9 @@ def test_a_budget_search_builds_each_list_once_and_answers_the_same(monkeypatch)
     built: list[tuple[int, tuple]] = []
     real = solver_module._build_candidates
 
-    def counted(memo, b, slower, settings=ALL):
+    def counted(memo, b, slower, settings=ALL, *deadline):
         built.append((id(memo), (tuple(sorted(b.model_dump().items())), slower, settings)))
-        return real(memo, b, slower, settings)
+        return real(memo, b, slower, settings, *deadline)
 
     monkeypatch.setattr(solver_module, "_build_candidates", counted)
     kept = solve(problem, budget, options=options)

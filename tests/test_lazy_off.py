@@ -67,7 +67,7 @@ def test_the_check_fails_when_the_lazy_path_skips_the_off_candidates(monkeypatch
     them would): the time row claims the on plan 'optimal' above brute force's optimum, the deadline row claims no
     plan exists. So the test above fails on such a path."""
     problem, (time_row, deadline_row) = _budgets()
-    monkeypatch.setattr(solver_module, "_with_off", lambda memo, budget, slower, bounded: (bounded, [], 0))
+    monkeypatch.setattr(solver_module, "_with_off", lambda memo, budget, slower, bounded, *deadline: (bounded, [], 0))
     got, truth = _answers(problem, time_row, "cpsat")
     assert got.status == "optimal" and got.objective_value > truth.objective_value * 1.04
     got, truth = _answers(problem, deadline_row, "cpsat")
@@ -98,9 +98,9 @@ def test_the_first_plan_comes_before_the_off_candidates_are_built(monkeypatch):
     real = solver_module._candidates
     quick = solver_module.Memo.quick_plans
 
-    def recorded(memo, budget, slower_than_s=0.0, settings=ALL):
+    def recorded(memo, budget, slower_than_s=0.0, settings=ALL, *deadline):
         calls.append(settings)
-        return real(memo, budget, slower_than_s, settings)
+        return real(memo, budget, slower_than_s, settings, *deadline)
 
     def quick_recorded(self, sk):
         calls.append("quick")

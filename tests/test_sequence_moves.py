@@ -69,8 +69,8 @@ def test_cost_answers_equal_brute_force_where_the_moves_fire():
     real = solver._moved_plans
     calls = []
 
-    def counted(memo, sk, seq):
-        out = real(memo, sk, seq)
+    def counted(memo, sk, seq, *deadline):
+        out = real(memo, sk, seq, *deadline)
         calls.append(len(out))
         return out
 
