@@ -798,31 +798,45 @@ def _present_terms(d: DegreeTerms, pp, present: np.ndarray, all_params):
     over its present types, exact), its least send, the ends' least work, the least total stage work, the smallest
     stage's parameters and the gradient reduce's floor: the terms `_composition_bounds_at_once` and
     `_meeting_floors` share (the same float operations in the same order as the scalar `_composition_bound`).
-    pp and all_params: one pp (int, float) or one per row ([C] arrays, `degree_floors`; the same operations)."""
+    pp and all_params: one pp (int, float) or one per row ([C] arrays, `degree_floors`; the same operations).
+    A min or max over the present types depends only on which types are present (at most 2^G - 1 sets): it is taken
+    once per set and given to its rows (round 14, budgetrows; exact, so the same values as per row)."""
     inf = math.inf
-    inter = np.array(d.send_inter_s, dtype=float)  # [g, h]
-    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
-    pair = present[:, :, None] & present[:, None, :]
-    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
-                          np.where(present, intra[None], inf).min(axis=1))
+    C, G = present.shape
+    code = present.astype(np.int64) @ (1 << np.arange(G, dtype=np.int64))  # [C] the set of present types
+    sets = np.unique(code).tolist()
+    members = {c: [g for g in range(G) if c >> g & 1] for c in sets}
 
-    def least(values) -> np.ndarray:  # min over the present types (exact); values [g] or [C, g]
-        values = np.asarray(values, dtype=float)
-        return np.where(present, values if values.ndim == 2 else values[None, :], inf).min(axis=1)
+    def table(values, pick) -> np.ndarray:  # [C]: pick (min or max) of values over each row's present types
+        out = np.zeros(1 << G)
+        for c in sets:
+            out[c] = pick([values[g] for g in members[c]]) if members[c] else (inf if pick is min else -inf)
+        return out[code]
+
+    def least(values) -> np.ndarray:  # min over the present types (exact)
+        return table([float(v) for v in values], min)
 
     def most(values) -> np.ndarray:
-        values = np.asarray(values, dtype=float)
-        return np.where(present, values if values.ndim == 2 else values[None, :], -inf).max(axis=1)
+        return table([float(v) for v in values], max)
 
+    intra = [inf if v is None else v for v in d.send_intra_s]
+    send = np.zeros(1 << G)
+    for c in sets:
+        S = members[c]
+        send[c] = min(min((d.send_inter_s[g][h] for g in S for h in S), default=inf),
+                      min((intra[g] for g in S), default=inf))
+    send_min = send[code]
     ends = least(d.emb_s) + least(d.head_s)
     total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
     if isinstance(pp, np.ndarray):
         small = np.asarray(d.least_stage_params, dtype=float)[np.minimum(pp, 3) - 1]
-        alpha = np.where((pp > 1)[:, None], np.asarray(d.alpha_at(2), dtype=float)[None, :],
-                         np.asarray(d.alpha_at(1), dtype=float)[None, :])
+        multi = pp > 1
+        least_alpha = np.where(multi, least(d.alpha_at(2)), least(d.alpha_at(1)))
+        most_alpha = np.where(multi, most(d.alpha_at(2)), most(d.alpha_at(1)))
     else:
-        small, alpha = d.least_stage_params[min(pp, 3) - 1], d.alpha_at(pp)
-    comm = (np.maximum(least(alpha) * all_params / pp, most(alpha) * small)
+        small = d.least_stage_params[min(pp, 3) - 1]
+        least_alpha, most_alpha = least(d.alpha_at(pp)), most(d.alpha_at(pp))
+    comm = (np.maximum(least_alpha * all_params / pp, most_alpha * small)
             + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
     return least, most, send_min, ends, total, small, comm
 
@@ -847,42 +861,32 @@ def _rate_and_cost(d: DegreeTerms, pp, counts: np.ndarray, present: np.ndarray, 
 def _least_marks_holding(d: DegreeTerms, pp, counts: np.ndarray, present: np.ndarray, send_min: np.ndarray,
                          L: int) -> np.ndarray:
     """[C] M*: the least mark e + n step_g (e = send_min where pp > 1, else 0; n = 1..NMAX[g]; g present) at which
-    held(M) = sum_h c_h min(NMAX[h], floor((M - e) / step_h + 1e-9)) >= L (h present), inf where none. held grows
-    with M, so for each type g the least n whose mark holds L is found by bisection over n = 1..NMAX[g] (every row
-    at once), and M* is the least of those marks over g: the marks and counts are the same floats as a sorted list of
-    every mark would give (e + n step_g, then (M - e) / step_h + 1e-9), so M* is the same."""
+    held(M) = sum_h c_h min(NMAX[h], floor((M - e) / step_h + 1e-9)) >= L, inf where none. Rows with the same e (a
+    float) share the marks and the per-stage counts at each: taken once per e, every type's marks (an absent type's
+    count is 0, and held changes only at a present type's mark, so the least mark where held >= L is a present
+    type's), held by one product (sums of integers, exact), and the first mark in ascending order where it reaches L
+    (held grows with M)."""
     C, G = counts.shape
     step = np.array(d.step_min_s, dtype=float)
     nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
     multi = (pp > 1) if isinstance(pp, np.ndarray) else np.full(C, pp > 1)
-    e = np.where(multi, send_min, 0.0)
-    cf = counts.astype(float)
-    live = [h for h in range(G) if nmax[h] > 0]
-
-    def held(M: np.ndarray) -> np.ndarray:
-        out = np.zeros(C)
-        for h in live:  # integers: any order of the sum is exact
-            out = out + np.where(present[:, h], cf[:, h] * np.maximum(
-                0.0, np.minimum(nmax[h], np.floor((M - e) / step[h] + 1e-9))), 0.0)
+    e_rows = np.where(multi, send_min, 0.0)
+    live = [g for g in range(G) if nmax[g] > 0]
+    out = np.full(C, math.inf)
+    if not live:
         return out
-
-    best = np.full(C, math.inf)
-    for g in live:
-        mark = e + float(nmax[g]) * step[g]
-        can = present[:, g] & (held(mark) >= L)  # the largest n of g holds L (else no mark of g does)
-        if not can.any():
-            continue
-        lo, hi = np.ones(C), np.full(C, float(nmax[g]))  # held(e + hi step) >= L where can
-        while True:
-            todo = can & (lo < hi)
-            if not todo.any():
-                break
-            mid = np.floor((lo + hi) / 2)
-            ok = held(e + mid * step[g]) >= L
-            hi = np.where(todo & ok, mid, hi)
-            lo = np.where(todo & ~ok, mid + 1, lo)
-        best = np.where(can, np.minimum(best, e + hi * step[g]), best)
-    return best
+    values, which = np.unique(e_rows, return_inverse=True)
+    cf = counts.astype(float)
+    for j, e in enumerate(values.tolist()):
+        rows = np.flatnonzero(which == j)
+        M = np.sort(np.concatenate([e + np.arange(1, nmax[g] + 1, dtype=float) * step[g] for g in live]))
+        held = np.zeros((len(rows), len(M)))
+        for h in live:  # integers: exact in any order (no BLAS product: its threads spin on a loaded machine)
+            per = np.maximum(0.0, np.minimum(nmax[h], np.floor((M - e) / step[h] + 1e-9)))
+            held = held + cf[rows, h:h + 1] * per[None, :]
+        ok = held >= L  # [rows, K]
+        out[rows] = np.where(ok.any(axis=1), M[np.argmax(ok, axis=1)], math.inf)
+    return out
 
 
 def _floor_values(problem: Problem, d: DegreeTerms, pp, counts: np.ndarray, all_params
