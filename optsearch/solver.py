@@ -109,6 +109,7 @@ class Bounded:
 BUDGET_FLOORS = True  # Memo.refined_bound under a budget walks only the compositions whose floors meet it (budgetbound)
 UNDER_COST_TABLES = True  # the aggregate bound's time under a cost budget from one table per degree (budgetrows)
 DEGREE_FLOORS = True  # and takes the floors of every pp of the candidate's degree at once, under any budget (budgetrows)
+DEGREE_FLOORS_FROM = 2  # the ask of a degree's refined bound under a budget that builds its floors (before it: one pp)
 REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
 
@@ -185,10 +186,22 @@ class Memo:
                 return self.floored[(cand.key, limits)]
             dkey = cand.key[:3] + cand.key[4:6] + cand.key[7:]  # (tp, dp, b, ep, cp, o): its terms
             floors = self.floors_by_degree.get(dkey)
-            if floors is None:
-                floors = self.floors_by_degree[dkey] = degree_floors(self.problem, terms,
-                                                                     max_stages(self.problem, self.options))
-            if cand.pp <= len(floors.listed) and floors.listed[cand.pp - 1]:
+            if floors is None or isinstance(floors, int):  # the first DEGREE_FLOORS_FROM - 1 asks: one pp alone
+                asked = (floors or 0) + 1
+                if asked < DEGREE_FLOORS_FROM:
+                    # (a climb asks for scattered candidates, often one of a degree: its floors cost 3-5 times one
+                    # pp's, and the climbs before the loop lose that time)
+                    self.floors_by_degree[dkey] = asked
+                    comps = composition_bounds(self.problem, terms, cand.pp, budget, slower_than_s)
+                    if comps is not None:
+                        bound = self.floored[(cand.key, limits)] = bound_over_compositions(
+                            self.problem, comps, budget, slower_than_s)
+                        return bound
+                    floors = None
+                else:
+                    floors = self.floors_by_degree[dkey] = degree_floors(self.problem, terms,
+                                                                         max_stages(self.problem, self.options))
+            if floors is not None and cand.pp <= len(floors.listed) and floors.listed[cand.pp - 1]:
                 comps = bounds_of_compositions(self.problem, terms, cand.pp, degree_floors_meeting(
                     self.problem, floors, cand.pp, budget, slower_than_s))
                 bound = self.floored[(cand.key, limits)] = bound_over_compositions(self.problem, comps, budget,
