@@ -864,7 +864,7 @@ def _least_marks_holding(d: DegreeTerms, pp, counts: np.ndarray, present: np.nda
     held(M) = sum_h c_h min(NMAX[h], floor((M - e) / step_h + 1e-9)) >= L, inf where none. Rows with the same e (a
     float) share the marks and the per-stage counts at each: taken once per e, every type's marks (an absent type's
     count is 0, and held changes only at a present type's mark, so the least mark where held >= L is a present
-    type's), held by one product (sums of integers, exact), and the first mark in ascending order where it reaches L
+    type's), held summed over the types (integers, exact), and the first mark in ascending order where it reaches L
     (held grows with M)."""
     C, G = counts.shape
     step = np.array(d.step_min_s, dtype=float)
@@ -1008,7 +1008,7 @@ def degree_floors_meeting(problem: Problem, fl: DegreeFloors, pp: int, budget, s
 FLOOR_SIGMA = True  # _meeting_floors' pipeline floor adds SIGMA(inf), the least sum of stage times (budgetrows)
 
 
-def _least_sigma(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np.ndarray, L: int) -> np.ndarray:
+def _least_sigma(d: DegreeTerms, pp, counts: np.ndarray, send_min: np.ndarray, L: int) -> np.ndarray:
     """[C] SIGMA(inf) of `_pipeline_s` for every composition (rows of counts [C, g]): its sends (two end stages at
     send_min, every other stage at 2 send_min; none at pp = 1) plus the L layers poured fastest first (step_min) into
     c_g stages of cap NMAX[g] of each type. The walk's SIGMA(M) pours the same layers into per-stage counts at most
@@ -1021,11 +1021,10 @@ def _least_sigma(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np.ndarr
     sends = np.where(pp > 1, (2 * pp - 2) * send_min, 0.0)
     left = np.full(C, float(L))
     work = np.zeros(C)
-    if True:
-        for g in sorted(range(G), key=lambda g: d.step_min_s[g]):
-            take = np.minimum(left, counts[:, g] * float(d.max_layers_per_stage[g]))
-            work = work + take * d.step_min_s[g]
-            left = left - take
+    for g in sorted(range(G), key=lambda g: d.step_min_s[g]):
+        take = np.minimum(left, counts[:, g] * float(d.max_layers_per_stage[g]))
+        work = work + take * d.step_min_s[g]
+        left = left - take
     return sends + work
 
 

@@ -1,6 +1,6 @@
 """The budget rows' refining, round 14 (budgetrows): the floors of every pp of a degree at once
 (bounds.degree_floors, degree_floors_meeting), the floor's least sum of stage times (bounds._least_sigma), the least
-mark that holds the layers by bisection (bounds._least_marks_holding), and the aggregate bound's time under a cost
+mark that holds the layers once per send value (bounds._least_marks_holding), and the aggregate bound's time under a cost
 budget from one table per degree (bounds.under_cost_tables).
 
 On small random instances (roomy and memory-tight, with and without --overlap-grad-reduce):
