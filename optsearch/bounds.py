@@ -769,8 +769,16 @@ def composition_bounds(problem: Problem, d: DegreeTerms, pp: int, budget=None, s
     all_params = d.all_params(pp)
     if budget is not None and len(comps) >= VECTOR_FROM:
         comps = _meeting_floors(problem, d, pp, comps, all_params, budget, slower_than_s)
-        if not comps:
-            return ()
+    return bounds_of_compositions(problem, d, pp, comps)
+
+
+def bounds_of_compositions(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]]
+                           ) -> tuple[Composition, ...]:
+    """The bounds of these compositions of pp (listed by `_compositions`, pp's parameters fit), in their order, the
+    ones that cannot hold the layers left out: composition_bounds' last step."""
+    if not comps:
+        return ()
+    all_params = d.all_params(pp)
     # the candidate's slowest-stage floor from node supply (issue 14, item 3) holds for every composition's plans.
     # Each composition's own counts as its slots give a sharper floor (least_slowest_stage_s takes them), but by
     # bisection per composition: 0.76 -> 1.20 ms per refined bound on Llama-2 70B (cost), for 315 -> 304 refined
@@ -785,36 +793,59 @@ VECTOR_COMPOSITIONS = True  # composition_bounds by _composition_bounds_at_once 
 VECTOR_FROM = 6  # compositions from which the arrays are faster than the scalar loop (one or two: 4x slower)
 
 
-def _present_terms(d: DegreeTerms, pp: int, present: np.ndarray, all_params: float):
+def _present_terms(d: DegreeTerms, pp, present: np.ndarray, all_params):
     """Per composition (rows of present, [C, g]: the types it uses): least and most (min / max of a per-type value
     over its present types, exact), its least send, the ends' least work, the least total stage work, the smallest
     stage's parameters and the gradient reduce's floor: the terms `_composition_bounds_at_once` and
-    `_meeting_floors` share (the same float operations in the same order as the scalar `_composition_bound`)."""
+    `_meeting_floors` share (the same float operations in the same order as the scalar `_composition_bound`).
+    pp and all_params: one pp (int, float) or one per row ([C] arrays, `degree_floors`; the same operations).
+    A min or max over the present types depends only on which types are present (at most 2^G - 1 sets): it is taken
+    once per set and given to its rows (round 14, budgetrows; exact, so the same values as per row)."""
     inf = math.inf
-    inter = np.array(d.send_inter_s, dtype=float)  # [g, h]
-    intra = np.array([inf if s is None else s for s in d.send_intra_s], dtype=float)
-    pair = present[:, :, None] & present[:, None, :]
-    send_min = np.minimum(np.where(pair, inter[None], inf).min(axis=(1, 2)),
-                          np.where(present, intra[None], inf).min(axis=1))
+    C, G = present.shape
+    code = present.astype(np.int64) @ (1 << np.arange(G, dtype=np.int64))  # [C] the set of present types
+    sets = np.unique(code).tolist()
+    members = {c: [g for g in range(G) if c >> g & 1] for c in sets}
+
+    def table(values, pick) -> np.ndarray:  # [C]: pick (min or max) of values over each row's present types
+        out = np.zeros(1 << G)
+        for c in sets:
+            out[c] = pick([values[g] for g in members[c]]) if members[c] else (inf if pick is min else -inf)
+        return out[code]
 
     def least(values) -> np.ndarray:  # min over the present types (exact)
-        return np.where(present, np.asarray(values, dtype=float)[None, :], inf).min(axis=1)
+        return table([float(v) for v in values], min)
 
     def most(values) -> np.ndarray:
-        return np.where(present, np.asarray(values, dtype=float)[None, :], -inf).max(axis=1)
+        return table([float(v) for v in values], max)
 
+    intra = [inf if v is None else v for v in d.send_intra_s]
+    send = np.zeros(1 << G)
+    for c in sets:
+        S = members[c]
+        send[c] = min(min((d.send_inter_s[g][h] for g in S for h in S), default=inf),
+                      min((intra[g] for g in S), default=inf))
+    send_min = send[code]
     ends = least(d.emb_s) + least(d.head_s)
     total = least(d.layer_work_s) + ends + 2 * (pp - 1) * send_min
-    small = d.least_stage_params[min(pp, 3) - 1]
-    comm = (np.maximum(least(d.alpha_at(pp)) * all_params / pp, most(d.alpha_at(pp)) * small)
+    if isinstance(pp, np.ndarray):
+        small = np.asarray(d.least_stage_params, dtype=float)[np.minimum(pp, 3) - 1]
+        multi = pp > 1
+        least_alpha = np.where(multi, least(d.alpha_at(2)), least(d.alpha_at(1)))
+        most_alpha = np.where(multi, most(d.alpha_at(2)), most(d.alpha_at(1)))
+    else:
+        small = d.least_stage_params[min(pp, 3) - 1]
+        least_alpha, most_alpha = least(d.alpha_at(pp)), most(d.alpha_at(pp))
+    comm = (np.maximum(least_alpha * all_params / pp, most_alpha * small)
             + np.maximum(least(d.beta) * all_params / pp, most(d.beta) * small))
     return least, most, send_min, ends, total, small, comm
 
 
-def _rate_and_cost(d: DegreeTerms, pp: int, counts: np.ndarray, present: np.ndarray, least, send_min: np.ndarray,
+def _rate_and_cost(d: DegreeTerms, pp, counts: np.ndarray, present: np.ndarray, least, send_min: np.ndarray,
                    total: np.ndarray, iteration: np.ndarray, comm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per composition: its rent rate (USD per hour) and its cost bound per iteration x SECONDS_PER_HOUR, the larger
-    of rent x iteration and the price-weighted work (shared by `_composition_bounds_at_once` and `_meeting_floors`)."""
+    of rent x iteration and the price-weighted work (shared by `_composition_bounds_at_once` and `_meeting_floors`).
+    pp: an int or one per row."""
     price = np.array(d.price_per_gpu_hour, dtype=float)
     rent = np.zeros(len(counts))
     for g in range(counts.shape[1]):  # sum(counts[g] x p_g for g present), in order of g
@@ -825,6 +856,73 @@ def _rate_and_cost(d: DegreeTerms, pp: int, counts: np.ndarray, present: np.ndar
                 + least([p * s for p, s in zip(d.price_per_gpu_hour, d.emb_s)])
                 + least([p * s for p, s in zip(d.price_per_gpu_hour, d.head_s)]) + 2 * (pp - 1) * p_min * send_min)
     return rate, np.maximum(rate * iteration, d.w * (d.m * weighted + (pp - 1) * p_min * total) + rate * comm)
+
+
+def _least_marks_holding(d: DegreeTerms, pp, counts: np.ndarray, present: np.ndarray, send_min: np.ndarray,
+                         L: int) -> np.ndarray:
+    """[C] M*: the least mark e + n step_g (e = send_min where pp > 1, else 0; n = 1..NMAX[g]; g present) at which
+    held(M) = sum_h c_h min(NMAX[h], floor((M - e) / step_h + 1e-9)) >= L, inf where none. Rows with the same e (a
+    float) share the marks and the per-stage counts at each: taken once per e, every type's marks (an absent type's
+    count is 0, and held changes only at a present type's mark, so the least mark where held >= L is a present
+    type's), held summed over the types (integers, exact), and the first mark in ascending order where it reaches L
+    (held grows with M)."""
+    C, G = counts.shape
+    step = np.array(d.step_min_s, dtype=float)
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    multi = (pp > 1) if isinstance(pp, np.ndarray) else np.full(C, pp > 1)
+    e_rows = np.where(multi, send_min, 0.0)
+    live = [g for g in range(G) if nmax[g] > 0]
+    out = np.full(C, math.inf)
+    if not live:
+        return out
+    values, which = np.unique(e_rows, return_inverse=True)
+    cf = counts.astype(float)
+    for j, e in enumerate(values.tolist()):
+        rows = np.flatnonzero(which == j)
+        M = np.sort(np.concatenate([e + np.arange(1, nmax[g] + 1, dtype=float) * step[g] for g in live]))
+        held = np.zeros((len(rows), len(M)))
+        for h in live:  # integers: exact in any order (no BLAS product: its threads spin on a loaded machine)
+            per = np.maximum(0.0, np.minimum(nmax[h], np.floor((M - e) / step[h] + 1e-9)))
+            held = held + cf[rows, h:h + 1] * per[None, :]
+        ok = held >= L  # [rows, K]
+        out[rows] = np.where(ok.any(axis=1), M[np.argmax(ok, axis=1)], math.inf)
+    return out
+
+
+def _floor_values(problem: Problem, d: DegreeTerms, pp, counts: np.ndarray, all_params
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """[C] the floors of every composition (rows of counts [C, g], pp an int or one per row): iteration s (inf
+    where the composition cannot hold L layers at its caps), rent USD/h, and cost USD per iteration, budget-free
+    (`_meeting_floors` for the derivation)."""
+    L = problem.model.num_layers
+    present = counts > 0
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    keep = (counts * nmax[None, :]).sum(axis=1) >= L  # the others hold no plan (the bound leaves them out too)
+    least, most, send_min, ends, total, small, comm = _present_terms(d, pp, present, all_params)
+    least_M = _least_marks_holding(d, pp, counts, present, send_min, L) * (1 - 1e-8)
+    with np.errstate(invalid="ignore"):
+        pipeline = np.maximum((d.m - 1) * total / pp + total,
+                              (d.m - 1) * least_M + _least_sigma(d, pp, counts, send_min, L) * (1 - 1e-8) + ends)
+    iteration = np.where(keep, pipeline + comm, math.inf)
+    rate, cost = _rate_and_cost(d, pp, counts, present, least, send_min, total, iteration, comm)
+    return iteration, rate, cost / SECONDS_PER_HOUR
+
+
+def _floors_meet(problem: Problem, iteration: np.ndarray, rate: np.ndarray, cost: np.ndarray, budget,
+                 slower_than_s: float = 0.0) -> np.ndarray:
+    """[C] whether each composition's floors (`_floor_values`) meet the budget: bound_over_compositions' tests."""
+    n, slack = problem.iterations, BOUND_SLACK
+    iteration = np.maximum(iteration, slower_than_s / n)
+    with np.errstate(invalid="ignore"):
+        cost = np.maximum(cost, rate * iteration / SECONDS_PER_HOUR)
+    meets = np.isfinite(iteration)
+    if budget.max_time_s is not None:
+        meets &= ~(iteration * n > budget.max_time_s * slack)
+    if budget.max_usd_per_hour is not None:
+        meets &= ~(rate > budget.max_usd_per_hour * slack)
+    if budget.max_cost_usd is not None:
+        meets &= ~(cost * n > budget.max_cost_usd * slack)
+    return meets
 
 
 def _meeting_floors(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]], all_params: float,
@@ -838,47 +936,96 @@ def _meeting_floors(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple
     pp > 1, else 0; n = 1..NMAX[g]) at which sum_g c_g min(NMAX[g], floor((M - e) / step_g + 1e-9)) >= L. Every
     breakpoint at which the walk takes a value places every layer with per-stage counts at most these (its groups'
     sends are send_min or 2 send_min >= e), so it lies at or above M* (less the 1e-9 of the floor: M* is lowered by
-    a relative 1e-8), and its value (m - 1) M + SIGMA(M) is at least (m - 1) M* (SIGMA >= 0). The floor iteration
-    max((m - 1) total / pp + total, (m - 1) M* + ends) + comm is then at most the bound's (whose pipeline is the
-    max of the first term, walk + ends and the slowest-stage term, and with --overlap-grad-reduce a max with one
-    more term), the floor cost max(rent x it, cost work) at most the bound's cost, with the same rent; and the
-    budget's tests (bound_over_compositions', with slower_than_s) grow with iteration, rent and cost."""
-    L = problem.model.num_layers
-    G = len(d.slots)
-    counts = np.array(comps, dtype=np.int64).reshape(len(comps), G)  # [C, g]
-    present = counts > 0
-    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
-    keep = (counts * nmax[None, :]).sum(axis=1) >= L  # the others hold no plan (the bound leaves them out too)
-    inf = math.inf
-    least, most, send_min, ends, total, small, comm = _present_terms(d, pp, present, all_params)
-    e = send_min if pp > 1 else np.zeros(len(counts))
-    step = np.array(d.step_min_s, dtype=float)
-    marks = [np.where(present[:, g:g + 1], e[:, None] + np.arange(1, nmax[g] + 1, dtype=float)[None, :] * step[g],
-                      inf) for g in range(G) if nmax[g] > 0]
-    if not marks:
-        return []
-    M = np.concatenate(marks, axis=1)  # [C, K]
-    held = np.zeros(M.shape)
-    with np.errstate(invalid="ignore"):  # inf - inf at an absent type's marks (their count is 0)
-        for g in range(G):
-            per = np.maximum(0.0, np.minimum(nmax[g], np.floor((M - e[:, None]) / step[g] + 1e-9)))
-            held = held + np.where(present[:, g:g + 1], counts[:, g:g + 1] * per, 0.0)
-        least_M = np.where(np.isfinite(M) & (held >= L), M, inf).min(axis=1) * (1 - 1e-8)
-        pipeline = np.maximum((d.m - 1) * total / pp + total, (d.m - 1) * least_M + ends)
-    iteration = pipeline + comm
-    rate, cost = _rate_and_cost(d, pp, counts, present, least, send_min, total, iteration, comm)
-    cost = cost / SECONDS_PER_HOUR
-    n, slack = problem.iterations, BOUND_SLACK
-    iteration = np.maximum(iteration, slower_than_s / n)
-    cost = np.maximum(cost, rate * iteration / SECONDS_PER_HOUR)
-    meets = keep & np.isfinite(iteration)
-    if budget.max_time_s is not None:
-        meets &= ~(iteration * n > budget.max_time_s * slack)
-    if budget.max_usd_per_hour is not None:
-        meets &= ~(rate > budget.max_usd_per_hour * slack)
-    if budget.max_cost_usd is not None:
-        meets &= ~(cost * n > budget.max_cost_usd * slack)
+    a relative 1e-8), and its value (m - 1) M + SIGMA(M) is at least (m - 1) M* + SIGMA(inf) (`_least_sigma`, also
+    lowered by a relative 1e-8; round 14, budgetrows: before it SIGMA >= 0 stood there). The floor iteration
+    max((m - 1) total / pp + total, (m - 1) M* + SIGMA(inf) + ends) + comm is then at most the bound's (whose
+    pipeline is the max of the first term, walk + ends and the slowest-stage term, and with --overlap-grad-reduce a
+    max with one more term), the floor cost max(rent x it, cost work) at most the bound's cost, with the same rent;
+    and the budget's tests (bound_over_compositions', with slower_than_s) grow with iteration, rent and cost."""
+    counts = np.array(comps, dtype=np.int64).reshape(len(comps), len(d.slots))  # [C, g]
+    iteration, rate, cost = _floor_values(problem, d, pp, counts, all_params)
+    meets = _floors_meet(problem, iteration, rate, cost, budget, slower_than_s)
     return [comps[i] for i in np.flatnonzero(meets).tolist()]
+
+
+@dataclass(frozen=True, slots=True)
+class DegreeFloors:
+    """The floors (`_floor_values`) of every listed composition of every pp = 1..most of one DegreeTerms, computed
+    at once (round 14, budgetrows: `_meeting_floors` one pp at a time was most of a budget row's refining, about
+    0.7 ms a candidate, thousands of candidates). Budget-free: `degree_floors_meeting` applies a budget."""
+
+    start: np.ndarray  # [most + 1]: the rows of pp are start[pp - 1]:start[pp]
+    listed: np.ndarray  # [most] bool: pp's compositions are listed (composition_bounds is not None)
+    comps: list  # [R] the compositions, pp after pp, each pp's in _compositions' order
+    iteration_s: np.ndarray  # [R]
+    rate_usd_per_hour: np.ndarray  # [R]
+    cost_usd: np.ndarray  # [R] per iteration
+
+
+def degree_floors(problem: Problem, d: DegreeTerms, most: int) -> DegreeFloors:
+    """The floors of every composition that `composition_bounds` lists at pp = 1..most (none where the parameters
+    cannot fit: it returns () there), pp by pp, by the per-row operations of `_meeting_floors` (the same floats)."""
+    key = (d.slots, d.stages_per_block, most)
+    if key not in _DEGREE_ROWS:  # the compositions of every pp, as rows: shared by the degrees of the same slots
+        if len(_DEGREE_ROWS) > 64:
+            _DEGREE_ROWS.clear()
+        comps: list = []
+        pps: list[int] = []
+        start = [0]
+        listed = np.zeros(most, dtype=bool)
+        for pp in range(1, most + 1):
+            got = _compositions(d, pp, MAX_COMPOSITIONS)
+            if got is not None:
+                listed[pp - 1] = True
+                comps.extend(got)
+                pps.extend([pp] * len(got))
+            start.append(len(comps))
+        _DEGREE_ROWS[key] = (comps, np.array(comps, dtype=np.int64).reshape(len(comps), len(d.slots)),
+                             np.array(pps, dtype=np.int64), np.array(start), listed)
+    comps, counts, pp_rows, start, listed = _DEGREE_ROWS[key]
+    if not comps:
+        empty = np.zeros(0)
+        return DegreeFloors(start, listed, comps, empty, empty, empty)
+    all_params = np.where(pp_rows > 1, d.layer_params + d.ends_params[1], d.layer_params + d.ends_params[0])
+    iteration, rate, cost = _floor_values(problem, d, pp_rows, counts, all_params)
+    holds = np.array([_holds_parameters(problem, d, pp) for pp in range(1, most + 1)])
+    iteration = np.where(holds[pp_rows - 1], iteration, math.inf)  # composition_bounds gives () where they do not
+    return DegreeFloors(start, listed, comps, iteration, rate, cost)
+
+
+_DEGREE_ROWS: dict[tuple, tuple] = {}  # (slots, q, most) -> every pp's compositions as rows (degree_floors)
+
+
+def degree_floors_meeting(problem: Problem, fl: DegreeFloors, pp: int, budget, slower_than_s: float = 0.0
+                          ) -> list[tuple[int, ...]]:
+    """`_meeting_floors` of pp's listed compositions under the budget, from the degree's floors (pp listed)."""
+    lo, hi = int(fl.start[pp - 1]), int(fl.start[pp])
+    meets = _floors_meet(problem, fl.iteration_s[lo:hi], fl.rate_usd_per_hour[lo:hi], fl.cost_usd[lo:hi], budget,
+                         slower_than_s)
+    return [fl.comps[lo + i] for i in np.flatnonzero(meets).tolist()]
+
+
+FLOOR_SIGMA = True  # _meeting_floors' pipeline floor adds SIGMA(inf), the least sum of stage times (budgetrows)
+
+
+def _least_sigma(d: DegreeTerms, pp, counts: np.ndarray, send_min: np.ndarray, L: int) -> np.ndarray:
+    """[C] SIGMA(inf) of `_pipeline_s` for every composition (rows of counts [C, g]): its sends (two end stages at
+    send_min, every other stage at 2 send_min; none at pp = 1) plus the L layers poured fastest first (step_min) into
+    c_g stages of cap NMAX[g] of each type. The walk's SIGMA(M) pours the same layers into per-stage counts at most
+    NMAX (the same sends), so SIGMA(M) >= SIGMA(inf) at every M: the greedy fill is the least sum of layer steps
+    under per-type capacities, and smaller capacities cannot lower it. The float sums differ from the walk's order
+    (one term per type, not per group of ends and middles): the caller lowers it by a relative 1e-8."""
+    C, G = counts.shape
+    if not FLOOR_SIGMA:
+        return np.zeros(C)
+    sends = np.where(pp > 1, (2 * pp - 2) * send_min, 0.0)
+    left = np.full(C, float(L))
+    work = np.zeros(C)
+    for g in sorted(range(G), key=lambda g: d.step_min_s[g]):
+        take = np.minimum(left, counts[:, g] * float(d.max_layers_per_stage[g]))
+        work = work + take * d.step_min_s[g]
+        left = left - take
+    return sends + work
 
 
 def _composition_bounds_at_once(problem: Problem, d: DegreeTerms, pp: int, comps: list[tuple[int, ...]],
@@ -1296,7 +1443,49 @@ def _joint_from_tables(tab: RefinedTables, pp: int, max_iteration_s: float | Non
     return best * (1 - 1e-9)
 
 
-def refined_bound_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int, budget=None) -> CandidateBound:
+def under_cost_tables(problem: Problem, d: DegreeTerms, tab: RefinedTables) -> tuple[list, list]:
+    """`_least_iteration_under_cost_s`'s budget-free values at every pp of the tables that is feasible and not
+    listed (round 14, budgetrows: one Python walk per candidate, about 1.2 ms, was a third of a time<=B row's
+    refining on Megatron 18B, mixed-pool-3k): ([most] lists of its iteration and [most] lists of its rent at each of
+    its marks e + n step_min[g], e = send_min, ascending), by `_least_rates_at_once` (bit for bit
+    `_least_rate_per_gpu`) and the walk's own float operations; `under_cost_from_tables` walks them."""
+    most = len(tab.ok)
+    its: list = [[] for _ in range(most)]
+    rates: list = [[] for _ in range(most)]
+    rows = np.flatnonzero(tab.ok)
+    if not len(rows):
+        return its, rates
+    pps = rows + 1
+    G = len(d.slots)
+    e = d.send_min_s  # every pp here is > 1
+    marks = sorted({e + n * d.step_min_s[g] for g in range(G) for n in range(1, d.max_layers_per_stage[g] + 1)})
+    M = np.array(marks, dtype=float)
+    step = np.array(d.step_min_s, dtype=float)
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    hold = np.maximum(0, np.minimum(nmax[None, :], np.floor((M[:, None] - e) / step[None, :] + 1e-9).astype(np.int64)))
+    rate = d.w * _least_rates_at_once(d, pps, problem.model.num_layers, hold)  # [K, P]
+    stages_s, comm_s = tab.stages_s[rows], tab.comm_s[rows]
+    iteration = (d.m - 1) * np.maximum(M[:, None], (stages_s / pps)[None, :]) + stages_s[None, :] + comm_s[None, :]
+    for j, r in enumerate(rows.tolist()):
+        its[r], rates[r] = iteration[:, j].tolist(), rate[:, j].tolist()
+    return its, rates
+
+
+def under_cost_from_tables(under: tuple[list, list], pp: int, max_cost_rate_s: float, max_iteration_s: float | None,
+                           max_rate: float | None) -> float:
+    """`_least_iteration_under_cost_s` at pp from `under_cost_tables`: its walk, stops and skips on the same floats."""
+    for iteration, rate in zip(under[0][pp - 1], under[1][pp - 1]):
+        if max_iteration_s is not None and iteration > max_iteration_s:
+            break
+        if rate == math.inf or (max_rate is not None and rate > max_rate):
+            continue
+        if rate * iteration <= max_cost_rate_s:
+            return iteration * (1 - 1e-9)
+    return math.inf
+
+
+def refined_bound_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int, budget=None,
+                     under: tuple[list, list] | None = None) -> CandidateBound:
     """candidate_bound(problem, d, pp, budget, refined=True) from the tables (pp not listed): the joint rent x time
     walk over the kept breakpoints under the budget, exactly as `_joint_cost_rate_s` walks them (its two stops
     and its skips), and the time-under-cost term by its own function; pp = 1 by candidate_bound itself."""
@@ -1316,9 +1505,13 @@ def refined_bound_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: i
     iteration = float(tab.iteration_s[i])
     cost_rate_s = max(float(tab.cost_rate_s[i]), joint)
     if budget is not None and budget.max_cost_usd is not None and budget.objective == "time":
-        under = _least_iteration_under_cost_s(
-            d, pp, problem.model.num_layers, float(tab.stages_s[i]), float(tab.comm_s[i]),
-            budget.max_cost_usd * slack * SECONDS_PER_HOUR / problem.iterations, max_iteration_s, max_rate)
+        if under is not None:  # the walk from the degree's tables (the same value)
+            under = under_cost_from_tables(under, pp, budget.max_cost_usd * slack * SECONDS_PER_HOUR
+                                           / problem.iterations, max_iteration_s, max_rate)
+        else:
+            under = _least_iteration_under_cost_s(
+                d, pp, problem.model.num_layers, float(tab.stages_s[i]), float(tab.comm_s[i]),
+                budget.max_cost_usd * slack * SECONDS_PER_HOUR / problem.iterations, max_iteration_s, max_rate)
         if under == math.inf:
             return CandidateBound(False)
         iteration = max(iteration, under)

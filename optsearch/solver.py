@@ -29,8 +29,8 @@ import numpy as np
 
 from optsearch.bounds import (
     CandidateBound, Composition, DegreeTerms, bound_over_compositions, candidate_bound, cheap_bounds,
-    RefinedTables, composition_bounds, degree_terms, interleaved_bound, interleaving_factor, refined_bound_at,
-    refined_tables,
+    RefinedTables, bounds_of_compositions, composition_bounds, degree_floors, degree_floors_meeting, degree_terms,
+    interleaved_bound, interleaving_factor, refined_bound_at, refined_tables, under_cost_tables,
 )
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
@@ -109,6 +109,9 @@ class Bounded:
 
 
 BUDGET_FLOORS = True  # Memo.refined_bound under a budget walks only the compositions whose floors meet it (budgetbound)
+UNDER_COST_TABLES = True  # the aggregate bound's time under a cost budget from one table per degree (budgetrows)
+DEGREE_FLOORS = True  # and takes the floors of every pp of the candidate's degree at once (budgetrows)
+DEGREE_FLOORS_FROM = 2  # the ask of a degree's refined bound under a budget that builds its floors (before it: one pp)
 REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
 
@@ -136,6 +139,9 @@ class Memo:
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
     # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
     floored: dict = field(default_factory=dict)  # key -> (the limits, its refined bound under them by floors)
+    # (with DEGREE_FLOORS: (key, limits) -> the refined bound under them); (tp, dp, b, ep, cp, o) -> degree_floors
+    floors_by_degree: dict = field(default_factory=dict)
+    under_by_pp: dict = field(default_factory=dict)  # (tp, dp, b, ep, cp, o) -> bounds.under_cost_tables
     uses_by_degree: dict[tuple[int, ...], tuple[tuple[NodeUse, ...], bool]] = field(default_factory=dict)
     # (tp, dp, b, ep, cp, o) -> bounds.refined_tables: the aggregate refined bounds of every pp at once (costbound),
     # or how many times the degree was asked before its tables are built (REFINED_TABLES_FROM)
@@ -172,7 +178,38 @@ class Memo:
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
         limits = (budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour, slower_than_s)
-        if (cand.key not in self.compositions and BUDGET_FLOORS and budget.max_cost_usd is not None
+        if cand.key not in self.compositions and BUDGET_FLOORS and budget.max_cost_usd is not None and DEGREE_FLOORS:
+            # Under a cost budget (a deadline alone: the whole list, as before; with the degree's floors GPT-3 175B
+            # and Megatron 76B cost<=D 8k went 17.6 -> 23.1 % and 11.8 -> 12.8 %, one A/B run each at load 5): the
+            # floors of every composition of every pp of the candidate's degree, once (bounds.degree_floors,
+            # budget-free, kept); only the compositions whose floors meet the budget are walked
+            # (the same bound, bit for bit: bounds._meeting_floors), and the bound is kept for these limits.
+            if (cand.key, limits) in self.floored:
+                return self.floored[(cand.key, limits)]
+            dkey = cand.key[:3] + cand.key[4:6] + cand.key[7:]  # (tp, dp, b, ep, cp, o): its terms
+            floors = self.floors_by_degree.get(dkey)
+            if floors is None or isinstance(floors, int):  # the first DEGREE_FLOORS_FROM - 1 asks: one pp alone
+                asked = (floors or 0) + 1
+                if asked < DEGREE_FLOORS_FROM:
+                    # (a climb asks for scattered candidates, often one of a degree: its floors cost 3-5 times one
+                    # pp's, and the climbs before the loop lose that time)
+                    self.floors_by_degree[dkey] = asked
+                    comps = composition_bounds(self.problem, terms, cand.pp, budget, slower_than_s)
+                    if comps is not None:
+                        bound = self.floored[(cand.key, limits)] = bound_over_compositions(
+                            self.problem, comps, budget, slower_than_s)
+                        return bound
+                    floors = None
+                else:
+                    floors = self.floors_by_degree[dkey] = degree_floors(self.problem, terms,
+                                                                         max_stages(self.problem, self.options))
+            if floors is not None and cand.pp <= len(floors.listed) and floors.listed[cand.pp - 1]:
+                comps = bounds_of_compositions(self.problem, terms, cand.pp, degree_floors_meeting(
+                    self.problem, floors, cand.pp, budget, slower_than_s))
+                bound = self.floored[(cand.key, limits)] = bound_over_compositions(self.problem, comps, budget,
+                                                                                   slower_than_s)
+                return bound
+        elif (cand.key not in self.compositions and BUDGET_FLOORS and budget.max_cost_usd is not None
                 and self.floored.get(cand.key, (limits,))[0] == limits):
             # Under a cost budget (where the floors rule out most compositions of the time<=B rows' front; under a
             # deadline alone they ruled out 36 of GPT-3 13B cost<=D 8k's 2,500 and only added their cost): only the
@@ -200,7 +237,12 @@ class Memo:
                     return candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
                 tables = self.refined_by_pp[key] = refined_tables(self.problem, terms,
                                                                   max_stages(self.problem, self.options))
-            bound = refined_bound_at(self.problem, terms, tables, cand.pp, budget)
+            under = None
+            if UNDER_COST_TABLES and budget.max_cost_usd is not None and budget.objective == "time":
+                under = self.under_by_pp.get(key)
+                if under is None:
+                    under = self.under_by_pp[key] = under_cost_tables(self.problem, terms, tables)
+            bound = refined_bound_at(self.problem, terms, tables, cand.pp, budget, under)
         elif comps is None:
             bound = candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
         else:
