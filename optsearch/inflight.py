@@ -123,6 +123,8 @@ class InFlightTables:
     # hiding_terms); None: not walked
     holds_from: int = 0  # the least interval where the positions hold L layers within node supply (both checks pass
     # from there on): R(M_j) is inf below it and finite from it (round 12, timerows: the time walk reads only that)
+    most_layers: int = 0  # the most layers any position holds at any mark (its caps at M = inf, at most L): every
+    # kink of phi has a cap difference of at most this (round 14, costrows: _least_rent's list); 0: L
 
 
 def _time_terms(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -389,6 +391,7 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         lo = first_passing(_holds_within_supply, lo + 1)
     tab.rent[:lo] = np.inf
     tab.holds_from = lo
+    tab.most_layers = int(min(L, caps_at(np.array([np.inf])).max(initial=0)))  # caps only grow with M
     return tab
 
 
@@ -474,8 +477,14 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
         # <= 0, found by bisection on the list, about 12 evaluations for the 18 below. Every multiplier evaluated
         # gives a valid bound; its neighbour below is evaluated too (a tie lost to float rounding moves the search
         # one kink up).
-        lams = _multipliers(tab.price, tab.L)  # caps hold at most L layers; the list is the table's own, so each
-        # row's value does not depend on the other rows of the call (_rent_at)
+        # Round 14 (costrows): the kinks of caps up to the table's most_layers (its caps at M = inf, which bound
+        # every mark's caps), not up to L: on the large models' tables a list of about 60-120 kinks instead of
+        # 6 x L (GPT-3 175B: 576), so about 6-7 steps instead of 10. The list is the table's own, so each row's
+        # value does not depend on the other rows of the call (_rent_at).
+        most = tab.most_layers if SHORT_MULTIPLIERS and 0 < tab.most_layers <= tab.L else tab.L
+        if most < tab.L and k.max(initial=0) > most:  # not expected (most is the caps' largest): every kink
+            most = tab.L
+        lams = _multipliers(tab.price, most)
         lo = np.zeros(len(caps), dtype=np.int64)
         hi = np.full(len(caps), len(lams) - 1, dtype=np.int64)
         while (lo < hi).any():
@@ -502,6 +511,7 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 
 
 EXACT_MULTIPLIER = True  # _least_rent's multiplier from the kinks of phi (bigproof); False: the 16-step bisection
+SHORT_MULTIPLIERS = True  # those kinks only up to the table's most_layers cap difference (round 14, costrows)
 _MULTIPLIERS: dict[tuple, np.ndarray] = {}
 MULTIPLIERS_KEPT = 4_096  # entries of _MULTIPLIERS before it is emptied (long what-if sweeps see many price vectors)
 
