@@ -6,6 +6,8 @@
   random roomy and memory-tight instances most_layers is the largest cap of every mark and the rent at every mark
   equals the full list's to 1e-12 (the values may differ by an ulp: a maximum over other evaluated multipliers);
   a list one kink difference too short fails the dual comparison;
+- the least mark where the positions hold L (inflight._first_holding, order statistics of the least times) is the
+  bisection's (`first_passing` over `_holds`), on the same random tables, v = 1 and 2;
 - bounds.bound_over_compositions by arrays equals its loop bit for bit on the composition lists of random
   instances, under no budget, deadlines, rent limits, cost budgets and windows (slower_than_s)."""
 
@@ -84,12 +86,14 @@ def test_a_list_one_difference_too_short_misses_the_duals_maximum():
 
 
 COMPARED: list[int] = []
+HOLDS: list[bool] = []
 
 
 @settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(instances(), tight_instances()), st.booleans())
 def test_the_tables_most_layers_bound_every_cap_and_the_rent_matches_the_full_list(case, overlap):
+    """... and the least mark that holds L from order statistics (FIRST_BY_ORDER) is the bisection's."""
     problem, options, *_ = case
     problem = replace(problem, overlap_grad_reduce=overlap)
     for tp, mbs, dp, uses in usable_degrees(problem, options):
@@ -102,6 +106,12 @@ def test_the_tables_most_layers_bound_every_cap_and_the_rent_matches_the_full_li
                 tab = kept.get(cand.key)
                 if tab is None:
                     continue
+                with mock.patch.object(inflight, "FIRST_BY_ORDER", False):  # the bisection's least mark
+                    ref = {}
+                    sharpened(problem, ref, d, cand, Budget(objective="cost"), CandidateBound(True, 0.0, 0.0, 0.0))
+                assert tab.holds_from == ref[cand.key].holds_from
+                assert np.array_equal(np.isposinf(tab.rent), np.isposinf(ref[cand.key].rent))
+                HOLDS.append(tab.holds_from < len(tab.marks))
                 caps = tab.caps[:]  # every mark
                 usable = (caps >= 1) | ~tab.middle[None, None, :]
                 assert tab.most_layers == int(min(tab.L, np.where(usable, caps, 0).max(initial=0)))
@@ -117,6 +127,7 @@ def test_the_random_tables_compared_many_marks():
     if not COMPARED:  # run alone or in another worker
         test_the_tables_most_layers_bound_every_cap_and_the_rent_matches_the_full_list()
     assert sum(COMPARED) >= 200 and sum(n > 0 for n in COMPARED) >= 20
+    assert sum(HOLDS) >= 20 and not all(HOLDS)  # tables that hold L from some mark on, and some that never do
 
 
 def _budgets_around(problem, comps):
