@@ -1283,6 +1283,7 @@ QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
 FIRST_PLAN_SEEDS = 400  # and at most this many candidates (without a limit too; Llama-2 70B's plan: the 115th)
+SEED_RECHECK_LAST = True  # a first-plan-only search re-checks a backend's "infeasible" once nothing else is left
 
 
 def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
@@ -1728,7 +1729,27 @@ def solve(
     prev_step = None
     if LOOP_TIMES is not None:
         LOOP_TIMES["loop start"] = time.process_time()
-    while queue or parked or off_pending:
+    claims: list[tuple] = []  # a first-plan-only search's "infeasible" claims not yet re-checked (SEED_RECHECK_LAST)
+
+    def recheck(f, claim: Solution) -> tuple[Solution, tuple[Plan, Estimate] | None, int, str]:
+        """The other backend on the model whose backend claimed it "infeasible" before any plan was known: (its
+        solution, its plan or None, its solves, the backend whose answer stands)."""
+        nonlocal rechecked, refuted
+        rechecked += 1
+        left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+        other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
+        built = len(f.lm.constraints)
+        sol, found, solves = _solve_model(problem, other_engine, f, left, None)
+        checker = other_engine.name
+        if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
+            # CBC's only point breaks the budget (its cuts could not move it, _cuts_stuck): it refutes nothing,
+            # and CP-SAT's exact "infeasible" stands (audit3's edge sweep, seeds 15 and 28)
+            del f.lm.constraints[built:]
+            sol, found, checker = claim, None, engine.name
+        refuted += found is not None
+        return sol, found, solves, checker
+
+    while queue or parked or off_pending or claims:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
@@ -1761,6 +1782,18 @@ def solve(
         if remaining is not None and remaining <= 0:
             stopped_early = True
             break
+        if claims and not (queue or parked or off_pending):  # nothing else left: the claims re-checked, in order
+            f, claim = claims.pop(0)
+            sol, found, solves, checker = recheck(f, claim)
+            milps += solves
+            if found is not None:
+                plan, est = found
+                _check(problem, f, sol, plan, est, checker, slower_than_s)
+                incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
+            elif sol.status != "infeasible":  # the re-check stopped at the limit: no answer on that candidate
+                stopped_early = True
+                break
+            continue
         worth = incumbent[0] * (1 - gap) if incumbent is not None else math.inf
         lower, key, i, item = heapq.heappop(queue if front < worth or not parked else parked)
         if LOOP_TIMES is not None:  # diagnosis only: CPU time of each step of the loop, by the level it started at
@@ -1945,24 +1978,24 @@ def solve(
             sol, found, more = _solve_model(problem, CpSat(), f, left, None)
             solves += more
             checker = "cpsat"
+        if (sol.status == "infeasible" and incumbent is None and first_plan_only and SEED_RECHECK_LAST
+                and (queue or parked or off_pending)):
+            # A first-plan-only search re-checks the claim once nothing else is left (claims, below): the next
+            # candidates may give its plan sooner (Megatron 18B, fasop-a100-a10, time under B: CBC's re-check of
+            # one CP-SAT claim ran to the seed search's limit, twice, and the first plan came at 6.45 s, where the
+            # next candidate's model gives it in 0.3 s; firstplans).
+            claims.append((f, sol))
+            milps += solves
+            explored += 1
+            report(item)
+            continue
         if sol.status == "infeasible" and incumbent is None:
             # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):
             # before any plan is known it decides a "no plan meets the budget" answer, so the other backend re-checks
             # the same model (CBC's cuts, and CP-SAT's rounding of a budget row at a plan's exact value, have each
             # excluded a plan that meets the budget).
-            rechecked += 1
-            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-            other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
-            claim, built = sol, len(f.lm.constraints)
-            sol, found, more = _solve_model(problem, other_engine, f, left, None)
+            sol, found, more, checker = recheck(f, sol)
             solves += more
-            checker = other_engine.name
-            if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
-                # CBC's only point breaks the budget (its cuts could not move it, _cuts_stuck): it refutes nothing,
-                # and CP-SAT's exact "infeasible" stands (audit3's edge sweep, seeds 15 and 28)
-                del f.lm.constraints[built:]
-                sol, found, checker = claim, None, engine.name
-            refuted += found is not None
         milps += solves
         explored += 1
         if found is not None:
