@@ -415,7 +415,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
            wide: bool, until: Callable[[Priced], bool] | None = None,
-           ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
+           ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
+           by_key: "_LazyNeighbours | None" = None) -> Priced:
     """One hill-climb of _neighbour_search, until deadline (time.perf_counter()). wide: the pipeline depth also
     halved, doubled and x 4 (_climb_depths) and each neighbour's quick plans with their interleaved variants
     (_climb_plans); a budget search runs it from where the plain climb stops (budgetrows: the wide steps cost about
@@ -432,7 +433,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     nothing). A climb cut short by the deadline or NEIGHBOUR_EVALS records where it stood (ClimbCut, CLIMB_RESUME)
     for every plan on its path, and a later climb that steps on one goes on from there with the cut climb's `seen`
     and evaluations: the moves it would make alone (round 13, budgetgap: on Megatron 18B and Llama-2 70B, time
-    under B, the first wide climb stopped at its share and the later starts' wide climbs began it again)."""
+    under B, the first wide climb stopped at its share and the later starts' wide climbs began it again).
+    by_key: the v = 1 candidates by key, where not bounded's (_LazyNeighbours: the whole space's, built as asked)."""
     if not CLIMB_ENDS or until is not None:
         ends = None
     if _past(deadline):  # nothing priced, and not the keys below either: 0.1-0.2 s on the large pools' lists, for each
@@ -445,11 +447,12 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             ends[(wide, plan_on)] = end
         return end
 
-    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    if by_key is None:
+        by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
     # minimizing time under a cost budget: every dp of the space between dp / 2 and 4 dp (_fill_dps)
-    fill_dps = (sorted({key[1] for key in by_key}) if CLIMB_FILL_DP and _capped_quantity(budget) == "cost"
-                else None)
+    fill_dps = (sorted({item.cand.dp for item in bounded if item.cand.v == 1})
+                if CLIMB_FILL_DP and _capped_quantity(budget) == "cost" else None)
     best = start
     if until is not None and until(best):
         return best
@@ -862,6 +865,8 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
 PART_FIRST = True  # a first plan from the cp = 1, v = 1 part before the whole space's list (_part_seeds, descent)
 PART_DESCENT_SHARE = 0.25  # of the descent's share, at most, for the part's descent (before the whole one's)
 DESCENT_CARRY = True  # the whole descent climbs on from the part's climb's end where that stopped short of B
+LAZY_NEIGHBOURS = True  # the part's descent goes on over the whole space's neighbours, built as asked (firstplans)
+LAZY_DESCENT_SHARE = 0.5  # of the descent's share, at most, for that climb (before the whole list)
 
 
 def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
@@ -910,12 +915,23 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     descent's end where its share cut it short too (_budget_descent's ends), for solve to go on from. The part's
     share stays 0.25: at 0.6, Megatron 310B, mixed-pool-8k, time under B met B in the part's climb (first plan 5.7 ->
     2.8 s), but Megatron 1T on mixed-pool-8k, whose whole seeds meet B at once, waited 1.4 s longer where the part's
-    climb ran out (3.9 -> 5.3 s), and the whole descent, still run after the part's plan, took the loop's time."""
+    climb ran out (3.9 -> 5.3 s), and the whole descent, still run after the part's plan, took the loop's time.
+    Round 14 (firstplans): where the part's climb stops short of B (at its best in the part, or cut), it goes on from
+    there over the whole space's neighbours, built a degree at a time as it asks (_LazyNeighbours), for
+    LAZY_DESCENT_SHARE of time_limit_s, before the whole list: on GPT-3 175B, Megatron 1T and 310B and Llama-2 70B,
+    time under B, every plan under B has cp > 1 and the whole list took 0.5-1.8 s of CPU before it. The whole descent
+    then runs as before, from the lazy climb's end where its share cut it."""
     first = first_at = None
     cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
     if PART_FIRST and part is not None:
+        stopped: list[Priced] = []  # where the part's climb stopped short of B, cut or at its best in the part
         first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s,
-                                ends=cut if DESCENT_CARRY else None)
+                                ends=cut if DESCENT_CARRY else None, stopped=stopped)
+        if first is None and stopped and LAZY_NEIGHBOURS:
+            # on from there over the whole space's neighbours, built as asked (_LazyNeighbours), before its list
+            cut = []
+            first = _budget_descent(part, budget, None if time_limit_s is None else LAZY_DESCENT_SHARE * time_limit_s,
+                                    start=stopped[-1], ends=cut if DESCENT_CARRY else None, whole=memo)
         first_at = None if first is None else time.perf_counter()
     whole = _budget_descent(memo, budget, time_limit_s, start=cut[-1] if cut else None,
                             ends=ends if DESCENT_CARRY else None)
@@ -941,8 +957,63 @@ def _capped_quantity(budget: Budget) -> str | None:
     return None
 
 
+class _LazyNeighbours:
+    """The whole space's v = 1 candidates at the default optimizer setting (Candidate.key -> Bounded), as
+    _candidates(memo, budget, 0.0, DEFAULT) lists them, with the same cheap bounds and the same budget tests
+    (_degree_rows, which _build_candidates runs on every degree), each (tp, dp, b, cp) built when a key of it is
+    first asked for: _climb's by_key without the whole list (LAZY_NEIGHBOURS). A key of the space that the list
+    holds is here with the same bound; a key the list does not hold is not here either. The terms and cheap bounds
+    it computes stay on memo, and the whole list reuses them."""
+
+    def __init__(self, memo: Memo, budget: Budget):
+        problem, options = memo.problem, memo.options
+        self.memo, self.budget = memo, budget
+        self.tps = set(tp_candidates(problem))
+        self.mbs = set(micro_batch_candidates(problem, options))
+        self.cps = set(context_parallel_candidates(problem, options))
+        self.dps: dict[tuple[int, int, int], set[int]] = {}  # (tp, b, cp) -> dp_candidates
+        self.built: dict[tuple[int, int, int, int], dict[tuple[int, ...], tuple | Bounded]] = {}
+        self.shapes: dict = {}
+        self.degrees = 0  # (tp, dp, b, cp) of the space built here
+
+    def _of(self, key: tuple[int, ...]) -> Bounded | None:
+        tp, dp, mbs, _, _, cp, v, o = key
+        if v != 1 or o != 0 or 1 not in self.memo.options.virtual_stages:
+            return None
+        degree = (tp, dp, mbs, cp)
+        items = self.built.get(degree)
+        if items is None:
+            items = {}
+            if tp in self.tps and mbs in self.mbs and cp in self.cps:
+                dps = self.dps.get((tp, mbs, cp))
+                if dps is None:
+                    dps = self.dps[(tp, mbs, cp)] = set(dp_candidates(self.memo.problem, tp, mbs,
+                                                                       self.budget.max_gpus, cp))
+                if dp in dps:
+                    rows: list[tuple] = []
+                    _degree_rows(self.memo, self.budget, 0.0, DEFAULT, degree, rows, self.shapes, (1,))
+                    items = {row[1]: row for row in rows}
+                    self.degrees += 1
+            self.built[degree] = items
+        row = items.get(key)
+        if isinstance(row, tuple):
+            row = items[key] = _bounded_row(row)
+        return row
+
+    def __contains__(self, key: tuple[int, ...]) -> bool:
+        return self._of(key) is not None
+
+    def __getitem__(self, key: tuple[int, ...]) -> Bounded:
+        item = self._of(key)
+        if item is None:
+            raise KeyError(key)
+        return item
+
+
+
 def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, start: Priced | None = None,
-                    ends: list[Priced] | None = None) -> Priced | None:
+                    ends: list[Priced] | None = None, whole: Memo | None = None,
+                    stopped: list[Priced] | None = None) -> Priced | None:
     """A first plan that meets a budget search's cap, from the cheap side: a plan of the space that meets `budget`,
     priced by the cost model, or None (never a proof that none exists; incumbents only).
 
@@ -959,7 +1030,10 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     B took 13 s of CPU; the climb on cost from the seeds' $17.3M plan passes under B at its second move, 0.5 s).
     start: a plan of the space, priced under the relaxed budget (an earlier descent's end, _part_then_whole_descent),
     climbed from where it is cheaper than the seeds' best. ends: where given, the climb's end is appended to it when
-    the deadline cut the climb short of B (not at a local optimum): a start for a later descent (firstplan)."""
+    the deadline cut the climb short of B (not at a local optimum): a start for a later descent (firstplan).
+    whole: the seeds are memo's (the cp = 1, v = 1 part's), the climb is over whole's space (memo's space within
+    it), its neighbours built as the climb asks for them (_LazyNeighbours), not from whole's list (firstplans).
+    stopped: where given, the climb's end is appended to it whenever it stopped short of B, cut or not."""
     quantity = _capped_quantity(budget)
     if quantity is None:
         return None
@@ -994,11 +1068,16 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
         best = start
     if best is None:
         return None
+    neighbours = None
+    if whole is not None:  # the climb over the whole space (its memo prices its plans), neighbours as asked
+        memo, neighbours = whole, _LazyNeighbours(whole, budget.model_copy(update={"objective": quantity}))
     got = _climb(memo, relaxed, bounded, best, deadline, wide=False,
-                 until=lambda priced: not budget_violations(priced[1], priced[2], budget))
+                 until=lambda priced: not budget_violations(priced[1], priced[2], budget), by_key=neighbours)
     if budget_violations(got[1], got[2], budget):
         if ends is not None and deadline is not None and time.perf_counter() > deadline:  # cut short, still moving
             ends.append(got)
+        if stopped is not None:
+            stopped.append(got)
         return None
     return objective_value(got[2], budget.objective), got[1], got[2]
 
@@ -1044,102 +1123,113 @@ def _candidates(memo: Memo, budget: Budget, slower_than_s: float = 0.0, settings
 
 def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings: str = ALL,
                       deadline: float | None = None) -> tuple[list[Bounded], int]:
-    """_candidates' work."""
+    """_candidates' work: the rows of every degree (_degree_rows), sorted, then built."""
     problem, options = memo.problem, memo.options
-    kept: list[Bounded] = []
     rows: list[tuple] = []  # (bound, key, uses, terms)
     total = 0
-    most = max_stages(problem, options)
-    pps = np.arange(1, most + 1)
-    iterations = problem.iterations
-    slack = BOUND_SLACK
-    interleaving: dict[tuple[int, ...], bool] = {}
-    shapes: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-
-    def allowed_at(p: int, dp: int, mbs: int, v: int) -> bool:  # interleaving_allowed, once per (pp, dp, b, v)
-        key = (p, dp, mbs, v)
-        if key not in interleaving:
-            interleaving[key] = interleaving_allowed(problem, p, dp, mbs, v)
-        return interleaving[key]
-
+    shapes: dict = {}
     for tp in tp_candidates(problem):
         for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
                         for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
             for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
                 if _past(deadline):
                     raise OutOfTime
-                # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they
-                # were a fifth of a later list's build, GPT-3 13B on mixed-pool-8k)
-                known = memo.uses_by_degree.get((tp, dp, mbs, cp))
-                if known is None:
-                    uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
-                    both = bool(uses) and len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
-                        distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
-                    known = memo.uses_by_degree[(tp, dp, mbs, cp)] = (uses, both)
-                uses, both = known
-                if not uses:
-                    continue
-                dists = (None, False) if both else (None,)
-                if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
-                    dists = (None,) if settings == DEFAULT else (False,) if both else ()
-                for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options) for o in dists]:
-                    # dist: None, the search's default; False, off too where both are tried (under the overlap)
-                    terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
-                    ok, iteration, rate, cost = memo.cheap_bounds(
-                        terms, (tp, dp, mbs, ep, cp) if dist is None else (tp, dp, mbs, ep, cp, 0), pps)
-                    for v in options.virtual_stages if dist is None else (1,):  # off: at v = 1 only
-                        if v not in options.virtual_stages:
-                            continue
-                        shape = shapes.get((terms.m, dp, mbs, v))
-                        if shape is None:  # the pp allowed and their f_v: once per (m, dp, b, v)
-                            if v == 1:
-                                allowed = [p for p in range(1, most + 1)]
-                            else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
-                                allowed = [p for p in range(2, most + 1)
-                                           if terms.m % p == 0 and allowed_at(p, dp, mbs, v)]
-                            factors = np.ones(most)
-                            for p in allowed if v > 1 else ():
-                                factors[p - 1] = interleaving_factor(terms.m, p, v)
-                            shape = shapes[(terms.m, dp, mbs, v)] = (np.array(allowed, dtype=np.int64) - 1, factors)
-                        ix, factors = shape
-                        total += len(ix)
-                        if budget.max_gpus is not None:
-                            ix = ix[(ix + 1) * tp * cp * dp <= budget.max_gpus]
-                        ix = ix[ok[ix]]
-                        if len(ix) == 0:
-                            continue
-                        it, rt, co = iteration[ix], rate[ix], cost[ix]
-                        if v > 1:  # bounds.interleaved_bound, the same operations
-                            factor = factors[ix]
-                            it, co = it * factor, co * factor
-                        time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
-                        cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
-                        keep = np.ones(len(ix), dtype=bool)
-                        if budget.max_time_s is not None:
-                            keep &= ~(time_lb > budget.max_time_s * slack)
-                        if budget.max_cost_usd is not None:
-                            keep &= ~(cost_lb > budget.max_cost_usd * slack)
-                        if budget.max_usd_per_hour is not None:
-                            keep &= ~(rt > budget.max_usd_per_hour * slack)
-                        value = cost_lb if budget.objective == "cost" else time_lb
-                        for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
-                            rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v, int(dist is not None)), uses, terms))
-                for ep in ep_candidates(problem, tp, dp, options) if settings != DEFAULT else ():
-                    # --overlap-param-gather's copies at pp > 1, with the off ones (lazy: settings OFF or ALL)
-                    total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses,
-                                          memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
+                total += _degree_rows(memo, budget, slower_than_s, settings, (tp, dp, mbs, cp), rows, shapes)
     # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
     # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
     if _past(deadline):  # the sort and the records below: 0.3-0.4 s for Megatron 1T's 60,000 rows (round 14)
         raise OutOfTime
     rows.sort(key=itemgetter(0, 1))
-    for n, (lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms) in enumerate(rows):
+    kept: list[Bounded] = []
+    for n, row in enumerate(rows):
         if n % 8192 == 0 and _past(deadline):
             raise OutOfTime
-        kept.append(Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
-                                      dist=False if off == 1 else None, gather=off == 2),
-                            lb, terms, CHEAP))
+        kept.append(_bounded_row(row))
     return kept, total
+
+
+def _bounded_row(row: tuple) -> Bounded:
+    """The candidate of one of _degree_rows' rows, at its cheap bound."""
+    lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms = row
+    return Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
+                             dist=False if off == 1 else None, gather=off == 2), lb, terms, CHEAP)
+
+
+def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str, degree: tuple[int, int, int, int],
+                 rows: list[tuple], shapes: dict, virtual_stages: tuple[int, ...] | None = None) -> int:
+    """Appends to rows the candidates (bound, key, uses, terms) of one (tp, dp, b, cp) of the space, every ep, pp
+    and v (virtual_stages: only those of them; None, the options'), at the settings' optimizer settings, with their
+    cheap bounds, less those a bound proves break the budget; returns how many there were before the cheap bounds.
+    shapes: the caller's cache of the pp allowed per (m, dp, b, v). The degree must be one of the space's (tp, b and
+    cp among their candidates, dp among dp_candidates under budget.max_gpus): _build_candidates, _LazyNeighbours."""
+    problem, options = memo.problem, memo.options
+    tp, dp, mbs, cp = degree
+    most = max_stages(problem, options)
+    pps = np.arange(1, most + 1)
+    iterations = problem.iterations
+    slack = BOUND_SLACK
+    total = 0
+    # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they were a fifth
+    # of a later list's build, GPT-3 13B on mixed-pool-8k)
+    known = memo.uses_by_degree.get((tp, dp, mbs, cp))
+    if known is None:
+        uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
+        both = bool(uses) and len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
+            distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
+        known = memo.uses_by_degree[(tp, dp, mbs, cp)] = (uses, both)
+    uses, both = known
+    if not uses:
+        return 0
+    dists = (None, False) if both else (None,)
+    if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
+        dists = (None,) if settings == DEFAULT else (False,) if both else ()
+    for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options) for o in dists]:
+        # dist: None, the search's default; False, off too where both are tried (under the overlap)
+        terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
+        ok, iteration, rate, cost = memo.cheap_bounds(
+            terms, (tp, dp, mbs, ep, cp) if dist is None else (tp, dp, mbs, ep, cp, 0), pps)
+        for v in options.virtual_stages if dist is None else (1,):  # off: at v = 1 only
+            if v not in options.virtual_stages or (virtual_stages is not None and v not in virtual_stages):
+                continue
+            shape = shapes.get((terms.m, dp, mbs, v))
+            if shape is None:  # the pp allowed and their f_v: once per (m, dp, b, v)
+                if v == 1:
+                    allowed = [p for p in range(1, most + 1)]
+                else:  # m % pp == 0 is necessary (interleaving_allowed), and skips most pp cheaply
+                    allowed = [p for p in range(2, most + 1)
+                               if terms.m % p == 0 and interleaving_allowed(problem, p, dp, mbs, v)]
+                factors = np.ones(most)
+                for p in allowed if v > 1 else ():
+                    factors[p - 1] = interleaving_factor(terms.m, p, v)
+                shape = shapes[(terms.m, dp, mbs, v)] = (np.array(allowed, dtype=np.int64) - 1, factors)
+            ix, factors = shape
+            total += len(ix)
+            if budget.max_gpus is not None:
+                ix = ix[(ix + 1) * tp * cp * dp <= budget.max_gpus]
+            ix = ix[ok[ix]]
+            if len(ix) == 0:
+                continue
+            it, rt, co = iteration[ix], rate[ix], cost[ix]
+            if v > 1:  # bounds.interleaved_bound, the same operations
+                factor = factors[ix]
+                it, co = it * factor, co * factor
+            time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
+            cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
+            keep = np.ones(len(ix), dtype=bool)
+            if budget.max_time_s is not None:
+                keep &= ~(time_lb > budget.max_time_s * slack)
+            if budget.max_cost_usd is not None:
+                keep &= ~(cost_lb > budget.max_cost_usd * slack)
+            if budget.max_usd_per_hour is not None:
+                keep &= ~(rt > budget.max_usd_per_hour * slack)
+            value = cost_lb if budget.objective == "cost" else time_lb
+            for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
+                rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, v, int(dist is not None)), uses, terms))
+    for ep in ep_candidates(problem, tp, dp, options) if settings != DEFAULT else ():
+        # --overlap-param-gather's copies at pp > 1, with the off ones (lazy: settings OFF or ALL)
+        total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses,
+                              memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
+    return total
 
 
 def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple[int, ...],
@@ -1280,6 +1370,7 @@ QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
 FIRST_PLAN_SEEDS = 400  # and at most this many candidates (without a limit too; Llama-2 70B's plan: the 115th)
+SEED_RECHECK_LAST = True  # a first-plan-only search re-checks a backend's "infeasible" once nothing else is left
 
 
 def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
@@ -1765,7 +1856,27 @@ def solve(
     prev_step = None
     if LOOP_TIMES is not None:
         LOOP_TIMES["loop start"] = time.process_time()
-    while queue or parked or off_pending:
+    claims: list[tuple] = []  # a first-plan-only search's "infeasible" claims not yet re-checked (SEED_RECHECK_LAST)
+
+    def recheck(f, claim: Solution) -> tuple[Solution, tuple[Plan, Estimate] | None, int, str]:
+        """The other backend on the model whose backend claimed it "infeasible" before any plan was known: (its
+        solution, its plan or None, its solves, the backend whose answer stands)."""
+        nonlocal rechecked, refuted
+        rechecked += 1
+        left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+        other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
+        built = len(f.lm.constraints)
+        sol, found, solves = _solve_model(problem, other_engine, f, left, None)
+        checker = other_engine.name
+        if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
+            # CBC's only point breaks the budget (its cuts could not move it, _cuts_stuck): it refutes nothing,
+            # and CP-SAT's exact "infeasible" stands (audit3's edge sweep, seeds 15 and 28)
+            del f.lm.constraints[built:]
+            sol, found, checker = claim, None, engine.name
+        refuted += found is not None
+        return sol, found, solves, checker
+
+    while queue or parked or off_pending or claims:
         front = queue[0][0] if queue else math.inf
         lower = min(front, parked[0][0]) if parked else front
         if first_plan_s is None and incumbent is not None:
@@ -1803,6 +1914,18 @@ def solve(
         if remaining is not None and remaining <= 0:
             stopped_early = True
             break
+        if claims and not (queue or parked or off_pending):  # nothing else left: the claims re-checked, in order
+            f, claim = claims.pop(0)
+            sol, found, solves, checker = recheck(f, claim)
+            milps += solves
+            if found is not None:
+                plan, est = found
+                _check(problem, f, sol, plan, est, checker, slower_than_s)
+                incumbent = (objective_value(est, budget.objective), plan, est, objective_to_user(f, sol.objective))
+            elif sol.status != "infeasible":  # the re-check stopped at the limit: no answer on that candidate
+                stopped_early = True
+                break
+            continue
         worth = incumbent[0] * (1 - gap) if incumbent is not None else math.inf
         lower, key, i, item = heapq.heappop(queue if front < worth or not parked else parked)
         if LOOP_TIMES is not None:  # diagnosis only: CPU time of each step of the loop, by the level it started at
@@ -1993,24 +2116,24 @@ def solve(
             sol, found, more = _solve_model(problem, CpSat(), f, left, None)
             solves += more
             checker = "cpsat"
+        if (sol.status == "infeasible" and incumbent is None and first_plan_only and SEED_RECHECK_LAST
+                and (queue or parked or off_pending)):
+            # A first-plan-only search re-checks the claim once nothing else is left (claims, below): the next
+            # candidates may give its plan sooner (Megatron 18B, fasop-a100-a10, time under B: CBC's re-check of
+            # one CP-SAT claim ran to the seed search's limit, twice, and the first plan came at 6.45 s, where the
+            # next candidate's model gives it in 0.3 s; firstplans).
+            claims.append((f, sol))
+            milps += solves
+            explored += 1
+            report(item)
+            continue
         if sol.status == "infeasible" and incumbent is None:
             # A backend's "infeasible" is not taken as proof on its own (docs/solver.md, "What a proof rests on"):
             # before any plan is known it decides a "no plan meets the budget" answer, so the other backend re-checks
             # the same model (CBC's cuts, and CP-SAT's rounding of a budget row at a plan's exact value, have each
             # excluded a plan that meets the budget).
-            rechecked += 1
-            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-            other_engine = CpSat() if engine.name == "cbc" else PulpCbc()
-            claim, built = sol, len(f.lm.constraints)
-            sol, found, more = _solve_model(problem, other_engine, f, left, None)
+            sol, found, more, checker = recheck(f, sol)
             solves += more
-            checker = other_engine.name
-            if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
-                # CBC's only point breaks the budget (its cuts could not move it, _cuts_stuck): it refutes nothing,
-                # and CP-SAT's exact "infeasible" stands (audit3's edge sweep, seeds 15 and 28)
-                del f.lm.constraints[built:]
-                sol, found, checker = claim, None, engine.name
-            refuted += found is not None
         milps += solves
         explored += 1
         if found is not None:

@@ -67,15 +67,15 @@ def _descents(problem, options, budget, monkeypatch, cut_part_at: int | None):
     climb = solver_module._climb
     climbs, part_reads = [], []
 
-    def recorded(memo_, relaxed, bounded, start, deadline, wide, until=None, ends=None):
+    def recorded(memo_, relaxed, bounded, start, deadline, wide, until=None, ends=None, by_key=None):
         if memo_ is part:
             before = clock.reads
             if cut_part_at is not None:
                 clock.at = before + cut_part_at
-            got = climb(memo_, relaxed, bounded, start, deadline, wide, until, ends)
+            got = climb(memo_, relaxed, bounded, start, deadline, wide, until, ends, by_key)
             part_reads.append(clock.reads - before)
         else:
-            got = climb(memo_, relaxed, bounded, start, deadline, wide, until, ends)
+            got = climb(memo_, relaxed, bounded, start, deadline, wide, until, ends, by_key)
         climbs.append((memo_ is part, start, got))
         return got
 
@@ -98,6 +98,9 @@ def test_the_whole_descent_climbs_on_from_where_the_parts_climb_was_cut(monkeypa
     cheapest = solve(problem, Budget(objective="cost"), options=options)
     budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 1.001)
     monkeypatch.setattr(solver_module, "DESCENT_SEEDS", 1)
+    # Round 14 (firstplans): where the part's climb stops short of B, a climb over the whole space's neighbours goes on
+    # from its end first (LAZY_NEIGHBOURS), and the whole descent from that one's cut end: checked at the end.
+    monkeypatch.setattr(solver_module, "LAZY_NEIGHBOURS", False)
     _, alone, reads, _ = _descents(problem, options, budget, monkeypatch, None)  # uncut: where each climb starts
     (is_part, part_start, part_end), (_, whole_start, _) = alone
     assert is_part and part_end[0] < part_start[0] and whole_start[0] > part_end[0]  # the part moved, cheaper
@@ -109,6 +112,12 @@ def test_the_whole_descent_climbs_on_from_where_the_parts_climb_was_cut(monkeypa
     value, plan, est = carried
     assert in_search_space(problem, plan, options) and est == estimate(problem, plan)
     assert budget_violations(plan, est, budget) and value == objective_value(est, "cost")
+    monkeypatch.setattr(solver_module, "LAZY_NEIGHBOURS", True)  # the lazy climb starts at the part's end, cut or not
+    for cut_at in (reads[0], None):
+        _, climbs, _, _ = _descents(problem, options, budget, monkeypatch, cut_at)
+        (is_part, _, end), (lazy_is_part, lazy_start, _) = climbs[:2]
+        assert is_part and not lazy_is_part and lazy_start == end
+    monkeypatch.setattr(solver_module, "LAZY_NEIGHBOURS", False)
     monkeypatch.setattr(solver_module, "DESCENT_CARRY", False)
     _, climbs, _, _ = _descents(problem, options, budget, monkeypatch, reads[0])
     assert climbs[1][1] == whole_start  # without the carry: its own seeds' best

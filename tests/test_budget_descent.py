@@ -106,9 +106,9 @@ def test_the_descent_climbs_past_seeds_that_break_the_cap_to_a_plan_that_meets_i
     starts = []
     climb = solver_module._climb
 
-    def recorded(memo, relaxed, bounded, start, deadline, wide, until=None):
+    def recorded(memo, relaxed, bounded, start, deadline, wide, until=None, **more):
         starts.append(start)
-        return climb(memo, relaxed, bounded, start, deadline, wide, until)
+        return climb(memo, relaxed, bounded, start, deadline, wide, until, **more)
 
     monkeypatch.setattr(solver_module, "_climb", recorded)
     monkeypatch.setattr(solver_module, "DESCENT_SEEDS", 1)  # one seed of each (cp, tp): a start that breaks the cap
