@@ -965,7 +965,7 @@ class DegreeFloors:
 def degree_floors(problem: Problem, d: DegreeTerms, most: int) -> DegreeFloors:
     """The floors of every composition that `composition_bounds` lists at pp = 1..most (none where the parameters
     cannot fit: it returns () there), pp by pp, by the per-row operations of `_meeting_floors` (the same floats)."""
-    key = (d.slots, d.stages_per_block, most)
+    key = (d.slots, d.stages_per_block, most, MAX_COMPOSITIONS)  # the limit too: a patched one lists other pp
     if key not in _DEGREE_ROWS:  # the compositions of every pp, as rows: shared by the degrees of the same slots
         if len(_DEGREE_ROWS) > 64:
             _DEGREE_ROWS.clear()
@@ -993,7 +993,7 @@ def degree_floors(problem: Problem, d: DegreeTerms, most: int) -> DegreeFloors:
     return DegreeFloors(start, listed, comps, iteration, rate, cost)
 
 
-_DEGREE_ROWS: dict[tuple, tuple] = {}  # (slots, q, most) -> every pp's compositions as rows (degree_floors)
+_DEGREE_ROWS: dict[tuple, tuple] = {}  # (slots, q, most, MAX_COMPOSITIONS) -> every pp's compositions (degree_floors)
 
 
 def degree_floors_meeting(problem: Problem, fl: DegreeFloors, pp: int, budget, slower_than_s: float = 0.0
