@@ -1856,7 +1856,8 @@ def solve(
     prev_step = None
     if LOOP_TIMES is not None:
         LOOP_TIMES["loop start"] = time.process_time()
-    claims: list[tuple] = []  # a first-plan-only search's "infeasible" claims not yet re-checked (SEED_RECHECK_LAST)
+    claims: list[tuple] = []  # a first-plan-only search's "infeasible" claims not yet re-checked (SEED_RECHECK_LAST):
+    # (model, claim, the candidate's lower bound): until re-checked the candidate is open, and its bound counts
 
     def recheck(f, claim: Solution) -> tuple[Solution, tuple[Plan, Estimate] | None, int, str]:
         """The other backend on the model whose backend claimed it "infeasible" before any plan was known: (its
@@ -1915,7 +1916,7 @@ def solve(
             stopped_early = True
             break
         if claims and not (queue or parked or off_pending):  # nothing else left: the claims re-checked, in order
-            f, claim = claims.pop(0)
+            f, claim, _ = claims.pop(0)
             sol, found, solves, checker = recheck(f, claim)
             milps += solves
             if found is not None:
@@ -2122,7 +2123,7 @@ def solve(
             # candidates may give its plan sooner (Megatron 18B, fasop-a100-a10, time under B: CBC's re-check of
             # one CP-SAT claim ran to the seed search's limit, twice, and the first plan came at 6.45 s, where the
             # next candidate's model gives it in 0.3 s; firstplans).
-            claims.append((f, sol))
+            claims.append((f, sol, lower))
             milps += solves
             explored += 1
             report(item)
@@ -2157,9 +2158,12 @@ def solve(
     elapsed = time.perf_counter() - start
     if QUEUE_DUMP is not None:  # diagnosis only (bench/budget_front.py): the loop's queue and parked as it ends
         QUEUE_DUMP.append((list(queue), list(parked), incumbent[0] if incumbent else None))
-    if stopped_early and (queue or parked):
+    if stopped_early and (queue or parked or claims):
         # Unvisited candidates are bounded by their lower bounds; the fronts of the queue and the parked are the least.
-        least = min(queue[0][0] if queue else math.inf, parked[0][0] if parked else math.inf)
+        # A claim not re-checked leaves its candidate open at its bound (audit6: a first-plan-only search that stopped
+        # at its plan reported that plan's value as its bound, above the optimum of the claimed candidate).
+        least = min(queue[0][0] if queue else math.inf, parked[0][0] if parked else math.inf,
+                    min((c[2] for c in claims), default=math.inf))
         open_bound = least if open_bound is None else min(open_bound, least)
     stats = {"candidates_total": float(total), "candidates_after_bounds": float(len(bounded)),
              "candidates_explored": float(explored), "models_solved": float(milps)}
