@@ -24,7 +24,7 @@ sequences 4-8k on 16-40 GiB GPUs, one or two layer kinds, T5-like). checks:
            and cheap bound for every key of the list, and no key outside it (the list's keys moved by one step);
   solve, clock   bench/audit_round13's (both backends against brute force; a clock that jumps past the limit or by
            a share at random calls, and slowed clocks: every answer honest), plus: _SOLVE_DEADLINE is None after
-           every solve.
+           every solve; resume, deeper: bench/audit_round13's (ClimbCut records now carry their path).
 Prints one JSON line per failure and a summary."""
 
 from __future__ import annotations
@@ -235,7 +235,8 @@ def hyptight_cases(n: int):
 
 CHECKS = {"bounds": check_bounds, "under": check_under, "inflight": check_inflight, "lazy": check_lazy,
           "solve": _with_deadline_check(audit_round13.check_solve),
-          "clock": _with_deadline_check(audit_round13.check_clock)}
+          "clock": _with_deadline_check(audit_round13.check_clock),
+          "resume": audit_round13.check_resume, "deeper": audit_round13.check_deeper}
 
 
 class Totals(dict):

@@ -162,3 +162,32 @@ def test_a_sweeps_solves_each_read_their_own_deadline(monkeypatch):
                 time_limit_s=30.0)
     assert len(got) == 3 and len(points) >= 2 and points == sorted(points)
     assert original.get() is None
+
+
+@pytest.mark.xfail(strict=True, reason="audit6: bounds._DEGREE_ROWS keeps each pp's 'listed' flag from the "
+                   "MAX_COMPOSITIONS of its first fill (its key lacks the limit)")
+def test_the_degree_floors_follow_the_composition_limit(monkeypatch):
+    """FASOP-like instance, time under a cost budget, one degree's pp 2-4 asked twice. With MAX_COMPOSITIONS 0 (as
+    the tests of the aggregate bound set it) every pp is aggregate: the memo's refined bound equals
+    candidate_bound's. On main, after degree_floors filled bounds._DEGREE_ROWS at the default limit (any earlier
+    test in the process), the degree's second ask takes the listed compositions instead (a valid bound, but not
+    the path those tests mean to check: 2 of the 6 asks differ here). On the base (no degree floors) it holds."""
+    from dataclasses import replace
+
+    from optsearch import bounds
+    from optsearch.bounds import candidate_bound
+    from optsearch.candidates import max_stages
+    from optsearch.solver import Memo, _candidates
+
+    problem, options = _fasop_like(), SpaceOptions(max_stages=4, micro_batch_sizes=(1, 2))
+    listed, _ = _candidates(Memo(problem, options), Budget(objective="cost"))
+    item = next(b for b in listed if b.cand.pp >= 2 and len(b.cand.uses) == 2
+                and candidate_bound(problem, b.terms, b.cand.pp, None, refined=True).feasible)
+    if hasattr(bounds, "degree_floors"):  # (not on the base)
+        bounds.degree_floors(problem, item.terms, max_stages(problem, options))  # filled at the default limit
+    monkeypatch.setattr(bounds, "MAX_COMPOSITIONS", 0)
+    budget = Budget(objective="time", max_cost_usd=1e9)
+    memo = Memo(problem, options)
+    for pp in (2, 3, 4, 2, 3, 4):
+        got = memo.refined_bound(item.terms, replace(item.cand, pp=pp), budget)
+        assert got == candidate_bound(problem, item.terms, pp, budget, refined=True), pp
