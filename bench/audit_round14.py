@@ -13,7 +13,8 @@ sequences 4-8k on 16-40 GiB GPUs, one or two layer kinds, T5-like). checks:
            the round's paths (DEGREE_FLOORS from the second ask of a degree, OVER_ARRAYS) equals, bit for bit, the
            bound with DEGREE_FLOORS, BUDGET_FLOORS and OVER_ARRAYS off (a fresh memo: the budget-free list of
            every composition), and its _bounded value lies at or below every plan of the candidate that meets the
-           budget (None only where none does);
+           budget (None only where none does); with slower_than_s 0 and at the median plan's time (a sweep's
+           later point: only slower plans count); a memo shared by every budget gives the same bounds;
   under    the same with bounds.MAX_COMPOSITIONS = 0 (every pp aggregate: refined_bound_at), UNDER_COST_TABLES on
            against off: the same bound bit for bit, and below every plan that meets the budget;
   inflight _inflight_bounded with FIRST_BY_ORDER and SHORT_MULTIPLIERS (fresh memo) against both off: within a
@@ -106,41 +107,48 @@ def _check_refined(problem, options, seed, stats, label, new_flags, old_flags, e
                      under_cost_tables=_counted(stats, f"{label}_under_tables", solver_module.under_cost_tables))
     by_cand = plans_by_candidate(problem, options)
     priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    bounds_module._DEGREE_ROWS.clear()  # kept without MAX_COMPOSITIONS in its key (audit6's find): not across limits
     with mock.patch.multiple(solver_module, **new_flags), mock.patch.multiple(bounds_module, OVER_ARRAYS=True,
                                                                               **dict(extra)):
         budgets = edge_budgets(priced, rng)
         budgets.sort(key=lambda b: b.max_cost_usd is None)  # cost caps first: a memo shared by them (a sweep's)
+        cases = [(b, 0.0) for b in budgets]
+        if priced:  # a sweep's later point: only plans slower than a plan's time (solve's slower_than_s)
+            times = sorted(e.training_time_s for _, _, e in priced)
+            cases += [(b, times[len(times) // 2] * 0.999) for b in budgets]
         keys = list(by_cand)
         rng.shuffle(keys)
         got = {}
         shared = Memo(problem, options)
-        for budget in budgets:
+        for budget, slower in cases:
             fresh = Memo(problem, options)  # one search's memo
             for key in keys:  # scattered asks, as a climb makes them: first asks one pp alone, later the degree's
                 cand = by_cand[key][0]
-                got[(key, budget)] = fresh.refined_bound(_terms(fresh, cand), cand, budget)
-                again = shared.refined_bound(_terms(shared, cand), cand, budget)
-                assert again == got[(key, budget)], ("a shared memo's bound differs", key, str(again),
-                                                     str(got[(key, budget)]), budget.model_dump(exclude_none=True))
+                got[(key, budget, slower)] = fresh.refined_bound(_terms(fresh, cand), cand, budget, slower)
+                again = shared.refined_bound(_terms(shared, cand), cand, budget, slower)
+                assert again == got[(key, budget, slower)], (
+                    "a shared memo's bound differs", key, str(again), str(got[(key, budget, slower)]),
+                    budget.model_dump(exclude_none=True), slower)
     with mock.patch.multiple(solver_module, **old_flags), \
             mock.patch.multiple(bounds_module, OVER_ARRAYS=False, **dict(extra)):
-        for budget in budgets:
+        for budget, slower in cases:
             old_memo = Memo(problem, options)
             for key in keys:
                 cand, plans = by_cand[key]
                 terms = _terms(old_memo, cand)
-                want = old_memo.refined_bound(terms, cand, budget)
-                have = got[(key, budget)]
+                want = old_memo.refined_bound(terms, cand, budget, slower)
+                have = got[(key, budget, slower)]
                 stats[f"{label}_compared"] += 1
-                where = (label, key, budget.model_dump(exclude_none=True), str(have), str(want))
+                where = (label, key, budget.model_dump(exclude_none=True), slower, str(have), str(want))
                 assert have == want, ("not the same bound",) + where
-                best = _least_meeting(plans, budget)
-                item = _bounded(problem, budget, terms, cand, True, have)
+                best = _least_meeting([(p, e) for p, e in plans if e.training_time_s > slower], budget)
+                item = _bounded(problem, budget, terms, cand, True, have, slower)
                 if best is None:
                     continue
                 stats[f"{label}_below_plans"] += 1
                 assert item is not None, ("rules out a candidate with a plan that meets the budget", best) + where
                 assert item.lower_bound <= best * (1 + REL), ("above a plan", item.lower_bound, best) + where
+    bounds_module._DEGREE_ROWS.clear()
 
 
 def check_bounds(problem, options, seed, stats):
