@@ -195,9 +195,12 @@ def check_lazy(problem, options, seed, stats):
     priced = list(space_plans(problem, options))
     budgets = [Budget(objective="cost"), Budget(objective="time")]
     if priced:
-        for _, _, est in rng.sample(priced, min(3, len(priced))):
+        for _, plan, est in rng.sample(priced, min(3, len(priced))):
             budgets += [Budget(objective="cost", max_cost_usd=est.cost_usd),
-                        Budget(objective="time", max_time_s=est.training_time_s)]
+                        Budget(objective="time", max_time_s=est.training_time_s),
+                        Budget(objective="cost", max_cost_usd=est.cost_usd * 2, max_gpus=max(1, plan.num_gpus // 2)),
+                        Budget(objective="time", max_time_s=est.training_time_s * 2, max_gpus=plan.num_gpus,
+                               max_usd_per_hour=est.usd_per_hour)]
     for budget in budgets:
         listed, _ = _candidates(Memo(problem, options), budget, 0.0, DEFAULT)
         lazy = _LazyNeighbours(Memo(problem, options), budget)
@@ -213,6 +216,86 @@ def check_lazy(problem, options, seed, stats):
         for key in asked - set(by_key):
             stats["lazy_absent"] += 1
             assert key not in lazy, (key, budget.model_dump(exclude_none=True))
+
+
+def tall_instance(seed: int):
+    """tests/test_audit_round10.tight_instance (even seeds; memory-tight: 2.5-6 GiB GPUs, 4-8k sequences) or
+    test_audit_dist_bounds.random_instance (odd seeds) with 24-64 layers and up
+    to 8 stages: too large for brute force (the 'cmp' check only), where the caps hold far fewer layers than L (the
+    short multiplier list and the order statistics differ from the full list and the bisection) and pp has many
+    compositions."""
+    from dataclasses import replace
+
+    from test_audit_dist_bounds import random_instance
+    from test_audit_round10 import tight_instance
+
+    problem, options = (tight_instance if seed % 2 == 0 else random_instance)(seed)
+    rng = random.Random(30_000 + seed)
+    layers = rng.choice([24, 32, 48, 64])
+    model = problem.model.model_copy(update={"num_layers": layers, "layer_kinds": None})
+    problem = replace(problem, model=model, profile=type(problem.profile)(model=model, gpus=problem.gpus))
+    return problem, replace(options, max_stages=rng.choice([4, 6, 8]))
+
+
+def check_cmp(problem, options, seed, stats):
+    """Without brute force (any size): on every candidate of the lists under cost caps and deadlines at the
+    cheap bounds' quantiles, the refined bound with DEGREE_FLOORS (and OVER_ARRAYS) equals it without them (a fresh
+    memo), with MAX_COMPOSITIONS 0 UNDER_COST_TABLES on equals off, and the in-flight bound with FIRST_BY_ORDER and
+    SHORT_MULTIPLIERS is within a relative 1e-12 of it without them."""
+    rng = random.Random(seed)
+    base_memo = Memo(problem, options)
+    free = {obj: _candidates(base_memo, Budget(objective=obj))[0] for obj in ("cost", "time")}
+    if not free["cost"]:
+        return
+    costs = sorted(b.lower_bound for b in free["cost"])
+    times = sorted(b.lower_bound for b in free["time"])
+    budgets = []
+    for q in (0.02, 0.1, 0.3):
+        budgets.append(Budget(objective="time", max_cost_usd=costs[int(q * (len(costs) - 1))] * 1.5))
+        budgets.append(Budget(objective="cost", max_time_s=times[int(q * (len(times) - 1))] * 1.5))
+    for budget in budgets:
+        listed = _candidates(Memo(problem, options), budget)[0]
+        items = rng.sample(listed, min(400, len(listed)))
+        for label, new, old, extra in (
+                ("cmp_floors", dict(DEGREE_FLOORS=True), dict(DEGREE_FLOORS=False, BUDGET_FLOORS=False), {}),
+                ("cmp_under", dict(UNDER_COST_TABLES=True, REFINED_TABLES_FROM=1),
+                 dict(UNDER_COST_TABLES=False, REFINED_TABLES_FROM=1), {"MAX_COMPOSITIONS": 0})):
+            bounds_module._DEGREE_ROWS.clear()
+            values = {}
+            for flags, arrays in ((new, True), (old, False)):
+                with mock.patch.multiple(solver_module, **flags), \
+                        mock.patch.multiple(bounds_module, OVER_ARRAYS=arrays, **extra):
+                    memo = Memo(problem, options)
+                    for item in items:
+                        values[(item.cand.key, arrays)] = memo.refined_bound(
+                            _terms(memo, item.cand), item.cand, budget)
+            bounds_module._DEGREE_ROWS.clear()
+            for item in items:
+                stats[label] += 1
+                a, b = values[(item.cand.key, True)], values[(item.cand.key, False)]
+                assert a == b, (label, item.cand.key, budget.model_dump(exclude_none=True), str(a), str(b))
+        got = {}
+        tables = inflight_module.inflight_tables
+
+        def counted(*args, **kwargs):
+            tab = tables(*args, **kwargs)
+            if tab is not None:
+                stats["cmp_tables"] += 1
+                stats["cmp_tables_short"] += 0 < tab.most_layers < tab.L
+            return tab
+
+        for flags in (True, False):
+            with mock.patch.multiple(inflight_module, FIRST_BY_ORDER=flags, SHORT_MULTIPLIERS=flags,
+                                     inflight_tables=counted):
+                memo = Memo(problem, options)
+                for item in items:
+                    got[(item.cand.key, flags)] = _inflight_bounded(
+                        memo, budget, Bounded(item.cand, 0.0, _terms(memo, item.cand), REFINED))
+        for item in items:
+            a, b = got[(item.cand.key, True)], got[(item.cand.key, False)]
+            stats["cmp_inflight"] += 1
+            assert (a is None) == (b is None) and (a is None or math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)), (
+                "inflight", item.cand.key, budget.model_dump(exclude_none=True), a, b)
 
 
 def _with_deadline_check(check):
@@ -244,7 +327,7 @@ def hyptight_cases(n: int):
 CHECKS = {"bounds": check_bounds, "under": check_under, "inflight": check_inflight, "lazy": check_lazy,
           "solve": _with_deadline_check(audit_round13.check_solve),
           "clock": _with_deadline_check(audit_round13.check_clock),
-          "resume": audit_round13.check_resume, "deeper": audit_round13.check_deeper}
+          "resume": audit_round13.check_resume, "deeper": audit_round13.check_deeper, "cmp": check_cmp}
 
 
 class Totals(dict):
@@ -254,7 +337,7 @@ class Totals(dict):
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off", "hyptight"])
+    ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "tall"])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--checks", default="bounds,under,inflight,lazy")
     ap.add_argument("--max-seconds", type=float, default=1e9)
@@ -273,8 +356,11 @@ def main() -> int:
             break
         if drawn is not None and seed >= len(drawn):
             break
-        problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
-        if not small(problem, options):
+        if args.kind == "tall":
+            problem, options = tall_instance(seed)
+        else:
+            problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
+        if args.kind != "tall" and not small(problem, options):
             continue
         totals["instances"] += 1
         for check in args.checks.split(","):
