@@ -1821,6 +1821,7 @@ def solve(
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = unlisted
+    at_first = False  # a first-plan-only search stopped at its plan
     within_gap = False
     milps = 0
     rechecked = refuted = 0  # infeasibility claims re-checked by the other backend, and those it refuted
@@ -1883,7 +1884,7 @@ def solve(
         if first_plan_s is None and incumbent is not None:
             first_plan_s = time.perf_counter() - start
         if first_plan_only and incumbent is not None:
-            stopped_early = True
+            stopped_early = at_first = True  # not the limit: the message says which (audit6)
             break
         if off_pending and OFF_NOT_PAST_LIMIT and deadline is not None and time.perf_counter() > deadline:
             # The limit ended before the off candidates joined: their list is not built past it (1.0-1.2 s of CPU
@@ -2188,7 +2189,7 @@ def solve(
         return SearchResult(method=solver, status="feasible", objective=budget.objective, solve_time_s=elapsed,
                             plan=plan, estimate=est, objective_value=value, solver_objective_value=solver_value,
                             bound=bound, stats=stats,
-                            message=("stopped at the time limit" + (
+                            message=(("stopped at its first plan" if at_first else "stopped at the time limit") + (
                                 " before the distributed-optimizer-off candidates joined (no bound)" if off_pending
                                 else " before the candidates were listed (no bound)" if unlisted
                                 else "")) if stopped_early else f"stopped within the gap {gap:g}")

@@ -1,7 +1,7 @@
 """Post-merge audit of round 14 (audit6; bench/audit_round14.py runs the sweeps over many seeds):
 - SEED_RECHECK_LAST (firstplans): a first-plan-only search that stops at a plan while a backend's "infeasible"
   claim is still waiting for its re-check reports a bound from the queue's front alone, which the unchecked
-  candidate's plans may lie below (xfail: the defect this audit found);
+  candidate's plans may lie below (the defect this audit found; fixed at 5deaeb4: open claims' bounds count);
 - _SOLVE_DEADLINE (overrun): the outermost solve with a limit sets it for the solves inside it (the seed searches),
   and it is unset after the solve, after a solve that raised, between the solves of a what-if sweep, and in a thread
   started inside a solve."""
@@ -40,15 +40,13 @@ def _claims_first(monkeypatch, claim_first: int):
     return log
 
 
-@pytest.mark.xfail(strict=True, reason="audit6: a first-plan-only search's bound leaves out the candidates whose "
-                   "'infeasible' claim is not re-checked yet (SEED_RECHECK_LAST)")
 def test_a_first_plan_only_bound_counts_the_claims_not_yet_rechecked(monkeypatch):
     """FASOP-like instance, cost, no limit, the off candidates in the loop at once (OFF_WAIT_S 0, as
     test_audit_round10's path 'in the loop at once'): the optimum ($1.48) is the first candidate's, whose model CP-SAT
     claims "infeasible"; the next model gives a $1.56 plan and the first-plan-only search stops there. Its bound
     must stay at or below the optimum: the claimed candidate is open (its claim unchecked), its lower bound still
-    counts. On main the bound is the plan's own value, $1.56, above the optimum (reported "feasible" with a zero
-    gap). On the base (415b713) the claim was re-checked at once: the plan was the optimum and the bound valid."""
+    counts. Before 5deaeb4 the bound was the plan's own value, $1.56, above the optimum (reported "feasible" with a
+    zero gap). On the base (415b713) the claim was re-checked at once: the plan was the optimum and the bound valid."""
     problem, options = _fasop_like(), SpaceOptions(max_stages=2, micro_batch_sizes=(1, 2))
     best = solve(problem, Budget(objective="cost"), options=options)
     assert best.status == "optimal"
@@ -56,8 +54,9 @@ def test_a_first_plan_only_bound_counts_the_claims_not_yet_rechecked(monkeypatch
     log = _claims_first(monkeypatch, claim_first=1)
     got = solve(problem, Budget(objective="cost"), options=options, first_plan_only=True)
     assert got.status == "feasible" and got.plan is not None
-    # (on main: log == [cpsat, cpsat], the claim left unchecked, and the plan $1.56; on the base: [cpsat, cbc], the
-    # re-check's plan the optimum)
+    assert got.message.startswith("stopped at its first plan"), got.message  # no limit was set
+    # (before 5deaeb4: log == [cpsat, cpsat], the claim left unchecked, and the plan $1.56; on the base: [cpsat,
+    # cbc], the re-check's plan the optimum)
     assert log and log[0][0] == "cpsat"
     assert got.bound is None or got.bound <= best.objective_value * (1 + 1e-9), (got.bound, best.objective_value)
 
@@ -164,14 +163,13 @@ def test_a_sweeps_solves_each_read_their_own_deadline(monkeypatch):
     assert original.get() is None
 
 
-@pytest.mark.xfail(strict=True, reason="audit6: bounds._DEGREE_ROWS keeps each pp's 'listed' flag from the "
-                   "MAX_COMPOSITIONS of its first fill (its key lacks the limit)")
 def test_the_degree_floors_follow_the_composition_limit(monkeypatch):
     """FASOP-like instance, time under a cost budget, one degree's pp 2-4 asked twice. With MAX_COMPOSITIONS 0 (as
     the tests of the aggregate bound set it) every pp is aggregate: the memo's refined bound equals
-    candidate_bound's. On main, after degree_floors filled bounds._DEGREE_ROWS at the default limit (any earlier
-    test in the process), the degree's second ask takes the listed compositions instead (a valid bound, but not
-    the path those tests mean to check: 2 of the 6 asks differ here). On the base (no degree floors) it holds."""
+    candidate_bound's. Before 1b4e138 (the cache key without the limit), after degree_floors filled
+    bounds._DEGREE_ROWS at the default limit (any earlier test in the process), the degree's second ask took the
+    listed compositions instead (a valid bound, but not the path those tests mean to check: 2 of the 6 asks
+    differed). On the base (no degree floors) it holds."""
     from dataclasses import replace
 
     from optsearch import bounds
