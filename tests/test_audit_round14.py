@@ -14,30 +14,11 @@ import pytest
 
 from optsearch import solver as solver_module
 from optsearch.candidates import SpaceOptions
-from optsearch.formulation.linear import Solution
 from optsearch.solver import solve
 from optsearch.spec.budget import Budget
 
+from test_first_plans_before_lists import _models_only as _claims_first
 from test_solver import _fasop_like
-
-
-def _claims_first(monkeypatch, claim_first: int):
-    """CP-SAT claims its first `claim_first` models "infeasible" (wrongly: they hold plans); plans come only from
-    models (no seeds, quick plans or positional sequences). Returns the log of (backend, key) per model solve."""
-    log: list[tuple[str, tuple[int, ...]]] = []
-    solve_model = solver_module._solve_model
-
-    def claimed(problem, engine, f, time_limit_s, hint_values):
-        log.append((engine.name, f.cand.key))
-        if engine.name == "cpsat" and sum(name == "cpsat" for name, _ in log) <= claim_first:
-            return Solution("infeasible", {}, None, None), None, 1
-        return solve_model(problem, engine, f, time_limit_s, hint_values)
-
-    monkeypatch.setattr(solver_module, "_solve_model", claimed)
-    monkeypatch.setattr(solver_module, "FIRST_PLAN_SEEDS", 0)
-    monkeypatch.setattr(solver_module.Memo, "quick_plans", lambda self, sk: [])
-    monkeypatch.setattr(solver_module.Memo, "plan_of", lambda self, sk, seq: None)
-    return log
 
 
 def test_a_first_plan_only_bound_counts_the_claims_not_yet_rechecked(monkeypatch):
