@@ -27,20 +27,8 @@ from optsearch.solver import Memo, solve
 from optsearch.spec.budget import Budget
 
 from test_distopt_search import OPTIONS, _one_node_problem
+from test_first_plans_limit import _JumpingClock
 from tests.test_audit_dist_bounds import random_instance
-
-
-class _JumpingClock:
-    """The solver module's `time`, with perf_counter ahead of the real one by `offset` seconds (moved by the test)."""
-
-    def __init__(self):
-        self.offset = 0.0
-
-    def perf_counter(self) -> float:
-        return real_time.perf_counter() + self.offset
-
-    def __getattr__(self, name):
-        return getattr(real_time, name)
 
 
 def _jumping(monkeypatch) -> _JumpingClock:
