@@ -116,6 +116,11 @@ REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of eve
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
 
 
+def _degree_key(cand: Candidate) -> tuple[int, ...]:
+    """The candidate's degree (tp, dp, b, ep, cp, o): its key without pp and v, the key of its DegreeTerms."""
+    return cand.key[:3] + cand.key[4:6] + cand.key[7:]
+
+
 @dataclass(slots=True)
 class Memo:
     """Work that depends on the problem and the search options but not on the budget, kept between solves of one
@@ -186,7 +191,7 @@ class Memo:
             # (the same bound, bit for bit: bounds._meeting_floors), and the bound is kept for these limits.
             if (cand.key, limits) in self.floored:
                 return self.floored[(cand.key, limits)]
-            dkey = cand.key[:3] + cand.key[4:6] + cand.key[7:]  # (tp, dp, b, ep, cp, o): its terms
+            dkey = _degree_key(cand)
             floors = self.floors_by_degree.get(dkey)
             if floors is None or isinstance(floors, int):  # the first DEGREE_FLOORS_FROM - 1 asks: one pp alone
                 asked = (floors or 0) + 1
@@ -228,7 +233,7 @@ class Memo:
             self.compositions[cand.key] = composition_bounds(self.problem, terms, cand.pp)
         comps = self.compositions[cand.key]
         if comps is None and REFINED_ARRAYS:  # too many compositions: the aggregate bound, every pp at once
-            key = cand.key[:3] + cand.key[4:6] + cand.key[7:]  # the degree (tp, dp, b, ep, cp, o): its terms
+            key = _degree_key(cand)
             tables = self.refined_by_pp.get(key)
             if tables is None or isinstance(tables, int):  # the first REFINED_TABLES_FROM - 1 asks: one pp alone
                 asked = (tables or 0) + 1
