@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from test_interleaved import interleaved_instances
 from test_seed_search import budget_at_free_plan
-from test_timeload import INTERLEAVED, _one_type_problem
+from test_timeload import INTERLEAVED, _climb_start, _one_type_problem
 
 
 def _climbs_cut_then_resumed(problem, options, budget, start, monkeypatch, cut_at: int):
@@ -47,30 +47,22 @@ def test_a_climb_cut_short_is_resumed_where_it_stopped_and_reaches_the_end_of_a_
     """Time under B = 2.5 x the cheapest cost on one GPU type, from the cost objective's first plan: a climb cut after
     one evaluation records a ClimbCut on its path; a second climb from the same start resumes it, prices none of the
     neighbours the first priced again, and returns the end a climb without the record reaches."""
-    problem = _one_type_problem()
-    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
-    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
-    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
-    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    problem, budget, start = _climb_start()
     cut, resumed, ends, cuts, first_asked, second_asked = _climbs_cut_then_resumed(problem, INTERLEAVED, budget,
                                                                                    start, monkeypatch, 1)
-    assert (False, seed.plan) in cuts  # the first climb was cut, and said where
+    assert (False, start[1]) in cuts  # the first climb was cut, and said where
     fresh = Memo(problem, INTERLEAVED)
     alone = _neighbour_search(fresh, budget, _candidates(fresh, budget)[0], start, None)
     assert resumed == alone and alone[0] < cut[0] <= start[0]
     assert first_asked and not set(second_asked) & set(first_asked[:1])  # the cut climb's one evaluation, not again
-    assert not isinstance(ends[(False, seed.plan)], ClimbCut)  # the path's record is now the end
+    assert not isinstance(ends[(False, start[1])], ClimbCut)  # the path's record is now the end
     value, plan, est = resumed
     assert in_search_space(problem, plan, INTERLEAVED) and est == estimate(problem, plan)
     assert not budget_violations(plan, est, budget) and value == objective_value(est, "time")
 
 
 def test_without_the_switch_a_cut_climb_records_nothing(monkeypatch):
-    problem = _one_type_problem()
-    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
-    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
-    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
-    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    problem, budget, start = _climb_start()
     monkeypatch.setattr(solver_module, "CLIMB_RESUME", False)
     _, _, ends, cuts, _, _ = _climbs_cut_then_resumed(problem, INTERLEAVED, budget, start, monkeypatch, 1)
     assert not cuts and not any(isinstance(v, ClimbCut) for v in ends.values())

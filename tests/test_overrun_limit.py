@@ -215,15 +215,11 @@ def test_a_resumed_climb_records_its_end_under_the_cut_climbs_whole_path(monkeyp
     of its path. A second climb from the plan where it stood resumes that record and runs to its end: that end is
     now the record of the start too, and a third climb from the start returns it at once, the end a climb alone
     reaches. On the base the start kept the stale cut, and the third climb priced again what the second had."""
-    from test_budgetgap import INTERLEAVED, _one_type_problem
+    from test_timeload import INTERLEAVED, _climb_start
 
     from optsearch.solver import ClimbCut, _candidates, _climb
 
-    problem = _one_type_problem()
-    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
-    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
-    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
-    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    problem, budget, start = _climb_start()
     fresh = Memo(problem, INTERLEAVED)
     alone = _climb(fresh, budget, _candidates(fresh, budget)[0], start, None, False)
     for cut_at in range(1, 12):
@@ -292,15 +288,11 @@ def test_a_climb_started_past_its_deadline_does_no_work(monkeypatch):
     climb on the large pools, where a budget search's several climbs each built it past the limit), no _rescaled
     variant. With a finished climb's end recorded for the start, that end (a dictionary read). On the base each
     built its keys and tried the start's _rescaled variants first."""
-    from test_budgetgap import INTERLEAVED, _one_type_problem
+    from test_timeload import INTERLEAVED, _climb_start
 
     from optsearch.solver import _candidates, _climb, _deeper_interleaved
 
-    problem = _one_type_problem()
-    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
-    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
-    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
-    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    problem, budget, start = _climb_start()
     memo = Memo(problem, INTERLEAVED)
     bounded, _ = _candidates(memo, budget)
     work = []

@@ -34,6 +34,16 @@ def _one_type_problem():
     return make_problem(layers=8, hidden=1024, heads=2, gbs=12, node_types=nodes, gpus=gpus, seq=2048)
 
 
+def _climb_start():
+    """One GPU type, time under B = 2.5 x the cheapest cost: (problem, budget, the cost objective's plan under B as a
+    climb's start, priced in time)."""
+    problem = _one_type_problem()
+    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
+    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
+    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
+    return problem, budget, (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+
+
 def test_interleavable_depths_divide_the_micro_batches_between_pp_and_twice_pp():
     assert _interleavable_depths(10, 128) == [16]  # Megatron 76B, dp 14: m = 1,792 / 14
     assert _interleavable_depths(10, 112) == [14, 16]  # dp 16
@@ -86,16 +96,12 @@ def test_the_step_is_only_taken_minimizing_time_under_a_cost_budget_in_an_interl
 def test_a_climb_on_an_earlier_climbs_path_returns_its_end_without_pricing(monkeypatch):
     """Two climbs of one solve under one budget: the second, from a plan on the first one's path, returns the first
     one's end and prices no quick plan; and the end is the one a climb without the record reaches."""
-    problem = _one_type_problem()
-    cheapest = solve(problem, Budget(objective="cost"), options=INTERLEAVED)
-    budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 2.5)
-    seed = solve(problem, budget.model_copy(update={"objective": "cost"}), options=INTERLEAVED)
-    start = (objective_value(seed.estimate, "time"), seed.plan, seed.estimate)
+    problem, budget, start = _climb_start()
     memo = Memo(problem, INTERLEAVED)
     bounded, _ = _candidates(memo, budget)
     ends: dict = {}
     first = _neighbour_search(memo, budget, bounded, start, None, None, ends)
-    assert first[0] < start[0] and (False, seed.plan) in ends and (True, first[1]) in ends
+    assert first[0] < start[0] and (False, start[1]) in ends and (True, first[1]) in ends
     fresh = Memo(problem, INTERLEAVED)
     assert _neighbour_search(fresh, budget, _candidates(fresh, budget)[0], start, None) == first
     priced = []
