@@ -31,37 +31,44 @@ CLUSTERS = ["fasop-a100-a10", "mixed-pool-8k", "mixed-pool-3k"]
 FIRST = ["gpt2-xl", "gpt3-13b", "gpt3-175b", "megatron-1t"]  # the issue's cases first
 
 
+def _problem_and_space(spec: dict):
+    """The row's problem and search space, the same for the solver and the DP baseline: with a target, priced as
+    that engine runs attention and searched in its space (as `optsearch solve --target` and `optsearch compare`
+    do); without one, the library's default space. Until round 15 the DP row was given the plain problem and the
+    default space under --target too, so it searched plans the engine cannot run (T5 with pp > 1 under megatron)."""
+    from optsearch.candidates import SpaceOptions
+    from optsearch.edits import edited_problem
+
+    problem = edited_problem(spec["model"], spec["cluster"], [])
+    target = spec.get("target")
+    if not target:
+        return problem, SpaceOptions()
+    from optsearch.cli.options import space_from_target
+    from optsearch.targets import engine_problem
+
+    problem = engine_problem(target, problem)
+    return problem, space_from_target(target, problem)
+
+
 def run_one(spec: dict) -> dict:
     from optsearch.solver import process_age_s
 
     age_at_import = process_age_s()
-    from optsearch.edits import edited_problem
     from optsearch.solver import solve
     from optsearch.spec.budget import Budget
 
-    problem = edited_problem(spec["model"], spec["cluster"], [])
     budget = Budget(objective=spec["objective"], max_time_s=spec.get("max_time_s"),
                     max_cost_usd=spec.get("max_cost_usd"))
+    problem, options = _problem_and_space(spec)
     # The limit is taken after all of the row's set-up, as `optsearch solve` takes it (cli/solve_cmd.py): until
-    # round 14 it was taken before the target's set-up below (the CLI's imports, 0.2-0.3 s quiet, up to 1 s loaded),
+    # round 14 it was taken before the target's set-up (the CLI's imports, 0.2-0.3 s quiet, up to 1 s loaded),
     # which the wall then counted and the limit did not.
+    setup_s = process_age_s()
+    limit = max(0.0, 0.95 * spec["time_limit"] - setup_s)
     if spec["method"] == "dp":
         from optsearch.baselines.dp import solve_dp
-        setup_s = process_age_s()
-        limit = max(0.0, 0.95 * spec["time_limit"] - setup_s)
-        result = solve_dp(problem, budget, time_limit_s=limit)
+        result = solve_dp(problem, budget, time_limit_s=limit, options=options)
     else:
-        from optsearch.candidates import SpaceOptions
-        from optsearch.cli.options import space_from_target
-
-        target = spec.get("target")
-        if target:  # priced as the engine runs attention, as `solve --target` prices it (targets.engine_problem)
-            from optsearch.targets import engine_problem
-
-            problem = engine_problem(target, problem)
-        options = space_from_target(target, problem) if target else SpaceOptions()
-        setup_s = process_age_s()
-        limit = max(0.0, 0.95 * spec["time_limit"] - setup_s)
         result = solve(problem, budget, solver=spec["method"], time_limit_s=limit, options=options)
     wall = process_age_s()
     est = result.estimate
