@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--objective", choices=("cost", "time"), required=True)
     ap.add_argument("--target", type=float, required=True)
     ap.add_argument("--positional", action="store_true", help="also the positional level")
+    ap.add_argument("--refined-only", action="store_true", help="stop after the cheap -> refined step")
     ap.add_argument("--profile", default=None, help="cProfile each level to PREFIX.refined / .inflight / .positional")
     ap.add_argument("--dump", default=None, help="write the keys still below the target after in-flight (JSON)")
     args = ap.parse_args()
@@ -91,6 +92,9 @@ def main() -> None:
     out.update(refined_cpu=round(t_ref, 2), refined_below=len(refined), refined_below_by_v=dict(by_kind),
                aggregate_first=first, ruled_out_by_aggregate=ruled_first,
                composition_lists=sum(c is not None for c in memo.compositions.values()))
+    if args.refined_only:
+        print(json.dumps(out))
+        return
     prof = profiled("inflight")
     inflight, t_inf = [], 0.0
     for b in refined:
