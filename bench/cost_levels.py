@@ -4,7 +4,8 @@
 
 Builds the row's whole candidate list (bench/proof_rows.py's instance, every optimizer setting), then, in cheap-bound
 order as the loop visits them, every candidate whose bound is still below --target gets its next level the way the
-loop computes it: cheap -> refined (Memo.refined_bound) -> in-flight (_inflight_bounded, cutoff --target) ->
+loop computes it: cheap -> refined (Memo.refined_bound; with solver.AGGREGATE_FIRST, where the tree has it,
+Memo.aggregate_first before it, and a candidate that one lifts to --target is not refined further) -> in-flight (_inflight_bounded, cutoff --target) ->
 positional (positional_bound / the interleaved sibling's, cutoff --target). Prints, per level, how many candidates
 needed it, their CPU seconds, and how many stay below the target after it: the work a 1 % proof needs when the
 optimum is known from the start (target = optimum x 0.99), at today's cost per bound. Diagnosis only.
@@ -27,6 +28,7 @@ def main() -> None:
     ap.add_argument("--objective", choices=("cost", "time"), required=True)
     ap.add_argument("--target", type=float, required=True)
     ap.add_argument("--positional", action="store_true", help="also the positional level")
+    ap.add_argument("--refined-only", action="store_true", help="stop after the cheap -> refined step")
     ap.add_argument("--profile", default=None, help="cProfile each level to PREFIX.refined / .inflight / .positional")
     ap.add_argument("--dump", default=None, help="write the keys still below the target after in-flight (JSON)")
     args = ap.parse_args()
@@ -66,18 +68,33 @@ def main() -> None:
     prof = profiled("refined")
     refined, t_ref = [], 0.0
     by_kind = Counter()
+    first = getattr(S, "AGGREGATE_FIRST", False)  # round 15 (aggfirst): the loop's aggregate step, where it exists
+    ruled_first = 0
     for b in cheap:
         t = time.process_time()
+        lb = b.lower_bound
+        if first and (agg := memo.aggregate_first(b.terms, b.cand, budget)) is not None:
+            ahead = S._bounded(problem, budget, b.terms, b.cand, True, agg)
+            if ahead is None or max(lb, ahead.lower_bound) >= T:
+                t_ref += time.process_time() - t
+                ruled_first += 1
+                continue
+            lb = max(lb, ahead.lower_bound)
         sharper = S._bounded(problem, budget, b.terms, b.cand, True,
                              memo.refined_bound(b.terms, b.cand, budget))
         t_ref += time.process_time() - t
         if sharper is not None:
-            lb = max(b.lower_bound, sharper.lower_bound)
+            lb = max(lb, sharper.lower_bound)
             if lb < T:
                 refined.append(replace(sharper, lower_bound=lb))
                 by_kind["v>1" if b.cand.v > 1 else "v=1"] += 1
     dumped(prof, "refined")
-    out.update(refined_cpu=round(t_ref, 2), refined_below=len(refined), refined_below_by_v=dict(by_kind))
+    out.update(refined_cpu=round(t_ref, 2), refined_below=len(refined), refined_below_by_v=dict(by_kind),
+               aggregate_first=first, ruled_out_by_aggregate=ruled_first,
+               composition_lists=sum(c is not None for c in memo.compositions.values()))
+    if args.refined_only:
+        print(json.dumps(out))
+        return
     prof = profiled("inflight")
     inflight, t_inf = [], 0.0
     for b in refined:

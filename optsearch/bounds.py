@@ -494,6 +494,15 @@ def _compositions(d: DegreeTerms, pp: int, limit: int) -> list[tuple[int, ...]] 
     return _LISTED[(*key, pp)]
 
 
+def composition_count(d: DegreeTerms, pp: int) -> int:
+    """How many compositions of pp `_compositions` would list (capped at 10^9; 0 past the slots)."""
+    key = (d.slots, d.stages_per_block)
+    if key not in _COUNTS:
+        _COUNTS[key] = _count_compositions_upto(d, sum(d.slots))
+    counts = _COUNTS[key]
+    return counts[pp] if pp < len(counts) else 0
+
+
 def _list_compositions(d: DegreeTerms, pp: int) -> list[tuple[int, ...]]:
     out: list[tuple[int, ...]] = []
     G = len(d.slots)
@@ -1435,13 +1444,19 @@ class RefinedTables:
     joint_iteration_s: list  # [most] lists: the joint walk's iteration at each breakpoint (empty where not ok)
     joint_rate: list  # [most] lists: its rent at each breakpoint
     joint_floor_rate: np.ndarray  # [most]
+    every_pp: bool = False  # the terms are also kept at the listed pp (aggregate_bound_at; round 15, aggfirst)
 
 
-def refined_tables(problem: Problem, d: DegreeTerms, most: int) -> RefinedTables:
+def refined_tables(problem: Problem, d: DegreeTerms, most: int, every_pp: bool = False) -> RefinedTables:
     """The aggregate refined bound's budget-free terms at every pp = 1..most whose compositions are too many to list,
     at once (issue 14, item 3, round 12: the cost rows of the large models computed about 17,500 refined bounds one
     Python call each, 0.28 ms apiece). The same formulas and float operations as `candidate_bound`, so
-    `refined_bound_at` equals it bit for bit (tests/test_refined_arrays.py)."""
+    `refined_bound_at` equals it bit for bit (tests/test_refined_arrays.py).
+
+    every_pp (round 15, aggfirst): the same terms also at the pp > 1 whose compositions are listed, where
+    `aggregate_bound_at` gives the aggregate bound that candidate_bound computes when no composition is listed
+    (bounds.MAX_COMPOSITIONS = 0), a valid bound at every pp; `listed` still says which pp the refined bound takes
+    per composition."""
     pps = np.arange(1, most + 1, dtype=np.int64)
     key = (d.slots, d.stages_per_block)
     if key not in _COUNTS:
@@ -1449,7 +1464,9 @@ def refined_tables(problem: Problem, d: DegreeTerms, most: int) -> RefinedTables
     counts = _COUNTS[key]
     listed = np.array([pp < len(counts) and counts[pp] <= MAX_COMPOSITIONS for pp in pps.tolist()], dtype=bool)
     ok, iteration, rate, cost_rate_s, total, comm = _aggregate_arrays(problem, d, pps, True)
-    ok = ok & ~listed & (pps > 1)  # pp = 1 (at most G compositions, listed but under a limit of 0): the scalar path
+    ok = ok & (pps > 1) & (True if every_pp else ~listed)  # pp = 1 (at most G compositions): the scalar path
+    if every_pp:  # a pp with no composition at all has no plan (candidate_bound: an empty list, infeasible)
+        ok &= ~listed | np.array([pp < len(counts) and counts[pp] > 0 for pp in pps.tolist()], dtype=bool)
     its: list = [[] for _ in pps]
     rates: list = [[] for _ in pps]
     floor = np.full(most, math.inf)
@@ -1459,7 +1476,7 @@ def refined_tables(problem: Problem, d: DegreeTerms, most: int) -> RefinedTables
         for j, r in enumerate(rows.tolist()):
             its[r], rates[r] = it_t[j].tolist(), rate_t[j].tolist()
         floor[rows] = floor_r
-    return RefinedTables(listed, ok, iteration, rate, cost_rate_s, total, comm, its, rates, floor)
+    return RefinedTables(listed, ok, iteration, rate, cost_rate_s, total, comm, its, rates, floor, every_pp)
 
 
 def _joint_from_tables(tab: RefinedTables, pp: int, max_iteration_s: float | None, max_rate: float | None) -> float:
@@ -1488,7 +1505,7 @@ def under_cost_tables(problem: Problem, d: DegreeTerms, tab: RefinedTables) -> t
     most = len(tab.ok)
     its: list = [[] for _ in range(most)]
     rates: list = [[] for _ in range(most)]
-    rows = np.flatnonzero(tab.ok)
+    rows = np.flatnonzero(tab.ok & ~tab.listed)  # (tables built with every_pp: the listed pp left out)
     if not len(rows):
         return its, rates
     pps = rows + 1
@@ -1525,10 +1542,28 @@ def refined_bound_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: i
     """candidate_bound(problem, d, pp, budget, refined=True) from the tables (pp not listed): the joint rent x time
     walk over the kept breakpoints under the budget, exactly as `_joint_cost_rate_s` walks them (its two stops
     and its skips), and the time-under-cost term by its own function; pp = 1 by candidate_bound itself."""
-    i = pp - 1
-    assert not tab.listed[i], "a pp with listed compositions has its bound per composition"
+    assert not tab.listed[pp - 1], "a pp with listed compositions has its bound per composition"
     if pp == 1:  # one stage: no sends, other breakpoints (never reached with MAX_COMPOSITIONS >= the types)
         return candidate_bound(problem, d, pp, budget, refined=True)
+    return _aggregate_at(problem, d, tab, pp, budget, under)
+
+
+def aggregate_bound_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int, budget=None,
+                       under: tuple[list, list] | None = None) -> CandidateBound:
+    """The aggregate refined bound at pp > 1 from tables built with every_pp, listed or not: at a listed pp the
+    value candidate_bound(problem, d, pp, budget, refined=True) has when no composition is listed
+    (MAX_COMPOSITIONS = 0), bit for bit (tests/test_aggregate_first.py). It is a valid lower bound over every plan
+    of the candidate, as the per-composition bound is (both are checked against every plan by
+    tests/test_solver._check_bounds_below_every_plan), so where it rules a candidate out under the budget or above
+    a value, the per-composition bound need not be computed (Memo.aggregate_first, round 15, aggfirst)."""
+    assert pp > 1 and (tab.every_pp or not tab.listed[pp - 1]), "built with every_pp, pp > 1"
+    return _aggregate_at(problem, d, tab, pp, budget, under)
+
+
+def _aggregate_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int, budget=None,
+                  under: tuple[list, list] | None = None) -> CandidateBound:
+    """refined_bound_at's and aggregate_bound_at's common part at pp > 1."""
+    i = pp - 1
     if not tab.ok[i]:
         return CandidateBound(False)
     slack = BOUND_SLACK

@@ -32,6 +32,7 @@ from optsearch.bounds import (
     RefinedTables, bounds_of_compositions, composition_bounds, degree_floors, degree_floors_meeting, degree_terms,
     interleaved_bound, interleaving_factor, refined_bound_at, refined_tables, under_cost_tables,
 )
+from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate first (round 15, aggfirst)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -106,6 +107,7 @@ class Bounded:
     own_best: Priced | None = None  # the best plan of this candidate found without a solver
     tries: int = 0  # model solves of this candidate stopped by their time slice (see solve)
     inflight: bool = False  # its in-flight-aware bound (inflight.py) is already in lower_bound
+    aggregate: bool = False  # a cheap entry whose aggregate refined bound is already in lower_bound (AGGREGATE_FIRST)
 
 
 BUDGET_FLOORS = True  # Memo.refined_bound under a budget walks only the compositions whose floors meet it (budgetbound)
@@ -114,6 +116,12 @@ DEGREE_FLOORS = True  # and takes the floors of every pp of the candidate's degr
 DEGREE_FLOORS_FROM = 2  # the ask of a degree's refined bound under a budget that builds its floors (before it: one pp)
 REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
+# The loop's cheap -> refined step takes a candidate's aggregate refined bound from its degree's tables before its
+# per-composition bound, where that one is not yet computed; a candidate the aggregate lifts past the queue's front
+# goes back in without its per-composition work (round 15, aggfirst; Memo.aggregate_first). Budgets without a cost
+# limit only (under one the floors decide: BUDGET_FLOORS).
+AGGREGATE_FIRST = True
+AGGREGATE_FIRST_FROM = 8  # listed compositions from which it is tried (fewer: the composition bound costs little)
 
 
 def _degree_key(cand: Candidate) -> tuple[int, ...]:
@@ -234,14 +242,9 @@ class Memo:
         comps = self.compositions[cand.key]
         if comps is None and REFINED_ARRAYS:  # too many compositions: the aggregate bound, every pp at once
             key = _degree_key(cand)
-            tables = self.refined_by_pp.get(key)
-            if tables is None or isinstance(tables, int):  # the first REFINED_TABLES_FROM - 1 asks: one pp alone
-                asked = (tables or 0) + 1
-                if asked < REFINED_TABLES_FROM:
-                    self.refined_by_pp[key] = asked
-                    return candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
-                tables = self.refined_by_pp[key] = refined_tables(self.problem, terms,
-                                                                  max_stages(self.problem, self.options))
+            tables = self.refined_tables(terms, cand)
+            if tables is None:  # the first REFINED_TABLES_FROM - 1 asks: one pp alone
+                return candidate_bound(self.problem, terms, cand.pp, budget, refined=True)
             under = None
             if UNDER_COST_TABLES and budget.max_cost_usd is not None and budget.objective == "time":
                 under = self.under_by_pp.get(key)
@@ -253,6 +256,39 @@ class Memo:
         else:
             bound = bound_over_compositions(self.problem, comps, budget, slower_than_s)
         return bound
+
+    def refined_tables(self, terms: DegreeTerms, cand: Candidate) -> RefinedTables | None:
+        """The refined tables of the candidate's degree (bounds.refined_tables; at every pp with AGGREGATE_FIRST),
+        kept; None on the first REFINED_TABLES_FROM - 1 asks of the degree (then the caller bounds one pp alone)."""
+        key = _degree_key(cand)
+        tables = self.refined_by_pp.get(key)
+        if isinstance(tables, RefinedTables):
+            return tables
+        asked = (tables or 0) + 1
+        if asked < REFINED_TABLES_FROM:
+            self.refined_by_pp[key] = asked
+            return None
+        tables = self.refined_by_pp[key] = refined_tables(self.problem, terms, max_stages(self.problem, self.options),
+                                                          every_pp=AGGREGATE_FIRST)
+        return tables
+
+    def aggregate_first(self, terms: DegreeTerms, cand: Candidate, budget: Budget) -> CandidateBound | None:
+        """The candidate's aggregate refined bound under the budget (bounds.aggregate_bound_at) where its refined
+        bound is per composition (AGGREGATE_FIRST_FROM compositions or more) and not yet computed, the budget has no
+        cost limit, and its degree's tables exist (the degree's second ask on); None elsewhere (the refined bound
+        itself is then the next step). A valid lower bound, as the refined bound is; neither is above the other
+        everywhere. With v > 1, the v = 1 bound under the budget / f_v, relaxed (as Memo.refined_bound)."""
+        if cand.v > 1:
+            factor = interleaving_factor(terms.m, cand.pp, cand.v)
+            base = self.aggregate_first(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
+            return None if base is None else interleaved_bound(base, terms.m, cand.pp, cand.v)
+        if (cand.pp == 1 or budget.max_cost_usd is not None or cand.key in self.compositions
+                or composition_count(terms, cand.pp) < AGGREGATE_FIRST_FROM):
+            return None
+        tables = self.refined_tables(terms, cand)
+        if tables is None or not tables.every_pp or not tables.listed[cand.pp - 1]:
+            return None
+        return aggregate_bound_at(self.problem, terms, tables, cand.pp, budget)
 
     def skeleton(self, cand: Candidate) -> Skeleton:
         if cand.key not in self.skeletons:
@@ -1946,6 +1982,19 @@ def solve(
                 LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
             prev_step = (what, t_step)
         if item.level == CHEAP:
+            if AGGREGATE_FIRST and not item.aggregate and (
+                    first := memo.aggregate_first(item.terms, item.cand, budget)) is not None:
+                # The aggregate refined bound before the per-composition one (Memo.aggregate_first): about 16 us
+                # from its degree's tables (1.5-2.5 ms a degree) against about 0.5 ms a composition list (Megatron
+                # 76B, mixed-pool-8k). One it proves infeasible is dropped; one it lifts past the queue's front goes
+                # back in, and gets its composition bound only if it comes to the front again.
+                ahead = _bounded(problem, budget, item.terms, item.cand, True, first, slower_than_s)
+                if ahead is None:
+                    continue
+                lower = max(lower, ahead.lower_bound)
+                if queue and lower > queue[0][0]:
+                    heapq.heappush(queue, (lower, key, i, replace(item, lower_bound=lower, aggregate=True)))
+                    continue
             sharper = _bounded(problem, budget, item.terms, item.cand, True,
                                memo.refined_bound(item.terms, item.cand, budget, slower_than_s), slower_than_s)
             if sharper is not None:
