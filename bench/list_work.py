@@ -12,6 +12,7 @@ for the solve, as bench/proof_rows.py --cpu-clock does, so the work done does no
 or not), the lazy neighbours' degrees (`_degree_rows` outside a list build), the CPU seconds of the solve at its
 loop's start (the outermost solve's queue built) and at its first plan, the accumulated CPU of `degree_terms`,
 `cheap_bounds` and `_gather_rows`, the process's CPU with its children's (resource.getrusage), and the load average.
+--lists-only: no solve, the three lists of a cost or time row on a fresh memo, each timed.
 Works on any tree since round 14 (only module attributes are wrapped), for A/B runs with PYTHONPATH=<tree>.
 """
 
@@ -38,6 +39,9 @@ def main() -> None:
     ap.add_argument("--max-cost-usd", type=float, default=None)
     ap.add_argument("--time-limit", type=float, default=None, help="the solver's limit, CPU seconds (default: none)")
     ap.add_argument("--run-loop", action="store_true", help="do not stop at the loop's start")
+    ap.add_argument("--lists-only", action="store_true",
+                    help="no solve: the part's, the default setting's and the off list of the budget on a fresh "
+                         "memo, each `_candidates` call's CPU seconds")
     args = ap.parse_args()
 
     load_before = os.getloadavg()[0]
@@ -51,6 +55,19 @@ def main() -> None:
     options = space_from_target("megatron", problem)
     budget = Budget(objective=args.objective, max_time_s=args.max_time_s, max_cost_usd=args.max_cost_usd)
     clock = time.process_time
+    if args.lists_only:
+        memo = S.Memo(problem, options)
+        part = S._narrow_memo(problem, options, memo)
+        out = {}
+        for name, on, settings in (("part", part, S.DEFAULT), ("default", memo, S.DEFAULT), ("off", memo, S.OFF)):
+            if on is None:
+                continue
+            t = clock()
+            got = S._candidates(on, budget, 0.0, settings)
+            out[name] = {"rows": len(got[0]), "total": got[1], "cpu_s": round(clock() - t, 3)}
+        print(json.dumps({"model": args.model, "cluster": args.cluster, "objective": args.objective,
+                          "lists": out, "load": [load_before, os.getloadavg()[0]]}))
+        return
     time.perf_counter = clock  # the solver's clock (and its shares) on CPU time
     depth = {"solve": 0, "build": 0}
     builds: list[dict] = []
