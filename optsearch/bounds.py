@@ -143,6 +143,9 @@ def _calls(cache: dict | None):
     return call
 
 
+SHARED_SENDS = True  # degree_terms' pipeline sends kept in its cache per (types, w, b, tp, cp) (round 15, lists)
+
+
 def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                  cp: int = 1, cache: dict | None = None, dist: bool | None = None) -> DegreeTerms:
     """The terms at (tp, dp, b, ep, cp). Context parallelism enters every per-layer term through the cost model's cp_*
@@ -163,9 +166,15 @@ def degree_terms(problem: Problem, tp: int, dp: int, mbs: int, uses: tuple[NodeU
     emb = {g: call(cp_embedding_step_s, problem, g, tp, mbs, cp) for g in names}
     head = {g: call(cp_head_step_s, problem, g, tp, mbs, cp) for g in names}
     price = {u.name: u.node.price_usd_per_node_hour / u.node.gpus_per_node for u in uses}
-    inter = tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names)
-    intra = tuple(stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) if u.stages_per_block > 1 else None
-                  for u in uses)
+    send_key = ("degree_sends", tuple(names), tuple(u.stages_per_block > 1 for u in uses), w, mbs, tp, cp)
+    sent = cache.get(send_key) if cache is not None and SHARED_SENDS else None
+    if sent is None:  # the sends do not depend on ep or the optimizer setting: once per memo (round 15, lists)
+        sent = (tuple(tuple(stage_send_s(problem, g, h, False, w, mbs, tp, cp) for h in names) for g in names),
+                tuple(stage_send_s(problem, u.name, u.name, True, w, mbs, tp, cp) if u.stages_per_block > 1
+                      else None for u in uses))
+        if cache is not None and SHARED_SENDS:
+            cache[send_key] = sent
+    inter, intra = sent
     sends = [s for row in inter for s in row] + [s for s in intra if s is not None]  # each send computed once
     state = state_bytes(problem.job, dp, cp, dist)
     nmax = [max_layers_per_stage(problem, g, tp, dp, mbs, ep, cp, cache, dist) for g in names]
@@ -367,6 +376,8 @@ def least_slowest_stage_s(d: DegreeTerms, L: int, pps: np.ndarray, slots: np.nda
     The iteration is then at least (m - 1) x this + the least sum of stage times (1F1B; interleaved: see
     inflight.py)."""
     pps = np.asarray(pps, dtype=np.int64)
+    if slots is None and FAST_FLOOR and ONE_SUPPLY_VECTORS:
+        return _least_slowest_one_supply(d, L, pps, v)
     P = len(pps)
     S = np.broadcast_to(np.asarray(d.slots if slots is None else slots, dtype=np.int64), (P, len(d.slots)))
     step = np.asarray(d.step_min_s, dtype=float)
@@ -432,6 +443,74 @@ def least_slowest_stage_s(d: DegreeTerms, L: int, pps: np.ndarray, slots: np.nda
             active = lo < hi
             hi = np.where(active & ok, mid, hi)
             lo = np.where(active & ~ok, mid + 1, lo)
+    out[rows] = np.where(lo < len(marks), marks[np.minimum(lo, len(marks) - 1)] * SLOWEST_SLACK, math.inf)
+    return out
+
+
+ONE_SUPPLY_VECTORS = True  # least_slowest_stage_s with one supply: its per-type steps on [G] vectors (round 15, lists)
+
+
+def _least_slowest_one_supply(d: DegreeTerms, L: int, pps: np.ndarray, v: int) -> np.ndarray:
+    """least_slowest_stage_s(d, L, pps, v=v) with one supply (slots None, FAST_FLOOR), the same floats with fewer
+    array operations (round 15, lists: it was about 40 % of the candidate lists' cheap bounds, 0.35 ms a degree,
+    most of it numpy's per-call overhead on [P, G] arrays whose P rows are one supply repeated):
+    - pp = 1: the least of the same [G] values (a row of the [1, G] array);
+    - the marks: the same values (sends + n step_min[g], n = 1..NMAX[g], added in the same order) from one [G, N]
+      product, masked, in place of 2 G aranges; np.unique sorts the same set;
+    - (a): the supply's cumulative slots in the `usable_at` order are one [G] vector, non-decreasing (slots >= 0),
+      so the first type where it reaches pp - 2 (argmax of the [P, G] row) is np.searchsorted's left index, and
+      "any" is that index < G: the same element of usable_at;
+    - the per-mark fewest middle stages: unchanged (one [n, G] pass, as FAST_FLOOR).
+    tests/test_lists_round15.py compares it with the [P, G] path on the catalog's and random instances' terms."""
+    out = np.full(len(pps), math.inf)
+    step = np.asarray(d.step_min_s, dtype=float)
+    nmax = np.asarray(d.max_layers_per_stage, dtype=np.int64)
+    slots = np.asarray(d.slots, dtype=np.int64)
+    one = pps == 1
+    if one.any():
+        single = np.where((nmax >= L) & (slots >= 1), L * step, math.inf).min()
+        out[one] = single * SLOWEST_SLACK
+    rows = np.flatnonzero(~one)
+    if len(rows) == 0:
+        return out
+    e = d.send_min_s
+    e_mid, e_end = 2 * v * e, (2 * v - 1) * e
+    most = int(nmax.max(initial=0))
+    if most > 0:
+        counts = np.arange(1, most + 1)
+        layers = counts[None, :] * step[:, None]  # [G, N] n x step_min[g], as np.arange(1, n + 1) * st
+        held = counts[None, :] <= nmax[:, None]
+        marks = np.unique(np.concatenate([e_mid + layers[held], e_end + layers[held]]))
+    else:
+        marks = np.array([math.inf])
+    need = pps[rows] - 2
+    usable_at = np.where(nmax >= v, e_mid + v * step, math.inf)  # the mark where g's k_mid reaches v
+    by = np.argsort(usable_at, kind="stable")
+    reached = np.searchsorted(np.cumsum(slots[by]), need, side="left")  # the first type where pp - 2 slots exist
+    first = np.where(need <= 0, 0.0, np.where(reached < len(by), usable_at[by][np.minimum(reached, len(by) - 1)],
+                                              math.inf))
+
+    def caps(M: np.ndarray, sends: float) -> np.ndarray:
+        k = np.floor((M[:, None] - sends) / step[None, :] + 1e-9)
+        return np.clip(k, 0, nmax[None, :]) // v * v
+
+    lo = np.searchsorted(marks, first).astype(np.int64)
+    n = len(marks)
+    k_mid = caps(marks, e_mid)  # [n, G]
+    rem = L - 2 * caps(marks, e_end).max(axis=1)  # what the middle stages must hold
+    order = np.argsort(-k_mid, axis=1, kind="stable")
+    ks, ss = np.take_along_axis(k_mid, order, axis=1), slots[order]
+    cover, used = np.cumsum(ks * ss, axis=1), np.cumsum(ss, axis=1)
+    reach = cover >= rem[:, None]  # the greedy reaches rem within the first groups
+    gi = np.argmax(reach, axis=1)
+    at_n = np.arange(n)
+    before_cover, before_used = cover[at_n, gi] - (ks * ss)[at_n, gi], used[at_n, gi] - ss[at_n, gi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fewest = before_used + np.ceil((rem - before_cover) / ks[at_n, gi])
+    fewest = np.where(rem <= 0, 0.0, np.where(reach.any(axis=1), fewest, math.inf))
+    fewest = np.minimum.accumulate(fewest)  # it never grows with M (the caps only grow)
+    j = np.searchsorted(-fewest, -need, side="left")  # the first mark whose fewest is <= pp - 2
+    lo = np.maximum(lo, j)
     out[rows] = np.where(lo < len(marks), marks[np.minimum(lo, len(marks) - 1)] * SLOWEST_SLACK, math.inf)
     return out
 

@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from operator import itemgetter
 
 import numpy as np
@@ -159,6 +159,9 @@ class Memo:
     # (tp, dp, b, ep, cp, o) -> bounds.refined_tables: the aggregate refined bounds of every pp at once (costbound),
     # or how many times the degree was asked before its tables are built (REFINED_TABLES_FROM)
     refined_by_pp: dict[tuple[int, ...], RefinedTables | int] = field(default_factory=dict)
+    # Candidate.key -> the Candidate of the lists' rows (SHARED_CANDIDATES): a key's candidate is built once per memo
+    # (a budget search lists the same candidates under both objectives; the part's are the whole list's)
+    candidates: dict[tuple[int, ...], Candidate] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -860,13 +863,14 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
     options), and its skeletons and quick plans: a cp = 1, v = 1 candidate's skeleton reads only the recomputation
     options (formulation.model.skeleton), and in_search_space answers the same for its cp = 1, v = 1 plans under
     both options, so its quick plans are the same (so _budget_descent and the whole space's seeds reuse those of the
-    early seeds)."""
+    early seeds). And its lists' Candidate objects (Memo.candidates): a cp = 1 candidate's node uses do not read the
+    cp and v options (candidates.node_uses), so a key's candidate is the same in both."""
     if not ((options.context_parallel_sizes != (1,) or options.virtual_stages != (1,)) and (
             1 in options.context_parallel_sizes and 1 in options.virtual_stages)):
         return None
     narrow = replace(options, context_parallel_sizes=(1,), virtual_stages=(1,))
     return Memo(problem, narrow, terms=memo.terms, cheap_by_pp=memo.cheap_by_pp, calls=memo.calls,
-                skeletons=memo.skeletons, quick=memo.quick)
+                skeletons=memo.skeletons, quick=memo.quick, candidates=memo.candidates)
 
 
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
@@ -1038,7 +1042,7 @@ class _LazyNeighbours:
             self.built[degree] = items
         row = items.get(key)
         if isinstance(row, tuple):
-            row = items[key] = _bounded_row(row)
+            row = items[key] = _bounded_row(row, self.memo.candidates if SHARED_CANDIDATES else None)
         return row
 
     def __contains__(self, key: tuple[int, ...]) -> bool:
@@ -1182,18 +1186,52 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
         raise OutOfTime
     rows.sort(key=itemgetter(0, 1))
     kept: list[Bounded] = []
+    made = memo.candidates if SHARED_CANDIDATES else None
     for n, row in enumerate(rows):
         if n % 8192 == 0 and _past(deadline):
             raise OutOfTime
-        kept.append(_bounded_row(row))
+        kept.append(_bounded_row(row, made))
     return kept, total
 
 
-def _bounded_row(row: tuple) -> Bounded:
-    """The candidate of one of _degree_rows' rows, at its cheap bound."""
-    lb, (tp, dp, mbs, pp, ep, cp, v, off), uses, terms = row
-    return Bounded(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
-                             dist=False if off == 1 else None, gather=off == 2), lb, terms, CHEAP)
+def _bounded_row(row: tuple, made: dict | None = None) -> Bounded:
+    """The candidate of one of _degree_rows' rows, at its cheap bound. made: Candidate.key -> Candidate, the
+    candidates built before (Memo.candidates; SHARED_CANDIDATES), used and filled."""
+    lb, key, uses, terms = row
+    if made is None:
+        return Bounded(_row_candidate(key, uses), lb, terms, CHEAP)
+    cand = made.get(key)
+    if cand is None:
+        cand = made[key] = _row_candidate(key, uses)
+    return Bounded(cand, lb, terms, CHEAP)
+
+
+SHARED_CANDIDATES = True  # one Candidate per key and memo, shared by its lists and its part's (round 15, lists)
+FAST_CANDIDATES = True  # a row's Candidate set field by field, without the dataclass __init__ (round 15, lists)
+_CANDIDATE_FIELDS = ("tp", "dp", "micro_batch_size", "pp", "uses", "ep", "cp", "v", "dist", "gather")
+# Candidate's slots' setters, in _CANDIDATE_FIELDS' order; None (the __init__ then) unless those are exactly its
+# fields and it has nothing that runs at construction (a __post_init__, a field without init)
+_CANDIDATE_SETTERS = (tuple(Candidate.__dict__[name].__set__ for name in _CANDIDATE_FIELDS)
+                      if tuple(f.name for f in fields(Candidate)) == _CANDIDATE_FIELDS
+                      and all(f.init for f in fields(Candidate)) and not hasattr(Candidate, "__post_init__")
+                      else None)
+
+
+def _row_candidate(key: tuple[int, ...], uses: tuple[NodeUse, ...]) -> Candidate:
+    """The Candidate of a row's key (tp, dp, b, pp, ep, cp, v, o) and node uses. With FAST_CANDIDATES, the object
+    the dataclass __init__ makes (the same fields, so equal, with the same hash) without its call: a frozen,
+    kw-only dataclass of ten fields took about 4 us to build, 0.3-0.4 s of a list of 80,000 rows (Megatron 76B,
+    mixed-pool-8k), against about 1.5 us here (tests/test_lists_round15.py checks the fields against the
+    __init__'s)."""
+    tp, dp, mbs, pp, ep, cp, v, off = key
+    if not FAST_CANDIDATES or _CANDIDATE_SETTERS is None:
+        return Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, ep=ep, cp=cp, v=v,
+                         dist=False if off == 1 else None, gather=off == 2)
+    cand = object.__new__(Candidate)
+    for put, value in zip(_CANDIDATE_SETTERS, (tp, dp, mbs, pp, uses, ep, cp, v, False if off == 1 else None,
+                                               off == 2)):
+        put(cand, value)
+    return cand
 
 
 def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str, degree: tuple[int, int, int, int],
