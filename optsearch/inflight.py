@@ -551,7 +551,24 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 
 
 EXACT_MULTIPLIER = True  # _least_rent's multiplier from the kinks of phi (bigproof); False: the 16-step bisection
+SHORT_MULTIPLIERS = True  # those kinks only up to the table's most_layers cap difference (round 14, costrows)
 RENT_BY_ENVELOPE = True  # that kink from each position's lower envelope, not by bisection over a list (round 15)
+_MULTIPLIERS: dict[tuple, np.ndarray] = {}
+MULTIPLIERS_KEPT = 4_096  # entries of _MULTIPLIERS before it is emptied (long what-if sweeps see many price vectors)
+
+
+def _multipliers(price: np.ndarray, most: int) -> np.ndarray:
+    """0 and every (p_h - p_g) / d > 0 with d = 1..most, ascending: every kink of phi for caps of at most `most`
+    layers (kept by the prices and most). The caps are whole layers (floats of integers), so every kink is one."""
+    key = (tuple(price.tolist()), most)
+    if key not in _MULTIPLIERS:
+        if len(_MULTIPLIERS) >= MULTIPLIERS_KEPT:
+            _MULTIPLIERS.clear()
+        gaps = (price[None, :] - price[:, None]).ravel()
+        gaps = gaps[gaps > 0]
+        steps = np.arange(1, max(most, 1) + 1, dtype=float)
+        _MULTIPLIERS[key] = np.unique(np.concatenate([[0.0], (gaps[:, None] / steps[None, :]).ravel()]))
+    return _MULTIPLIERS[key]
 
 
 def _maximizing_kink(price: np.ndarray, usable: np.ndarray, k: np.ndarray, L: int) -> np.ndarray:
@@ -589,23 +606,6 @@ def _maximizing_kink(price: np.ndarray, usable: np.ndarray, k: np.ndarray, L: in
     first = np.argmax(reached, axis=1)
     lam = at[order[np.arange(M), first]]
     return np.where(reached.any(axis=1) & np.isfinite(lam), lam, 0.0)
-SHORT_MULTIPLIERS = True  # those kinks only up to the table's most_layers cap difference (round 14, costrows)
-_MULTIPLIERS: dict[tuple, np.ndarray] = {}
-MULTIPLIERS_KEPT = 4_096  # entries of _MULTIPLIERS before it is emptied (long what-if sweeps see many price vectors)
-
-
-def _multipliers(price: np.ndarray, most: int) -> np.ndarray:
-    """0 and every (p_h - p_g) / d > 0 with d = 1..most, ascending: every kink of phi for caps of at most `most`
-    layers (kept by the prices and most). The caps are whole layers (floats of integers), so every kink is one."""
-    key = (tuple(price.tolist()), most)
-    if key not in _MULTIPLIERS:
-        if len(_MULTIPLIERS) >= MULTIPLIERS_KEPT:
-            _MULTIPLIERS.clear()
-        gaps = (price[None, :] - price[:, None]).ravel()
-        gaps = gaps[gaps > 0]
-        steps = np.arange(1, max(most, 1) + 1, dtype=float)
-        _MULTIPLIERS[key] = np.unique(np.concatenate([[0.0], (gaps[:, None] / steps[None, :]).ravel()]))
-    return _MULTIPLIERS[key]
 
 
 def _rent(tab: InFlightTables, upto: int) -> None:
@@ -637,7 +637,7 @@ def _split_points(a: int, b: int) -> list[int]:
     """np.unique(np.linspace(a, b + 1, SPLIT + 1).round()) as ints, in Python floats: linspace's points are
     i x ((b + 1 - a) / SPLIT) + a (one product and one sum, rounded as numpy rounds them) with the last b + 1
     itself, and Python's round and numpy's both round halves to even; the same list (round 15, inflight2: the numpy
-    calls were about a tenth of the cost walk's CPU on GPT-3 175B)."""
+    calls were about 8 % of the cost walk's CPU on GPT-3 175B)."""
     step = (b + 1 - a) / SPLIT
     return sorted({round(i * step + a) for i in range(SPLIT)} | {b + 1})
 
