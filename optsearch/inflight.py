@@ -180,6 +180,7 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 
 INFLIGHT_BY_DEGREE = True  # round 13 (inflight): inflight_tables takes its per-type terms from _DegreePart
 DEGREE_TABLES_FROM = 2  # the ask (pp) of a degree at v from which its least times come from the degree's tables
+DEGREE_WHOLE_TERMS = True  # whole_levels_terms' and hiding_terms' pp-free parts kept on _DegreePart (round 15)
 
 
 class _DegreePart:
@@ -192,7 +193,8 @@ class _DegreePart:
     computes for that pp alone, bit for bit (the same elementwise operations on the same inputs; the least over
     n' >= n taken over the same n = 1..N_pp, N_pp from the flights of that pp; tests/test_inflight_degree.py)."""
 
-    __slots__ = ("d", "names", "per_layer_state", "steps", "acts", "working", "room", "modes", "by_v", "asks")
+    __slots__ = ("d", "names", "per_layer_state", "steps", "acts", "working", "room", "modes", "by_v", "asks",
+                 "whole_terms", "hiding_rho")
 
     def __init__(self, problem: Problem, d: DegreeTerms, kind, dp: int, mbs: int, cp: int, ep: int, call):
         model, tp = problem.model, d.tp
@@ -213,6 +215,8 @@ class _DegreePart:
                               for g in names])
         self.by_v = {}  # v -> (c0, c1, N, raw [g, c, n], least [g, c, n], mem_max [c], block_max [c])
         self.asks = {}  # v -> how many pp asked before the tables at v were built (DEGREE_TABLES_FROM)
+        self.whole_terms = None  # whole_levels_terms' pp-free terms at v = 1 (round 15, DEGREE_WHOLE_TERMS)
+        self.hiding_rho = None  # hiding_terms' rho before the gather's (round 15, DEGREE_WHOLE_TERMS)
 
     def _rows(self, c0: int, c1: int, v: int, L: int, N: int | None = None) -> tuple:
         """(N, raw [g, c, n], mem_max [c], block_max [c]) of the counts c0..c1-1, at N (default: their own)."""
@@ -350,7 +354,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         iteration = np.maximum(base, (m - 1 / v) * np.maximum(slowest, stages_s / pp) + whole_s)
     whole = None
     if whole_s > 0 and d.alpha_full:  # round 9 (overlapfloor): the largest stage's whole reduce, by levels
-        whole = whole_levels_terms(problem, d, kind, tp, mbs, cp, v, pp, steps, m, slowest, stages_s, call)
+        whole = whole_levels_terms(problem, d, kind, tp, mbs, cp, v, pp, steps, m, slowest, stages_s, call,
+                                   part if DEGREE_WHOLE_TERMS else None)
     middle = np.zeros(pp, dtype=bool)
     middle[1:pp - 1] = True
 
@@ -367,7 +372,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if whole is not None:
         tab.whole_per_layer, tab.whole_base, tab.whole_mean = whole
         if v == 1:
-            tab.hide = hiding_terms(problem, d, kind, tp, mbs, cp, pp, steps, m, slowest, stages_s, call)
+            tab.hide = hiding_terms(problem, d, kind, tp, mbs, cp, pp, steps, m, slowest, stages_s, call,
+                                    part if DEGREE_WHOLE_TERMS else None)
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
@@ -500,6 +506,10 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
         held = np.where(val == least[:, None, :], k, 0.0).max(axis=1)  # a minimizer's layers (the most on ties)
         return lam * tab.L + least.sum(axis=1), tab.L - held.sum(axis=1)
 
+    if EXACT_MULTIPLIER and RENT_BY_ENVELOPE:  # round 15 (inflight2): the maximizing kink directly, one phi
+        lam = _maximizing_kink(tab.price, usable, k, tab.L)
+        best = phi(lam)[0]
+        return np.where(feasible, tab.w * np.maximum(best, 0.0) * (1 - 1e-12), np.inf)
     if EXACT_MULTIPLIER:
         # bigproof: phi is concave and piecewise linear, its kinks where two types tie at a position,
         # lambda = (p_h - p_g) / (k_h - k_g) with integer caps, so its maximum lies at 0 or one of the multipliers
@@ -542,6 +552,7 @@ def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 
 EXACT_MULTIPLIER = True  # _least_rent's multiplier from the kinks of phi (bigproof); False: the 16-step bisection
 SHORT_MULTIPLIERS = True  # those kinks only up to the table's most_layers cap difference (round 14, costrows)
+RENT_BY_ENVELOPE = True  # that kink from each position's lower envelope, not by bisection over a list (round 15)
 _MULTIPLIERS: dict[tuple, np.ndarray] = {}
 MULTIPLIERS_KEPT = 4_096  # entries of _MULTIPLIERS before it is emptied (long what-if sweeps see many price vectors)
 
@@ -558,6 +569,43 @@ def _multipliers(price: np.ndarray, most: int) -> np.ndarray:
         steps = np.arange(1, max(most, 1) + 1, dtype=float)
         _MULTIPLIERS[key] = np.unique(np.concatenate([[0.0], (gaps[:, None] / steps[None, :]).ravel()]))
     return _MULTIPLIERS[key]
+
+
+def _maximizing_kink(price: np.ndarray, usable: np.ndarray, k: np.ndarray, L: int) -> np.ndarray:
+    """[M] the least lambda >= 0 at which phi's right slope L - sum_i K_i(lambda) is <= 0 (0 where none: such a
+    row is infeasible, _least_rent's `feasible`), with K_i(lambda) the most layers among position i's cheapest lines
+    p_g - lambda k[g, i] (g usable at i). phi is concave, so its maximum over lambda >= 0 is there (round 15,
+    inflight2: the kink the bisection over `_multipliers` finds, without ~7 evaluations of phi).
+
+    Each line g of position i is a cheapest one exactly on an interval [a_g, b_g] of lambda >= 0:
+        a_g = max(0, max over usable h with k_h < k_g of (p_g - p_h) / (k_g - k_h)),
+        b_g = min over usable h with k_h > k_g of (p_h - p_g) / (k_h - k_g)   (inf where none),
+    and never where a usable h with k_h = k_g is cheaper (p_h < p_g) or a_g > b_g. Every ratio is one float
+    expression r[g, h] = (p_g - p_h) / (k_g - k_h), which equals r[h, g] bit for bit (a - b = -(b - a) and
+    (-x) / (-y) = x / y in IEEE arithmetic), so a_g <= b_g <= r[g, h] <= a_h for two such lines with k_g < k_h:
+    among the lines that are cheapest somewhere, a grows with k, and K_i(lambda) = max{k_g : g on, a_g <= lambda}
+    is the sum of the increments k_g - (the next smaller k of a line on at i) over the lines on with a_g <= lambda
+    (equal k counted once). So the first lambda where sum_i K_i reaches L is the a of the event, in ascending a,
+    at which the running sum of the increments reaches L. That a is r[g, h] = (p_g - p_h) / d with d = k_g - k_h
+    a whole number (or 0), the bits of the kink `_multipliers` lists for d (its gaps price[g] - price[h] / d)."""
+    M, G, P = k.shape
+    dk = k[:, :, None, :] - k[:, None, :, :]  # [M, g, h, i] k_g - k_h
+    dp = (price[:, None] - price[None, :])[None, :, :, None]  # [1, g, h, 1] p_g - p_h
+    other = usable[:, None, :, :]  # h usable
+    ratio = dp / np.where(dk != 0, dk, 1.0)  # r[g, h] where k_g != k_h (whole layers: d exact)
+    a = np.maximum(np.where(other & (dk > 0), ratio, -np.inf).max(axis=2), 0.0)  # [M, g, i]
+    b = np.where(other & (dk < 0), ratio, np.inf).min(axis=2)
+    on = usable & (a <= b) & ~(other & (dk == 0) & (dp > 0)).any(axis=2)  # a cheaper line of the same k: never
+    # the next smaller k of a line on at i (a line of the same k and a lower index counts as smaller: counted once)
+    smaller = (dk > 0) | ((dk == 0) & (np.arange(G)[:, None] > np.arange(G)[None, :])[None, :, :, None])
+    below = np.where(on[:, None, :, :] & smaller, k[:, None, :, :], 0.0).max(axis=2)
+    step = np.where(on, k - below, 0.0).ravel()
+    at = np.where(on, a, np.inf).ravel()
+    order = np.argsort(at.reshape(M, G * P), axis=1) + (np.arange(M) * (G * P))[:, None]  # ties: the same a
+    reached = np.cumsum(step[order], axis=1) >= L  # whole layers: exact sums
+    first = np.argmax(reached, axis=1)
+    lam = at[order[np.arange(M), first]]
+    return np.where(reached.any(axis=1) & np.isfinite(lam), lam, 0.0)
 
 
 def _rent(tab: InFlightTables, upto: int) -> None:
@@ -582,6 +630,16 @@ def _floor_rent(tab: InFlightTables) -> float:
 
 
 SPLIT = 4  # blocks of intervals each round of _plain_cost splits an open block into
+SPLIT_IN_PYTHON = True  # _plain_cost's cut points by _split_points, not numpy calls on five numbers (round 15)
+
+
+def _split_points(a: int, b: int) -> list[int]:
+    """np.unique(np.linspace(a, b + 1, SPLIT + 1).round()) as ints, in Python floats: linspace's points are
+    i x ((b + 1 - a) / SPLIT) + a (one product and one sum, rounded as numpy rounds them) with the last b + 1
+    itself, and Python's round and numpy's both round halves to even; the same list (round 15, inflight2: the numpy
+    calls were about 8 % of the cost walk's CPU on GPT-3 175B)."""
+    step = (b + 1 - a) / SPLIT
+    return sorted({round(i * step + a) for i in range(SPLIT)} | {b + 1})
 
 
 def _plain_cost(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
@@ -614,7 +672,8 @@ def _plain_cost(tab: InFlightTables, iterations: int, max_time_s: float | None =
     while blocks:
         parts = []
         for a, b in blocks:  # SPLIT blocks of about equal size (fewer where the block is smaller)
-            cut = np.unique(np.linspace(a, b + 1, SPLIT + 1).round().astype(np.int64))
+            cut = _split_points(a, b) if SPLIT_IN_PYTHON else \
+                np.unique(np.linspace(a, b + 1, SPLIT + 1).round().astype(np.int64)).tolist()
             parts += [(int(x), int(y) - 1) for x, y in zip(cut[:-1], cut[1:])]
         right = np.array([b for _, b in parts], dtype=np.int64)
         _rent_at(tab, right)
@@ -1083,7 +1142,7 @@ WHOLE_BISECTION = 14  # geometric bisection steps for the least largest whole re
 
 
 def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, v: int, pp: int,
-                       steps: np.ndarray, m: int, slowest: np.ndarray, stages_s: float, call
+                       steps: np.ndarray, m: int, slowest: np.ndarray, stages_s: float, call, part=None
                        ) -> tuple[np.ndarray, np.ndarray, float] | None:
     """(whole_per_layer [g, i], whole_base [j], whole_mean) of InFlightTables, or None where there is no reduce
     (dp x cp = 1). With the overlap (cost-model 7c) a plan's iteration is (m - 1) max t + sum t + max_s A_s + E + max O
@@ -1111,22 +1170,28 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
     params = d.all_params(pp)
     fixed = d.beta_min * params / pp + least_embedding_allreduce_s(problem, d, pp, getattr(call, "cache", None))
     if v == 1:
-        from optsearch.costmodel import layer_forward_s
-        names = [u.name for u in d.uses]
-        fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
-        f = float(np.minimum(steps.min(axis=1), fwd).min())
-        emb_f = [_ends_forward(problem, g, tp, mbs, True, cp, call) for g in names]
-        head_f = [_ends_forward(problem, g, tp, mbs, False, cp, call) for g in names]
-        emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
-        head = min(min(h, x) for h, x in zip(d.head_s, head_f))
+        kept = None if part is None else part.whole_terms  # round 15: pp-free, kept on the degree's part
+        if kept is None:
+            from optsearch.costmodel import layer_forward_s
+            names = [u.name for u in d.uses]
+            fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
+            f = float(np.minimum(steps.min(axis=1), fwd).min())
+            emb_f = [_ends_forward(problem, g, tp, mbs, True, cp, call) for g in names]
+            head_f = [_ends_forward(problem, g, tp, mbs, False, cp, call) for g in names]
+            emb = min(min(e, x) for e, x in zip(d.emb_s, emb_f))
+            head = min(min(h, x) for h, x in zip(d.head_s, head_f))
+            bw = np.maximum(steps.min(axis=1) - fwd, 0.0)
+            ends = min(0.0, min(e - x for e, x in zip(d.emb_s, emb_f))) \
+                + min(0.0, min(h - x for h, x in zip(d.head_s, head_f)))
+            kept = (f, emb, head, bw, ends)
+            if part is not None:
+                part.whole_terms = kept
+        f, emb, head, bw, ends = kept
         forward = model.num_layers * f + emb + head + 2 * (pp - 1) * d.send_min_s
         if d.gather_hidden_at(problem, pp):  # the gather hides behind that forward (costmodel 7f): no credit
             forward = 0.0
         # a stage s > 0 also keeps its own last backward W_s beside its whole reduce (the docstring), W_s >= n_s bw[g_s]
         # + the ends' step - forward where negative; stage 0 hides behind its own (no bw at position 0)
-        bw = np.maximum(steps.min(axis=1) - fwd, 0.0)
-        ends = min(0.0, min(e - x for e, x in zip(d.emb_s, emb_f))) \
-            + min(0.0, min(h - x for h, x in zip(d.head_s, head_f)))
         per = per[:, None] + np.where(np.arange(pp) > 0, 1.0, 0.0)[None, :] * bw[:, None]  # [g, i]
         base = (m - 1) * np.maximum(slowest, stages_s / pp) + forward + ends + fixed
     else:
@@ -1249,7 +1314,7 @@ def _ends_forward(problem: Problem, g: str, tp: int, mbs: int, first: bool, cp: 
 
 
 def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, pp: int, steps: np.ndarray,
-                 m: int, slowest: np.ndarray, stages_s: float, call) -> tuple[np.ndarray, float, np.ndarray]:
+                 m: int, slowest: np.ndarray, stages_s: float, call, part=None) -> tuple[np.ndarray, float, np.ndarray]:
     """(alpha_full[g] P_layer, rho, [j] base) of the per-mark hiding floor (v = 1, the overlap on; round 9). A plan
     whose slowest stage M* lies in [M_j, M_{j+1}) has every last backward W_i = max(0, compute_i - F_i) <= rho
     compute_i <= rho M*, rho the largest (step - forward) / step of a layer in any mode and of the embedding and the
@@ -1259,15 +1324,19 @@ def hiding_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: 
     The iteration is then at least (m - 1) max(M_j, slowest_s, stages_s / pp) + max(stages_s, M_j) + max_s A_s
     + E_min + O_min: base[j] is all but max_s A_s (the old expression's form, it(M_j), with its all-reduce floor
     replaced), and _hiding_floor finds the least max_s A_s of the interval from the caps by bisection."""
-    from optsearch.costmodel import layer_forward_s
-    names = [u.name for u in d.uses]
-    fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
-    # (step - forward) / step of every part (a part with a zero step adds -forward <= 0: no constraint on rho)
-    ratios = [float(np.where(steps > 0, (steps - fwd[:, None]) / np.where(steps > 0, steps, 1.0), 0.0).max())]
-    for g, e, h in zip(names, d.emb_s, d.head_s):
-        ratios += [(e - _ends_forward(problem, g, tp, mbs, True, cp, call)) / e if e > 0 else 0.0,
-                   (h - _ends_forward(problem, g, tp, mbs, False, cp, call)) / h if h > 0 else 0.0]
-    rho = min(1.0, max(0.0, max(ratios)))
+    rho = None if part is None else part.hiding_rho  # round 15: pp-free, kept on the degree's part
+    if rho is None:
+        from optsearch.costmodel import layer_forward_s
+        names = [u.name for u in d.uses]
+        fwd = np.array([call(layer_forward_s, problem, g, kind, tp, mbs) / cp for g in names])
+        # (step - forward) / step of every part (a part with a zero step adds -forward <= 0: no constraint on rho)
+        ratios = [float(np.where(steps > 0, (steps - fwd[:, None]) / np.where(steps > 0, steps, 1.0), 0.0).max())]
+        for g, e, h in zip(names, d.emb_s, d.head_s):
+            ratios += [(e - _ends_forward(problem, g, tp, mbs, True, cp, call)) / e if e > 0 else 0.0,
+                       (h - _ends_forward(problem, g, tp, mbs, False, cp, call)) / h if h > 0 else 0.0]
+        rho = min(1.0, max(0.0, max(ratios)))
+        if part is not None:
+            part.hiding_rho = rho
     if d.gather_hidden_at(problem, pp):  # A_0 also hides behind the forward (the gather, costmodel 7f):
         rho = 1.0                                 # H_0 <= W_0 + F_0 <= compute_0 <= M*
     params = d.all_params(pp)
