@@ -1755,6 +1755,9 @@ def solve(
             descent = incumbent = (found[0], found[1], found[2], None)
             seed_first_s = found_at - start
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
+        # With the descent's plan known, the seed search gives climb starts only, and its cp = 1, v = 1 part is
+        # skipped (SEED_PART_AFTER_DESCENT; round 15, budgetplans: Megatron 1T, mixed-pool-8k, time under B, the
+        # part's search took 1.4-1.5 s of CPU for no plan, and the loop that finds the 2.36M s plan came too late)
         for seed, known in _seed_search(problem, seed_budget, solver, share, options, memo, part=part,
                                         whole_only=descent is not None and not SEED_PART_AFTER_DESCENT):
             if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
