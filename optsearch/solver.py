@@ -873,12 +873,14 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
                 skeletons=memo.skeletons, quick=memo.quick, candidates=memo.candidates)
 
 
+SEED_PART_AFTER_DESCENT = False  # the seed search's cp = 1, v = 1 part where the descent already gave a plan (budgetplans)
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
 EARLY_SEEDS_AFTER_LIST = True  # no cost or time cap: that share counted from when their list is built (firstplan)
 
 
 def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: float | None, options: SpaceOptions,
-                 memo: Memo, seeds_only: bool = False, part: Memo | None = None) -> list[tuple[SearchResult, float]]:
+                 memo: Memo, seeds_only: bool = False, part: Memo | None = None,
+                 whole_only: bool = False) -> list[tuple[SearchResult, float]]:
     """First plans of `budget` (first_plan_only) for a budget search's seed, each with the time.perf_counter() at
     which it was known. Where the space has context parallelism or interleaving, the cp = 1, v = 1 part of it is
     searched first, for up to half the time: its candidates' cheap bounds need a quarter of the per-(tp, dp, b, cp)
@@ -888,10 +890,12 @@ def _seed_search(problem: Problem, budget: Budget, solver: str, time_limit_s: fl
     the neighbour search (the caller climbs from the better of the two). Incumbents only: the caller checks each plan
     against its own budget. seeds_only: only the usual seeds of the cp = 1, v = 1 part (of the whole space where it
     has none), no loop (solve's seeds_only; the early seeds, round 10). part: that part's memo (_narrow_memo), kept
-    by the caller between the two calls."""
+    by the caller between the two calls. whole_only: the whole space alone (SEED_PART_AFTER_DESCENT)."""
     start = time.perf_counter()
     out = []
-    if part is None:
+    if whole_only:
+        part = None
+    elif part is None:
         part = _narrow_memo(problem, options, memo)
     if seeds_only:
         first = solve(problem, budget, solver=solver, time_limit_s=time_limit_s,
@@ -942,7 +946,8 @@ def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: flo
 
 
 def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time_limit_s: float | None,
-                             ends: list[Priced] | None = None) -> tuple[Priced | None, float | None]:
+                             ends: list[Priced] | None = None, finish: "_Finish | None" = None
+                             ) -> tuple[Priced | None, float | None]:
     """_budget_descent on the cp = 1, v = 1 part (part, _narrow_memo) first, for PART_DESCENT_SHARE of time_limit_s,
     then on the whole space as before, for time_limit_s: (the better plan, the whole space's on ties;
     time.perf_counter() when the first was known).
@@ -965,21 +970,24 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     there over the whole space's neighbours, built a degree at a time as it asks (_LazyNeighbours), for
     LAZY_DESCENT_SHARE of time_limit_s, before the whole list: on GPT-3 175B, Megatron 1T and 310B and Llama-2 70B,
     time under B, every plan under B has cp > 1 and the whole list took 0.5-1.8 s of CPU before it. The whole descent
-    then runs as before, from the lazy climb's end where its share cut it."""
+    then runs as before, from the lazy climb's end where its share cut it.
+    finish: each descent's end candidate's model where its climb stopped a hair short of the cap (_finish_descent;
+    round 15, budgetplans)."""
     first = first_at = None
     cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
     if PART_FIRST and part is not None:
         stopped: list[Priced] = []  # where the part's climb stopped short of B, cut or at its best in the part
         first = _budget_descent(part, budget, None if time_limit_s is None else PART_DESCENT_SHARE * time_limit_s,
-                                ends=cut if DESCENT_CARRY else None, stopped=stopped)
+                                ends=cut if DESCENT_CARRY else None, stopped=stopped, finish=finish)
         if first is None and stopped and LAZY_NEIGHBOURS:
             # on from there over the whole space's neighbours, built as asked (_LazyNeighbours), before its list
             cut = []
             first = _budget_descent(part, budget, None if time_limit_s is None else LAZY_DESCENT_SHARE * time_limit_s,
-                                    start=stopped[-1], ends=cut if DESCENT_CARRY else None, whole=memo)
+                                    start=stopped[-1], ends=cut if DESCENT_CARRY else None, whole=memo,
+                                    finish=finish)
         first_at = None if first is None else time.perf_counter()
     whole = _budget_descent(memo, budget, time_limit_s, start=cut[-1] if cut else None,
-                            ends=ends if DESCENT_CARRY else None)
+                            ends=ends if DESCENT_CARRY else None, finish=finish)
     if whole is None:
         return first, first_at
     if first is not None and first[0] < whole[0]:
@@ -1056,9 +1064,84 @@ class _LazyNeighbours:
 
 
 
+DESCENT_FINISH = True  # a descent stopped a hair short of its cap: its end candidate's model under the cap (budgetplans)
+DESCENT_FINISH_NEAR = 0.02  # "a hair": the end's capped quantity at most this fraction above the cap
+DESCENT_FINISH_SHARE = 0.1  # of the search's time limit, at most, for that model (beyond the descent's own share)
+
+
+@dataclass(slots=True)
+class _Finish:
+    """What _budget_descent needs to solve its end candidate's model (DESCENT_FINISH): the backend, the whole space's
+    options (every plan it returns is checked in them), the seconds each such model may take (None: no limit), and
+    the candidate keys already tried in this solve (each at most once: the part's, the lazy and the whole descent
+    often stop at the same candidate)."""
+
+    solver: str
+    space: SpaceOptions
+    limit_s: float | None = None
+    tried: set = field(default_factory=set)
+
+
+def _finish_descent(memo: Memo, budget: Budget, end: Priced, by_key, finish: _Finish) -> Priced | None:
+    """The model of the candidate a descent's climb stopped at, short of the cap: its least capped quantity under
+    the cap (the seed search's model of it: cost under B minimizing time under B, time under D minimizing cost
+    under D), solved by the search's backend for finish.limit_s (within the outermost solve's deadline, and not
+    the descent's share, which a model of a few tenths of a second would outlast under load), hinted with the
+    climb's end plan. A plan that meets
+    `budget`, priced, in the space, or None (never a claim: an "infeasible" or a timeout only means no plan here).
+
+    Why (round 15, budgetplans): where the cap is the other objective's optimum (the grid's B and D when the cost
+    and time rows give the same plan: Megatron 18B on fasop-a100-a10), only that optimum meets it, and the climb
+    on the capped quantity stops at the optimum's own candidate with the quick plan's layer split ($507,362 against
+    B = $506,806: tp 2, pp 16); the seed search's loop reached that candidate's model only after its round-robin
+    seeds and another candidate's model, 1.3-1.8 s of CPU later. Only where the end is within DESCENT_FINISH_NEAR of
+    the cap, and the candidate's refined bound under the cap does not rule out every plan of it (the loop's own
+    bound), so a descent that stops far from the cap, or on a candidate with no plan under it, costs one bound."""
+    quantity = _capped_quantity(budget)
+    cap = budget.max_cost_usd if quantity == "cost" else budget.max_time_s
+    value = end[2].cost_usd if quantity == "cost" else end[2].training_time_s
+    plan = end[1]
+    key = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1, 0)
+    deadline = None if finish.limit_s is None else time.perf_counter() + finish.limit_s
+    outer = _SOLVE_DEADLINE.get()
+    if outer is not None:
+        deadline = outer if deadline is None else min(deadline, outer)
+    if (not DESCENT_FINISH or cap is None or value > cap * (1 + DESCENT_FINISH_NEAR) or plan.virtual_stages != 1
+            or key in finish.tried or key not in by_key or _past(deadline)):
+        return None
+    finish.tried.add(key)
+    item = by_key[key]
+    seed_budget = budget.model_copy(update={"objective": quantity})
+    if item.terms is None or _bounded(memo.problem, seed_budget, item.terms, item.cand, True,
+                                      memo.refined_bound(item.terms, item.cand, seed_budget), 0.0) is None:
+        return None  # no plan of this candidate meets the cap
+    sk = memo.skeleton(item.cand)
+    least_s = 0.0
+    if sk.most is not None and quantity == "cost":  # as the loop builds it: T >= the candidate's least time, whose
+        try:  # rows T >= T_lo and v >= T_lo b lift the LP relaxation (0.7 -> 0.2 s of CPU on the 18B row above)
+            fastest = positional_bound(sk, seed_budget.model_copy(update={"objective": "time"}), deadline=deadline)
+        except OutOfTime:
+            return None
+        if not math.isfinite(fastest.bound):
+            return None  # no plan of this candidate meets the cap
+        least_s = fastest.bound
+    f = build(memo.problem, seed_budget, item.cand, memo.options, None, INCUMBENT_REL, skel=sk, slower_than_s=least_s)
+    engine = backend(finish.solver)
+    hint_values = hint(f, plan) if f.patterns is not None else None
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
+    sol, found, _ = _solve_model(memo.problem, engine, f, left, hint_values)
+    if found is None or (engine.name == "cbc" and _cuts_stuck(found, f.budget)):
+        return None
+    got, est = found
+    _check(memo.problem, f, sol, got, est, engine.name)
+    if budget_violations(got, est, budget) or not in_search_space(memo.problem, got, finish.space):
+        return None
+    return objective_value(est, budget.objective), got, est
+
+
 def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, start: Priced | None = None,
                     ends: list[Priced] | None = None, whole: Memo | None = None,
-                    stopped: list[Priced] | None = None) -> Priced | None:
+                    stopped: list[Priced] | None = None, finish: _Finish | None = None) -> Priced | None:
     """A first plan that meets a budget search's cap, from the cheap side: a plan of the space that meets `budget`,
     priced by the cost model, or None (never a proof that none exists; incumbents only).
 
@@ -1078,7 +1161,9 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     the deadline cut the climb short of B (not at a local optimum): a start for a later descent (firstplan).
     whole: the seeds are memo's (the cp = 1, v = 1 part's), the climb is over whole's space (memo's space within
     it), its neighbours built as the climb asks for them (_LazyNeighbours), not from whole's list (firstplans).
-    stopped: where given, the climb's end is appended to it whenever it stopped short of B, cut or not."""
+    stopped: where given, the climb's end is appended to it whenever it stopped short of B, cut or not.
+    finish: where given, a climb that stopped (not cut) a hair short of B tries its end candidate's model under B
+    (_finish_descent, DESCENT_FINISH) within the same deadline."""
     quantity = _capped_quantity(budget)
     if quantity is None:
         return None
@@ -1119,7 +1204,13 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     got = _climb(memo, relaxed, bounded, best, deadline, wide=False,
                  until=lambda priced: not budget_violations(priced[1], priced[2], budget), by_key=neighbours)
     if budget_violations(got[1], got[2], budget):
-        if ends is not None and deadline is not None and time.perf_counter() > deadline:  # cut short, still moving
+        was_cut = deadline is not None and time.perf_counter() > deadline
+        if finish is not None and not was_cut:  # stopped a hair short of B: its end candidate's model under B
+            by_key = neighbours if neighbours is not None else {item.cand.key: item for item in bounded
+                                                                if item.cand.v == 1}
+            if (done := _finish_descent(memo, budget, got, by_key, finish)) is not None:
+                return done
+        if ends is not None and was_cut:  # cut short, still moving
             ends.append(got)
         if stopped is not None:
             stopped.append(got)
@@ -1723,21 +1814,26 @@ def solve(
                                       None)
             seed_first_s = time.perf_counter() - start
         cut: list[Priced] = []  # the descent's end where its share cut its climb short of the budget
+        finish = _Finish(solver, options, None if time_limit_s is None else DESCENT_FINISH_SHARE * time_limit_s)
         found, found_at = (None, None) if incumbent is not None else _part_then_whole_descent(
-            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s, cut)
+            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s, cut, finish)
         if found is None and cut and time_limit_s is not None:
             # No plan yet, and the descent was still moving towards the budget when its share ended: it goes on, for
             # DESCENT_MORE_SHARE of the time left, before the seed search (firstplan: Megatron 1T, mixed-pool-3k,
             # time under B = $16.51M: the climb needs about 2 s of CPU of quick plans; cut at 1.1 s, the seed search
             # and the loop found no plan in the 6 s after it).
             more = _budget_descent(memo, budget, DESCENT_MORE_SHARE * max(0.0, time_limit_s - (
-                time.perf_counter() - start)), start=cut[-1])
+                time.perf_counter() - start)), start=cut[-1], finish=finish)
             found, found_at = (more, time.perf_counter()) if more is not None else (None, None)
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
             descent = incumbent = (found[0], found[1], found[2], None)
             seed_first_s = found_at - start
         share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
-        for seed, known in _seed_search(problem, seed_budget, solver, share, options, memo, part=part):
+        # With the descent's plan known, the seed search gives climb starts only, and its cp = 1, v = 1 part is
+        # skipped (SEED_PART_AFTER_DESCENT; round 15, budgetplans: Megatron 1T, mixed-pool-8k, time under B, the
+        # part's search took 1.4-1.5 s of CPU for no plan, and the loop that finds the 2.36M s plan came too late)
+        for seed, known in _seed_search(problem, seed_budget, solver, share, options, memo, part=part,
+                                        whole_only=descent is not None and not SEED_PART_AFTER_DESCENT):
             if (seed.plan is not None and seed.estimate is not None and in_search_space(problem, seed.plan, options)
                     and not budget_violations(seed.plan, seed.estimate, budget)):
                 value = objective_value(seed.estimate, budget.objective)

@@ -982,12 +982,24 @@ def chosen_mode(f: Formulation, sol: Solution) -> int | None:
 
 # ---- build and decode ---------------------------------------------------------------------------------------
 
+DEADLINE_UPPER_MARGIN = 1e-2  # U under a deadline: this much above the bud_time row (CP-SAT's allowance, budgetplans)
+
+
 def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumbent: float | None) -> float:
     """A valid upper bound on T for any assignment that can still matter (the big-M of the cost product).
 
-    Beyond the structural bound: with a deadline, T <= max_time / iterations; with a cost incumbent, a better plan
-    has rent x T < incumbent, and rent >= w x (the pp cheapest stage slots' USD per GPU-hour).
-    """
+    Beyond the structural bound: with a deadline, T <= max_time / iterations, raised by DEADLINE_UPPER_MARGIN; with a
+    cost incumbent, a better plan has rent x T < incumbent, and rent >= w x (the pp cheapest stage slots' USD per
+    GPU-hour).
+    The margin (round 15, budgetplans): CP-SAT rounds every time coefficient to its tick, so a plan exactly on the
+    deadline can have a rounded T above max_time / iterations; its translation lets the bud_time row through by an
+    allowance for that (solver._budget_allowance), but U capped T in the time variables' domains and in the rows
+    v >= T - U (1 - b) at the exact deadline, so that plan was no point of CP-SAT's model all the same: Megatron 18B
+    on fasop-a100-a10, cost under D = the fastest plan's own time, CP-SAT called the one candidate holding plans
+    "infeasible" (allowance 0.005 s, 3.5e-5 relative; CBC's re-check then found the plan, 0.6 s later). A larger
+    U is still an upper bound on T (a weaker big-M: 1 % on the LP relaxation's v >= T - U (1 - b)); 1e-2 covers the
+    allowance, 2 x half a tick x (layers + 8) x (m + pp + 2), about 1e-9 of U per rounded coefficient at the
+    tick the model's range gives."""
     layers = sum(c.kind_layers)
     step_hi = max(x for per_g in c.step_s for per_r in per_g for x in per_r)
     send_hi = max(max(max(row) for row in c.send_inter_s), max(c.send_intra_s))
@@ -999,8 +1011,8 @@ def _time_upper_bound(c: Coefficients, cand: Candidate, budget: Budget, incumben
     upper += sum(n * max(c.layer_allreduce_s(g, k) + c.layer_optimizer_s(g, k) for g in range(len(cand.uses)))
                  for k, n in enumerate(c.kind_layers))
     upper += max((x for row in c.emb_inter_s for x in row), default=0.0) + max(c.emb_intra_s, default=0.0)
-    if budget.max_time_s is not None:
-        upper = min(upper, budget.max_time_s * (1 + BUDGET_REL) / c.iterations)
+    if budget.max_time_s is not None:  # with room for CP-SAT's rounding of T at a plan on the deadline (below)
+        upper = min(upper, budget.max_time_s * (1 + BUDGET_REL) * (1 + DEADLINE_UPPER_MARGIN) / c.iterations)
     if budget.objective == "cost" and incumbent is not None:
         prices = sorted(p for u in cand.uses for p in [u.node.price_usd_per_node_hour / u.node.gpus_per_node]
                         * (u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block))
