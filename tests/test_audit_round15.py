@@ -203,7 +203,7 @@ def test_the_one_supply_floor_is_the_grid_paths_and_below_every_plan(name):
     for objective in ("cost", "time"):
         _candidates(memo, Budget(objective=objective))
     L, pps = problem.model.num_layers, np.arange(1, max_stages(problem, options) + 1)
-    seen = {id(t): t for t in memo.terms.values()}
+    seen = {id(t): t for t in memo.terms.values() if isinstance(t, bounds.DegreeTerms)}
     assert seen
     for terms in seen.values():
         for v in (1, 2, 3):
@@ -223,23 +223,28 @@ def test_the_one_supply_floor_is_the_grid_paths_and_below_every_plan(name):
 
 
 def test_the_kept_sends_follow_each_degrees_width_and_types():
-    """One cache for every degree of the tight two-type instance (dp and the types vary at one (tp, b, cp)): each
-    degree's terms with the kept sends equal its terms built alone (no cache, SHARED_SENDS off)."""
-    problem, options = _gpt_tight()
-    cache: dict = {}
+    """One cache for every degree (tp, dp, b) of the T5-like two-type instance (2-GPU and 1-GPU nodes) and of the
+    mixture-of-experts one (4-GPU nodes: at w = 1 and 2 two stages share a node either way, and the NIC is shared by
+    w GPUs): each degree's terms with the kept sends equal its terms built alone (no cache, SHARED_SENDS off), for
+    every subset of its node types. A key without w fails it (the MoE instance's w = 1 and 2)."""
     compared = 0
-    for dp in (1, 2, 4):
-        for mbs in (1, 2):
-            uses = tuple(node_uses(problem, 1, dp, mbs, 1, options))
-            for part in (uses, uses[:1], uses[1:]):
-                if not part:
-                    continue
-                kept = degree_terms(problem, 1, dp, mbs, part, cache=cache)
-                with mock.patch.object(bounds, "SHARED_SENDS", False):
-                    alone = degree_terms(problem, 1, dp, mbs, part)
-                assert kept == alone, (dp, mbs, [u.name for u in part])
-                compared += 1
-    assert compared >= 6 and any(k[0] == "degree_sends" for k in cache if isinstance(k, tuple))
+    for problem, options in (_t5_tight(), _moe()):
+        cache: dict = {}
+        for tp in (1, 2):
+            for dp in (1, 2, 4):
+                for mbs in (1, 2):
+                    if problem.job.global_batch_size % (dp * mbs):
+                        continue
+                    uses = tuple(node_uses(problem, tp, dp, mbs, 1, options))
+                    for part in (uses, uses[:1], uses[1:]):
+                        if not part:
+                            continue
+                        kept = degree_terms(problem, tp, dp, mbs, part, cache=cache)
+                        with mock.patch.object(bounds, "SHARED_SENDS", False):
+                            alone = degree_terms(problem, tp, dp, mbs, part)
+                        assert kept == alone, (tp, dp, mbs, [u.name for u in part])
+                        compared += 1
+    assert compared >= 12
 
 
 def test_the_shared_candidates_carry_their_degrees_node_uses():
