@@ -345,6 +345,26 @@ FAST_FLOOR = True  # least_slowest_stage_s with one supply: per mark, not per pp
 SLOWEST_SLACK = 1 - 2e-9  # the slowest-stage floor is lowered by this: a cap rounded up by 1e-9 may hold near a mark
 
 
+def _fewest_middle_stages(k_mid: np.ndarray, slots: np.ndarray, rem: np.ndarray) -> np.ndarray:
+    """Per mark (row), the fewest middle stages that hold `rem` layers when type g's stages hold k_mid[:, g] each and
+    it has slots[g] of them: the greedy, largest caps first (ceil of what the last group must add); 0 where rem <= 0,
+    inf where every slot together falls short. Made non-increasing along the marks (the caps only grow with M), so
+    the first mark with at most pp - 2 is a searchsorted. Shared by least_slowest_stage_s's one-supply path and
+    `_least_slowest_one_supply` (the same operations, so the same floats)."""
+    n = len(rem)
+    order = np.argsort(-k_mid, axis=1, kind="stable")
+    ks, ss = np.take_along_axis(k_mid, order, axis=1), slots[order]
+    cover, used = np.cumsum(ks * ss, axis=1), np.cumsum(ss, axis=1)
+    reach = cover >= rem[:, None]  # the greedy reaches rem within the first groups
+    gi = np.argmax(reach, axis=1)
+    at_n = np.arange(n)
+    before_cover, before_used = cover[at_n, gi] - (ks * ss)[at_n, gi], used[at_n, gi] - ss[at_n, gi]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fewest = before_used + np.ceil((rem - before_cover) / ks[at_n, gi])
+    fewest = np.where(rem <= 0, 0.0, np.where(reach.any(axis=1), fewest, math.inf))
+    return np.minimum.accumulate(fewest)  # it never grows with M (the caps only grow)
+
+
 def least_slowest_stage_s(d: DegreeTerms, L: int, pps: np.ndarray, slots: np.ndarray | None = None,
                           v: int = 1) -> np.ndarray:
     """[P] a lower bound on the slowest stage time (s) of every plan with pps[i] stages, from node supply: inf where
@@ -419,19 +439,7 @@ def least_slowest_stage_s(d: DegreeTerms, L: int, pps: np.ndarray, slots: np.nda
     lo = np.searchsorted(marks, first).astype(np.int64)  # (a) and (b) both grow with M: the answer is >= first
     n = len(marks)
     if slots is None and FAST_FLOOR:  # one supply for every pp: per mark, the fewest middle stages that hold L
-        k_mid = caps(marks, e_mid)  # [n, G]
-        rem = L - 2 * caps(marks, e_end).max(axis=1)  # what the middle stages must hold
-        order = np.argsort(-k_mid, axis=1, kind="stable")
-        ks, ss = np.take_along_axis(k_mid, order, axis=1), S[0][order]
-        cover, used = np.cumsum(ks * ss, axis=1), np.cumsum(ss, axis=1)
-        reach = cover >= rem[:, None]  # the greedy reaches rem within the first groups
-        gi = np.argmax(reach, axis=1)
-        at_n = np.arange(n)
-        before_cover, before_used = cover[at_n, gi] - (ks * ss)[at_n, gi], used[at_n, gi] - ss[at_n, gi]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fewest = before_used + np.ceil((rem - before_cover) / ks[at_n, gi])
-        fewest = np.where(rem <= 0, 0.0, np.where(reach.any(axis=1), fewest, math.inf))
-        fewest = np.minimum.accumulate(fewest)  # it never grows with M (the caps only grow)
+        fewest = _fewest_middle_stages(caps(marks, e_mid), S[0], L - 2 * caps(marks, e_end).max(axis=1))
         j = np.searchsorted(-fewest, -need, side="left")  # the first mark whose fewest is <= pp - 2
         lo = np.maximum(lo, j)
     else:  # bisection, every row at once (a composition's own counts as its supply)
@@ -495,20 +503,7 @@ def _least_slowest_one_supply(d: DegreeTerms, L: int, pps: np.ndarray, v: int) -
         return np.clip(k, 0, nmax[None, :]) // v * v
 
     lo = np.searchsorted(marks, first).astype(np.int64)
-    n = len(marks)
-    k_mid = caps(marks, e_mid)  # [n, G]
-    rem = L - 2 * caps(marks, e_end).max(axis=1)  # what the middle stages must hold
-    order = np.argsort(-k_mid, axis=1, kind="stable")
-    ks, ss = np.take_along_axis(k_mid, order, axis=1), slots[order]
-    cover, used = np.cumsum(ks * ss, axis=1), np.cumsum(ss, axis=1)
-    reach = cover >= rem[:, None]  # the greedy reaches rem within the first groups
-    gi = np.argmax(reach, axis=1)
-    at_n = np.arange(n)
-    before_cover, before_used = cover[at_n, gi] - (ks * ss)[at_n, gi], used[at_n, gi] - ss[at_n, gi]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        fewest = before_used + np.ceil((rem - before_cover) / ks[at_n, gi])
-    fewest = np.where(rem <= 0, 0.0, np.where(reach.any(axis=1), fewest, math.inf))
-    fewest = np.minimum.accumulate(fewest)  # it never grows with M (the caps only grow)
+    fewest = _fewest_middle_stages(caps(marks, e_mid), slots, L - 2 * caps(marks, e_end).max(axis=1))
     j = np.searchsorted(-fewest, -need, side="left")  # the first mark whose fewest is <= pp - 2
     lo = np.maximum(lo, j)
     out[rows] = np.where(lo < len(marks), marks[np.minimum(lo, len(marks) - 1)] * SLOWEST_SLACK, math.inf)
