@@ -275,6 +275,24 @@ def hypinter_cases(n: int, off: bool):
 CHECKS = {"solve": check_solve, "clock": check_clock, "resume": check_resume, "deeper": check_deeper}
 
 
+def run_checks(checks: dict, args, problem, options, seed: int, totals: dict) -> None:
+    """Each of --checks on one instance: an assertion or any other error counts as a failure, printed as one JSON
+    line with its trace (the sweep goes on). Shared by the audit sweeps of rounds 13 to 15."""
+    for check in args.checks.split(","):
+        try:
+            checks[check](problem, options, seed, totals)
+        except Exception as exc:  # an assertion or any other error: a failure
+            totals["failures"] += 1
+            print(json.dumps({"seed": seed, "check": check, "error": repr(exc)[:3000],
+                              "trace": traceback.format_exc()[-1500:]}), flush=True)
+
+
+def print_totals(args, totals: dict, began: float) -> None:
+    """The sweep's last line: its arguments, the counts of every check and its CPU seconds."""
+    print(json.dumps({"kind": args.kind, "seeds": args.seeds, "checks": args.checks, **totals,
+                      "cpu_s": round(real_time.process_time() - began, 1)}), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off"])
@@ -295,15 +313,8 @@ def main() -> int:
         if not small(problem, options):
             continue
         totals["instances"] += 1
-        for check in args.checks.split(","):
-            try:
-                CHECKS[check](problem, options, seed, totals)
-            except Exception as exc:  # an assertion or any other error: a failure
-                totals["failures"] += 1
-                print(json.dumps({"seed": seed, "check": check, "error": repr(exc)[:3000],
-                                  "trace": traceback.format_exc()[-1500:]}), flush=True)
-    print(json.dumps({"kind": args.kind, "seeds": args.seeds, "checks": args.checks, **totals,
-                      "cpu_s": round(real_time.process_time() - began, 1)}), flush=True)
+        run_checks(CHECKS, args, problem, options, seed, totals)
+    print_totals(args, totals, began)
     return 0
 
 
