@@ -42,6 +42,11 @@ def main() -> None:
     ap.add_argument("--lists-only", action="store_true",
                     help="no solve: the part's, the default setting's and the off list of the budget on a fresh "
                          "memo, each `_candidates` call's CPU seconds")
+    ap.add_argument("--digest", action="store_true",
+                    help="no solve: the SHA-256 of every list (the part's, default, off, all) of cost, time and, "
+                         "with --max-time-s / --max-cost-usd, cost<=D and time<=B, on one fresh memo; every row's "
+                         "key, node uses, bound (hex), level and terms (repr), and the total (round 16, lists2: to "
+                         "compare two trees' lists)")
     args = ap.parse_args()
 
     load_before = os.getloadavg()[0]
@@ -55,6 +60,9 @@ def main() -> None:
     options = space_from_target("megatron", problem)
     budget = Budget(objective=args.objective, max_time_s=args.max_time_s, max_cost_usd=args.max_cost_usd)
     clock = time.process_time
+    if args.digest:
+        print(json.dumps(_digests(S, problem, options, args, Budget, clock)))
+        return
     if args.lists_only:
         memo = S.Memo(problem, options)
         part = S._narrow_memo(problem, options, memo)
@@ -162,6 +170,41 @@ def main() -> None:
                builds=builds, parts={k: [round(v[0], 3), v[1]] for k, v in acc.items()},
                load=[load_before, os.getloadavg()[0]])
     print(json.dumps(out))
+
+
+def _digests(S, problem, options, args, Budget, clock) -> dict:
+    """--digest: one fresh memo (and its part's), the lists of each budget in turn, each hashed."""
+    import hashlib
+
+    budgets = [("cost", Budget(objective="cost")), ("time", Budget(objective="time"))]
+    if args.max_time_s is not None:
+        budgets.append(("cost<=D", Budget(objective="cost", max_time_s=args.max_time_s)))
+    if args.max_cost_usd is not None:
+        budgets.append(("time<=B", Budget(objective="time", max_cost_usd=args.max_cost_usd)))
+    memo = S.Memo(problem, options)
+    part = S._narrow_memo(problem, options, memo)
+    terms_repr: dict[int, bytes] = {}
+    out: dict = {}
+    rows = 0
+    t = clock()
+    for name, budget in budgets:
+        for label, on, settings in (("part", part, S.DEFAULT), ("default", memo, S.DEFAULT), ("off", memo, S.OFF),
+                                    ("all", memo, S.ALL)):
+            if on is None:
+                continue
+            got, total = S._candidates(on, budget, 0.0, settings)
+            h = hashlib.sha256(repr(total).encode())
+            for b in got:
+                text = terms_repr.get(id(b.terms))
+                if text is None:
+                    text = terms_repr[id(b.terms)] = repr(b.terms).encode()
+                h.update(repr((b.cand.key, tuple(u.name for u in b.cand.uses), b.cand.uses, b.lower_bound.hex(),
+                               b.level)).encode())
+                h.update(text)
+            out[f"{name} {label}"] = [len(got), h.hexdigest()[:16]]
+            rows += len(got)
+    return {"model": args.model, "cluster": args.cluster, "rows": rows, "cpu_s": round(clock() - t, 3),
+            "all": hashlib.sha256(json.dumps(out, sort_keys=True).encode()).hexdigest()[:16], "lists": out}
 
 
 if __name__ == "__main__":

@@ -1424,6 +1424,216 @@ def _aggregate_arrays(problem: Problem, d: DegreeTerms, pps: np.ndarray, refined
     return ok, iteration, rate, cost_rate_s, total, comm
 
 
+def cheap_bounds_many(problem: Problem, ds: list[DegreeTerms], pps: np.ndarray
+                      ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]:
+    """`cheap_bounds(problem, d, pps)` of every d in ds, computed together (round 16, lists2): the same floats, bit
+    for bit, with a few dozen numpy calls on [D, P] arrays per group of terms with as many node types, in place of
+    about 90 calls on [P] arrays per d (the candidate lists' 2,000-2,600 calls were numpy's per-call overhead,
+    about 45 % of the lists' CPU on the large models). Every step is `_aggregate_arrays`'s (refined False) row by
+    row: the degree's scalars become [D, 1] columns in the same operations and the same order (a Python int or
+    float and a float64 column give the same IEEE results), the greedy slot sums go over each row's own stable
+    order (`_best_slots_many`), and the slowest-stage floor is `slowest_floor`'s, through its kept arrays
+    (`slowest_floors_many`). tests/test_lists_round16.py checks the values against `cheap_bounds`, and the lists."""
+    pps = np.asarray(pps, dtype=np.int64)
+    out: list = [None] * len(ds)
+    groups: dict[int, list[int]] = {}
+    for i, d in enumerate(ds):
+        groups.setdefault(len(d.slots), []).append(i)
+    for ix in groups.values():
+        for i, got in zip(ix, _cheap_group(problem, [ds[i] for i in ix], pps)):
+            out[i] = got
+    return out
+
+
+def _column(values, dtype=float) -> np.ndarray:
+    """[D, 1]: one scalar of each degree, as a column that broadcasts against [P] and [D, P]."""
+    return np.array(values, dtype=dtype)[:, None]
+
+
+def _cheap_group(problem: Problem, ds: list[DegreeTerms], pps: np.ndarray) -> list[tuple]:
+    """cheap_bounds_many for terms of one number of node types: `_aggregate_arrays(problem, d, pps, False)` (then /
+    SECONDS_PER_HOUR) of each, as rows of [D, P] arrays; the comments name the scalar function's line."""
+    L = problem.model.num_layers
+    slots = np.array([d.slots for d in ds], dtype=np.int64)
+    price = np.array([d.price_per_gpu_hour for d in ds], dtype=float)
+    m1 = _column([d.m - 1 for d in ds], np.int64)
+    # all_params = np.where(pps > 1, d.layer_params + d.ends_params[1], d.layer_params + d.ends_params[0])
+    all_params = np.where(pps > 1, _column([d.layer_params + d.ends_params[1] for d in ds]),
+                          _column([d.layer_params + d.ends_params[0] for d in ds]))
+    ok = (_column([sum(d.slots) for d in ds], np.int64) >= pps) & ~((pps > 2) & (L < pps - 2))
+    ok &= (all_params / pps / _column([d.tp for d in ds], np.int64) * _column([d.state_bytes_per_param for d in ds])
+           + MEMORY_RESERVE_BYTES <= _column([d.capacity_bytes_max for d in ds]))
+    hold, enough = _best_slots_many(np.array([[float(n) for n in d.max_layers_per_stage] for d in ds], dtype=float),
+                                    slots, pps, largest=True)
+    ok &= enough & ~(hold < L)
+    send = _column([d.send_min_s for d in ds])
+    total = _column([d.layer_work_min_s + d.end_work_min_s for d in ds]) + 2 * (pps - 1) * send
+    comm = ((np.where(pps > 1, _column([d.alpha_min_at(2) for d in ds]), _column([d.alpha_min for d in ds]))
+             + _column([d.beta_min for d in ds])) * all_params / pps)
+    pipeline = m1 * total / pps + total
+    slowest = slowest_floors_many(ds, L, pps)
+    ok &= np.isfinite(slowest)
+    pipeline = np.maximum(pipeline, m1 * np.where(ok, slowest, 0.0) + total)
+    iteration = pipeline + comm
+    full = np.array([bool(d.alpha_full) for d in ds])
+    if full.any():  # --overlap-grad-reduce: the rows whose terms have alpha_full
+        overlap = np.maximum(iteration, m1 * np.maximum(total / pps, np.where(ok, slowest, 0.0))
+                             + _column([d.alpha_full_min + d.beta_min for d in ds]) * all_params / pps)
+        iteration = np.where(full[:, None], overlap, iteration)
+    cheapest, _ = _best_slots_many(price, slots, pps, largest=False)
+    rate = _column([d.w for d in ds], np.int64) * cheapest
+    p_min = _column([min(d.price_per_gpu_hour) for d in ds])
+    weighted = _column([d.cost_work_min for d in ds]) + 2 * (pps - 1) * p_min * send
+    weighted = np.maximum(weighted, _weighted_with_sends_many(ds, L, pps, price))
+    cost_rate_s = np.maximum(rate * iteration, _column([d.w for d in ds], np.int64)
+                             * (_column([d.m for d in ds], np.int64) * weighted + (pps - 1) * p_min * total)
+                             + rate * comm)
+    ok, iteration, rate, cost = (np.ascontiguousarray(a) for a in (ok, iteration, rate, cost_rate_s / SECONDS_PER_HOUR))
+    return [(ok[i], iteration[i], rate[i], cost[i]) for i in range(len(ds))]
+
+
+def _best_slots_many(values: np.ndarray, slots: np.ndarray, pps: np.ndarray, *, largest: bool
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """[D, P] `_best_slots_by_pp(tuple(values[i]), tuple(slots[i]), pps, largest=...)` of every row i, bit for bit:
+    each row's types in its own stable order (descending for largest: a stable sort of -values keeps equal values
+    in their order, as `sorted(..., reverse=True)` does), the same products and sums in the same order."""
+    order = np.argsort(-values if largest else values, axis=1, kind="stable")
+    vs, ss = np.take_along_axis(values, order, axis=1), np.take_along_axis(slots, order, axis=1)
+    left = np.broadcast_to(pps, (len(values), len(pps))).astype(np.int64)
+    total = np.zeros(left.shape)
+    for j in range(values.shape[1]):
+        take = np.minimum(left, ss[:, j:j + 1])
+        total = total + take * vs[:, j:j + 1]
+        left = left - take
+    return total, left == 0
+
+
+def _weighted_with_sends_many(ds: list[DegreeTerms], L: int, pps: np.ndarray, price: np.ndarray) -> np.ndarray:
+    """[D, P] `_weighted_with_sends(d, L, pps)` of every d, bit for bit: its scalars on [D, G] arrays in the same
+    elementwise operations (e_g the least of the row's sends and its intra-node send, inf where there is none, as
+    `sender_send_min_s`; q the least over the types that hold a layer of p_g (step_min[g] + e_g / NMAX[g]); the
+    ends' least products; pe the least p_g e_g), then the [P] formula on columns (0 where no type holds a layer)."""
+    inter = np.array([d.send_inter_s for d in ds], dtype=float)  # [D, G, G]
+    intra = np.array([[math.inf if s is None else s for s in d.send_intra_s] for d in ds], dtype=float)
+    e = np.minimum(inter.min(axis=2), intra)  # min(min(row), intra): the same element
+    nmax = np.array([d.max_layers_per_stage for d in ds], dtype=np.int64)
+    step = np.array([d.step_min_s for d in ds], dtype=float)
+    usable = nmax > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = np.where(usable, price * (step + e / nmax), math.inf).min(axis=1)
+    ends = ((price * np.array([d.emb_s for d in ds], dtype=float)).min(axis=1)
+            + (price * np.array([d.head_s for d in ds], dtype=float)).min(axis=1))
+    pe = (price * e).min(axis=1)
+    value = np.where(pps > 1, (L * q)[:, None] + np.maximum(pps - 2, 0) * pe[:, None] + ends[:, None], 0.0)
+    return np.where(usable.any(axis=1)[:, None], value, 0.0)
+
+
+def slowest_floors_many(ds: list[DegreeTerms], L: int, pps: np.ndarray) -> np.ndarray:
+    """[D, P] `slowest_floor(d, L, pps)` (v = 1) of every d in ds: the kept arrays where they are long enough, the
+    others computed together (`_least_slowest_many`, the same floats as `least_slowest_stage_s`' one-supply path)
+    at pp = 1..max(P, 64), as slowest_floor computes them, and kept (so a later slowest_floor of the same terms gets
+    the same array). With FAST_FLOOR or ONE_SUPPLY_VECTORS off, slowest_floor one d at a time."""
+    pps = np.asarray(pps, dtype=np.int64)
+    most = int(pps.max(initial=1))
+    keys = [(d.step_min_s, d.max_layers_per_stage, d.slots, d.send_min_s, L, 1) for d in ds]
+    if not (FAST_FLOOR and ONE_SUPPLY_VECTORS):
+        return np.array([slowest_floor(d, L, pps) for d in ds]).reshape(len(ds), len(pps))
+    missing: dict[tuple, DegreeTerms] = {}
+    for key, d in zip(keys, ds):
+        have = _FLOORS.get(key)
+        if (have is None or len(have) < most) and key not in missing:
+            missing[key] = d
+    groups: dict[int, list[tuple]] = {}
+    for key, d in missing.items():
+        groups.setdefault(len(d.slots), []).append(key)
+    for group in groups.values():
+        floors = _least_slowest_many([missing[key] for key in group], L, max(most, 64))
+        for key, row in zip(group, floors):
+            _FLOORS[key] = row
+    return np.array([_FLOORS[key][pps - 1] for key in keys]).reshape(len(ds), len(pps))
+
+
+def _least_slowest_many(ds: list[DegreeTerms], L: int, P: int) -> np.ndarray:
+    """[D, P] `least_slowest_stage_s(d, L, np.arange(1, P + 1))` (one supply, v = 1) of every d (one number of node
+    types G), bit for bit as `_least_slowest_one_supply`, on [D, K] and [D, K, G] arrays:
+    - every row's marks (sends + n step_min[g], the same sums) sorted, padded at the end with inf to the longest row's
+      count, and not made unique: a mark repeated gives the same caps and fewest middle stages at each copy, so the
+      first index where a condition holds is the first copy of the same mark, and the answer (the mark there) is
+      the same; a padded inf is never the answer (below);
+    - np.searchsorted per row becomes a count: of the marks below each value `first` takes (0, the types' usable
+      marks, inf), and of the marks whose fewest middle stages exceed pp - 2 (those are non-increasing along the
+      marks, and are whole numbers or inf: one bincount of their ceilings capped at P);
+    - a padded mark's fewest is set to inf before the running minimum, so it carries the last real mark's: the
+      count reaches a pad only where no real mark holds, and a pad's mark is inf, the scalar function's answer there
+      (lo = len(marks)).
+    The per-mark fewest middle stages are `_fewest_middle_stages`' operations on each [K, G] slab."""
+    v = 1
+    D, G = len(ds), len(ds[0].slots)
+    pps = np.arange(1, P + 1)
+    step = np.array([d.step_min_s for d in ds], dtype=float)
+    nmax = np.array([d.max_layers_per_stage for d in ds], dtype=np.int64)
+    slots = np.array([d.slots for d in ds], dtype=np.int64)
+    e = np.array([d.send_min_s for d in ds], dtype=float)
+    e_mid, e_end = 2 * v * e, (2 * v - 1) * e
+    out = np.full((D, P), math.inf)
+    single = np.where((nmax >= L) & (slots >= 1), L * step, math.inf).min(axis=1)
+    out[:, 0] = single * SLOWEST_SLACK
+    if P < 2:
+        return out
+    most = int(nmax.max(initial=0))
+    if most > 0:
+        counts = np.arange(1, most + 1)
+        layers = counts[None, None, :] * step[:, :, None]  # [D, G, N] n x step_min[g]
+        held = counts[None, None, :] <= nmax[:, :, None]
+        marks = np.sort(np.concatenate([np.where(held, e_mid[:, None, None] + layers, math.inf).reshape(D, -1),
+                                        np.where(held, e_end[:, None, None] + layers, math.inf).reshape(D, -1)],
+                                       axis=1), axis=1)
+        real = 2 * held.sum(axis=(1, 2))  # [D] the row's marks (the rest: inf padding)
+        marks = marks[:, :max(int(real.max()), 1)]
+    else:
+        marks, real = np.full((D, 1), math.inf), np.zeros(D, dtype=np.int64)
+    K = marks.shape[1]
+    need = pps[1:] - 2  # [P - 1]
+    usable_at = np.where(nmax >= v, e_mid[:, None] + v * step, math.inf)
+    by = np.argsort(usable_at, axis=1, kind="stable")
+    usable = np.take_along_axis(usable_at, by, axis=1)
+    cumulative = np.cumsum(np.take_along_axis(slots, by, axis=1), axis=1)
+    reached = (cumulative[:, :, None] < need[None, None, :]).sum(axis=1)  # [D, P - 1] searchsorted(..., "left")
+    # first: 0 where pp - 2 <= 0, else the usable mark of the type reached (G: none, inf)
+    values = np.concatenate([usable, np.full((D, 1), math.inf), np.zeros((D, 1))], axis=1)  # [D, G + 2]
+    below = (marks[:, :, None] < values[:, None, :]).sum(axis=1)  # searchsorted(marks, value) of each
+    lo = np.take_along_axis(below, np.where(need[None, :] <= 0, G + 1, np.minimum(reached, G)), axis=1)
+
+    def caps(sends: np.ndarray) -> np.ndarray:
+        k = np.floor((marks[:, :, None] - sends[:, None, None]) / step[:, None, :] + 1e-9)
+        return np.clip(k, 0, nmax[:, None, :]) // v * v
+
+    k_mid = caps(e_mid)
+    rem = L - 2 * caps(e_end).max(axis=2)  # [D, K]
+    order = np.argsort(-k_mid, axis=2, kind="stable")
+    ks = np.take_along_axis(k_mid, order, axis=2)
+    ss = np.take_along_axis(np.broadcast_to(slots[:, None, :], k_mid.shape), order, axis=2)
+    cover, used = np.cumsum(ks * ss, axis=2), np.cumsum(ss, axis=2)
+    reach = cover >= rem[:, :, None]
+    gi = np.argmax(reach, axis=2)[:, :, None]
+    before_cover = np.take_along_axis(cover, gi, axis=2)[:, :, 0] - np.take_along_axis(ks * ss, gi, axis=2)[:, :, 0]
+    before_used = np.take_along_axis(used, gi, axis=2)[:, :, 0] - np.take_along_axis(ss, gi, axis=2)[:, :, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fewest = before_used + np.ceil((rem - before_cover) / np.take_along_axis(ks, gi, axis=2)[:, :, 0])
+    fewest = np.where(rem <= 0, 0.0, np.where(reach.any(axis=2), fewest, math.inf))
+    fewest[np.arange(K)[None, :] >= real[:, None]] = math.inf  # the padding
+    fewest = np.minimum.accumulate(fewest, axis=1)
+    # j: the first mark whose fewest is <= pp - 2, i.e. how many exceed it (fewest > n <=> ceil(fewest) > n)
+    capped = np.minimum(np.ceil(fewest), P).astype(np.int64)  # 0..P
+    counts_of = np.bincount((np.arange(D)[:, None] * (P + 1) + capped).ravel(), minlength=D * (P + 1)).reshape(D, P + 1)
+    above = np.cumsum(counts_of[:, ::-1], axis=1)[:, ::-1]  # [D, P + 1]: how many have capped >= x
+    j = above[:, need + 1]  # capped > need
+    lo = np.maximum(lo, j)
+    picked = np.take_along_axis(marks, np.minimum(lo, K - 1), axis=1)
+    out[:, 1:] = np.where(lo < K, picked * SLOWEST_SLACK, math.inf)
+    return out
+
+
 def _fastest_pipelines(d: DegreeTerms, L: int, pps: np.ndarray, ok: np.ndarray) -> np.ndarray:
     """[P] candidate_bound's `_pipeline_s`(d, pp, fastest, send_min_s, L, largest) at every pp where ok (0 elsewhere:
     those pp are infeasible, and an infinite term there made 0 x inf in their unused cost): the fastest pp slots (blocks ignored), every one at the largest NMAX, by `_pipelines_at_once` for the

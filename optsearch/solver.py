@@ -33,6 +33,7 @@ from optsearch.bounds import (
     interleaved_bound, interleaving_factor, refined_bound_at, refined_tables, under_cost_tables,
 )
 from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate first (round 15, aggfirst)
+from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -1264,13 +1265,16 @@ def _build_candidates(memo: Memo, budget: Budget, slower_than_s: float, settings
     rows: list[tuple] = []  # (bound, key, uses, terms)
     total = 0
     shapes: dict = {}
-    for tp in tp_candidates(problem):
-        for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
-                        for c in context_parallel_candidates(problem, options)]:  # cp = 1 alone: as before issue 16
-            for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp):
-                if _past(deadline):
-                    raise OutOfTime
-                total += _degree_rows(memo, budget, slower_than_s, settings, (tp, dp, mbs, cp), rows, shapes)
+    degrees = [(tp, dp, mbs, cp) for tp in tp_candidates(problem)
+               for mbs, cp in [(b, c) for b in micro_batch_candidates(problem, options)
+                               for c in context_parallel_candidates(problem, options)]  # cp = 1 alone: before issue 16
+               for dp in dp_candidates(problem, tp, mbs, budget.max_gpus, cp)]
+    for n, degree in enumerate(degrees):
+        if _past(deadline):
+            raise OutOfTime
+        if BATCHED_CHEAP and n % BATCH_DEGREES == 0:  # the cheap bounds of the next degrees, together
+            _cheap_ahead(memo, settings, degrees[n:n + BATCH_DEGREES], deadline)
+        total += _degree_rows(memo, budget, slower_than_s, settings, degree, rows, shapes)
     # Sorted by (bound, Candidate.key) as plain tuples (the keys differ, so the order is total and the same as
     # sorting the Bounded by (lower_bound, cand.key)), then built: the key property per comparison cost 0.15 s.
     if _past(deadline):  # the sort and the records below: 0.3-0.4 s for Megatron 1T's 60,000 rows (round 14)
@@ -1325,6 +1329,68 @@ def _row_candidate(key: tuple[int, ...], uses: tuple[NodeUse, ...]) -> Candidate
     return cand
 
 
+def _uses_and_settings(memo: Memo, settings: str, degree: tuple[int, int, int, int]
+                       ) -> tuple[tuple[NodeUse, ...], tuple[bool | None, ...]]:
+    """The node uses of the degree (tp, dp, b, cp) and the optimizer settings (Candidate.dist: None the default,
+    False off) its candidates take at `settings` (_degree_rows)."""
+    problem = memo.problem
+    tp, dp, mbs, cp = degree
+    # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they were a fifth
+    # of a later list's build, GPT-3 13B on mixed-pool-8k)
+    known = memo.uses_by_degree.get((tp, dp, mbs, cp))
+    if known is None:
+        uses = tuple(node_uses(problem, tp, dp, mbs, cp, memo.options))
+        both = bool(uses) and len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
+            distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
+        known = memo.uses_by_degree[(tp, dp, mbs, cp)] = (uses, both)
+    uses, both = known
+    dists = (None, False) if both else (None,)
+    if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
+        dists = (None,) if settings == DEFAULT else (False,) if both else ()
+    return uses, dists
+
+
+BATCHED_CHEAP = True  # _build_candidates computes the cheap bounds of BATCH_DEGREES degrees at once (round 16, lists2)
+BATCH_DEGREES = 128  # degrees (tp, dp, b, cp) per batch: [D, P] and [D, K, G] arrays of a few hundred kB
+
+
+def _cheap_ahead(memo: Memo, settings: str, degrees: list[tuple[int, int, int, int]],
+                 deadline: float | None = None) -> None:
+    """The cheap bounds that _degree_rows (and _gather_rows) will ask of these degrees at `settings`, computed
+    together and kept on the memo (Memo.cheap_by_pp), so that those calls find them: bounds.cheap_bounds_many, the
+    same arrays bit for bit as bounds.cheap_bounds one (terms, pp) table at a time (round 16, lists2: the one-at-a-
+    time calls were about 45 % of the lists' CPU, numpy's per-call overhead on arrays of 60-130 elements). The terms
+    are the memo's (Memo.degree_terms, asked in _degree_rows' order; the gather copies' by _gather_terms, as
+    _gather_rows makes them), so nothing else changes. deadline: checked between degrees (OutOfTime, as the build)."""
+    problem, options = memo.problem, memo.options
+    pps = np.arange(1, max_stages(problem, options) + 1)
+    wanted: dict[tuple[int, ...], DegreeTerms] = {}
+    for degree in degrees:
+        if _past(deadline):
+            raise OutOfTime
+        tp, dp, mbs, cp = degree
+        uses, dists = _uses_and_settings(memo, settings, degree)
+        if not uses:
+            continue
+        eps = ep_candidates(problem, tp, dp, options)
+        for ep, dist in [(e, o) for e in eps for o in dists]:
+            key = (tp, dp, mbs, ep, cp) if dist is None else (tp, dp, mbs, ep, cp, 0)
+            terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
+            if key not in memo.cheap_by_pp:
+                wanted[key] = terms
+        for ep in eps if settings != DEFAULT else ():
+            terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, None)
+            gather = _gather_terms(memo, (tp, dp, mbs, ep, cp), uses, terms, pps)
+            if gather is None:
+                continue
+            for key, of in (((tp, dp, mbs, ep, cp, 2), gather[0]), ((tp, dp, mbs, ep, cp), terms)):
+                if key not in memo.cheap_by_pp:
+                    wanted[key] = of
+    if wanted:
+        for key, got in zip(wanted, cheap_bounds_many(problem, list(wanted.values()), pps)):
+            memo.cheap_by_pp[key] = got
+
+
 def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str, degree: tuple[int, int, int, int],
                  rows: list[tuple], shapes: dict, virtual_stages: tuple[int, ...] | None = None) -> int:
     """Appends to rows the candidates (bound, key, uses, terms) of one (tp, dp, b, cp) of the space, every ep, pp
@@ -1339,20 +1405,9 @@ def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str
     iterations = problem.iterations
     slack = BOUND_SLACK
     total = 0
-    # the node uses and the optimizer settings do not depend on the budget: once per memo (fastpath; they were a fifth
-    # of a later list's build, GPT-3 13B on mixed-pool-8k)
-    known = memo.uses_by_degree.get((tp, dp, mbs, cp))
-    if known is None:
-        uses = tuple(node_uses(problem, tp, dp, mbs, cp, options))
-        both = bool(uses) and len(distributed_optimizer_settings(problem, dp, cp)) == 2 and not \
-            distributed_optimizer_off_dominated(problem, [u.name for u in uses], tp, dp, cp)
-        known = memo.uses_by_degree[(tp, dp, mbs, cp)] = (uses, both)
-    uses, both = known
+    uses, dists = _uses_and_settings(memo, settings, degree)
     if not uses:
         return 0
-    dists = (None, False) if both else (None,)
-    if settings != ALL:  # one setting's candidates only (lazy off candidates, solve)
-        dists = (None,) if settings == DEFAULT else (False,) if both else ()
     for ep, dist in [(e, o) for e in ep_candidates(problem, tp, dp, options) for o in dists]:
         # dist: None, the search's default; False, off too where both are tried (under the overlap)
         terms = memo.degree_terms(tp, dp, mbs, uses, ep, cp, dist)
@@ -1415,17 +1470,11 @@ def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple
     The copies join with the distributed-optimizer-off ones (settings OFF, lazy): the first list is as before."""
     problem = memo.problem
     tp, dp, mbs, ep, cp = degree
-    if 1 not in memo.options.virtual_stages or len(pps) < 2 or True not in overlap_param_gather_settings(
-            problem, dp, cp, 1, 2, terms.distributed_optimizer):
+    gather = _gather_terms(memo, degree, uses, terms, pps)
+    if gather is None:
         return 0
+    gterms, gain = gather
     key = (tp, dp, mbs, ep, cp, 2)
-    if key not in memo.terms:
-        gain = param_gather_chain_gain_s(problem, [u.name for u in uses], tp, dp, cp, 2,
-                                         list(terms.max_layers_per_stage))
-        memo.terms[key] = (gather_terms(terms), gain) if gain > 0 else None
-    if memo.terms[key] is None:
-        return 0
-    gterms, gain = memo.terms[key]
     ok, iteration, rate, cost = memo.cheap_bounds(gterms, key, pps)
     twin_ok, twin_iteration, _, twin_cost = memo.cheap_bounds(terms, degree, pps)
     rent = pps * (tp * cp * dp) * max(terms.price_per_gpu_hour)  # USD per hour, at most, of a plan of pp stages
@@ -1450,6 +1499,23 @@ def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple
     for p, lb in zip(ix[keep].tolist(), value[keep].tolist()):
         rows.append((lb, (tp, dp, mbs, p + 1, ep, cp, 1, 2), uses, gterms))
     return total
+
+
+def _gather_terms(memo: Memo, degree: tuple[int, ...], uses: tuple[NodeUse, ...], terms: DegreeTerms,
+                  pps: np.ndarray) -> tuple[DegreeTerms, float] | None:
+    """The --overlap-param-gather copies' terms of the degree (tp, dp, b, ep, cp) and the flag's gain (_gather_rows),
+    kept on the memo (Memo.terms, key (tp, dp, b, ep, cp, 2)); None where the degree has no such copies."""
+    problem = memo.problem
+    tp, dp, mbs, ep, cp = degree
+    if 1 not in memo.options.virtual_stages or len(pps) < 2 or True not in overlap_param_gather_settings(
+            problem, dp, cp, 1, 2, terms.distributed_optimizer):
+        return None
+    key = (tp, dp, mbs, ep, cp, 2)
+    if key not in memo.terms:
+        gain = param_gather_chain_gain_s(problem, [u.name for u in uses], tp, dp, cp, 2,
+                                         list(terms.max_layers_per_stage))
+        memo.terms[key] = (gather_terms(terms), gain) if gain > 0 else None
+    return memo.terms[key]
 
 
 LAZY_OFF = True  # solve adds the distributed-optimizer-off candidates after its first plan (_with_off)
