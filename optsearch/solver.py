@@ -2150,7 +2150,7 @@ def solve(
             inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate meets the budget, or beats the incumbent
-            if item.cand.v > 1 and slower_than_s == 0.0 and 1 in options.virtual_stages:
+            if item.cand.v > 1 and slower_than_s == 0.0 and (1 in options.virtual_stages or INTERLEAVED_QUICK):
                 # The v = 1 sibling's quick plans (plans of the space; incumbents only, never a bound): the sibling
                 # branch below took them when this candidate came to the front with its refined bound, and the
                 # in-flight bound now sends most interleaved candidates back before it. Without them the seeds' plan
@@ -2158,9 +2158,10 @@ def solve(
                 # time: 71,745 s, 560 ms per positional bound, no model solved in 10 s; with them 37,765 s at once).
                 # With them, their interleaved variants (_interleaved): the sibling's 37,951 s plan at v = 3 is
                 # 29,041 s, the plan that be56267 found only by solving an interleaved candidate's model.
-                sibling = memo.skeleton(replace(item.cand, v=1))
+                # And the candidate's own quick plans (INTERLEAVED_QUICK; round 16, smalltime).
                 theirs = None
-                if sibling.most is not None and sibling.cand.key not in harvested:
+                sibling = memo.skeleton(replace(item.cand, v=1)) if 1 in options.virtual_stages else None
+                if sibling is not None and sibling.most is not None and sibling.cand.key not in harvested:
                     harvested.add(sibling.cand.key)
                     theirs = _best_meeting(budget, _with_interleaved(memo, memo.quick_plans(sibling)))
                 if INTERLEAVED_QUICK and not _past(deadline):  # its own quick plans (v > 1), from its skeleton
