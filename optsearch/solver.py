@@ -123,6 +123,12 @@ REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that bu
 # limit only (under one the floors decide: BUDGET_FLOORS).
 AGGREGATE_FIRST = True
 AGGREGATE_FIRST_FROM = 8  # listed compositions from which it is tried (fewer: the composition bound costs little)
+# An interleaved candidate (v > 1) has quick plans of its own: the heuristic's fill and split over its skeleton, whose
+# patterns hold multiples of v only. The loop prices them at its in-flight step where it may still beat the incumbent
+# (round 16, smalltime: GPT-3 1.3B, mixed-pool-8k, time: the optimum, tp 2, dp 32, cp 4, 8 stages of p5 at v = 4,
+# 0-4-4-4-4-4-4-0, came only from that candidate's model probe at 6.3 s of CPU; its own quick plans give it in 5 ms).
+# Incumbents only, never a bound.
+INTERLEAVED_QUICK = True
 
 
 def _degree_key(cand: Candidate) -> tuple[int, ...]:
@@ -329,8 +335,10 @@ class Memo:
         return self.sequences[key]
 
     def quick_plans(self, sk: Skeleton) -> list[tuple[Plan, Estimate]]:
-        """The candidate's quick plans that are in the search space and fit in memory, priced."""
-        if sk.cand.v > 1:  # the heuristic splits layers without the multiple-of-v rule
+        """The candidate's quick plans that are in the search space and fit in memory, priced. An interleaved
+        candidate's (v > 1) only with INTERLEAVED_QUICK: its skeleton's patterns hold multiples of v only
+        (model.stage_patterns), so the heuristic's split honours Megatron's rule."""
+        if sk.cand.v > 1 and not INTERLEAVED_QUICK:
             return []
         if sk.cand.key not in self.quick:
             self.quick[sk.cand.key] = [found for plan in quick_plans(sk) if (found := self.runnable(plan))]
@@ -2208,7 +2216,7 @@ def solve(
             inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
                 continue  # no plan of this candidate meets the budget, or beats the incumbent
-            if item.cand.v > 1 and slower_than_s == 0.0 and 1 in options.virtual_stages:
+            if item.cand.v > 1 and slower_than_s == 0.0 and (1 in options.virtual_stages or INTERLEAVED_QUICK):
                 # The v = 1 sibling's quick plans (plans of the space; incumbents only, never a bound): the sibling
                 # branch below took them when this candidate came to the front with its refined bound, and the
                 # in-flight bound now sends most interleaved candidates back before it. Without them the seeds' plan
@@ -2216,11 +2224,16 @@ def solve(
                 # time: 71,745 s, 560 ms per positional bound, no model solved in 10 s; with them 37,765 s at once).
                 # With them, their interleaved variants (_interleaved): the sibling's 37,951 s plan at v = 3 is
                 # 29,041 s, the plan that be56267 found only by solving an interleaved candidate's model.
-                sibling = memo.skeleton(replace(item.cand, v=1))
+                # And the candidate's own quick plans (INTERLEAVED_QUICK; round 16, smalltime).
                 theirs = None
-                if sibling.most is not None and sibling.cand.key not in harvested:
+                sibling = memo.skeleton(replace(item.cand, v=1)) if 1 in options.virtual_stages else None
+                if sibling is not None and sibling.most is not None and sibling.cand.key not in harvested:
                     harvested.add(sibling.cand.key)
                     theirs = _best_meeting(budget, _with_interleaved(memo, memo.quick_plans(sibling)))
+                if INTERLEAVED_QUICK and not _past(deadline):  # its own quick plans (v > 1), from its skeleton
+                    own_v = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+                    if own_v is not None and (theirs is None or own_v[0] < theirs[0]):
+                        theirs = own_v
                 if theirs is not None and (incumbent is None or theirs[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                     incumbent = (theirs[0], theirs[1], theirs[2], None)
                     if sharper >= incumbent[0] * (1 - INCUMBENT_REL):

@@ -65,23 +65,56 @@ def _sends(f: Formulation | Skeleton, seq: tuple[int, ...]) -> list[float]:
             for j in range(len(seq) - 1)]
 
 
-def split_layers(f: Formulation | Skeleton, seq: tuple[int, ...]) -> tuple[int, ...] | None:
-    """Layer counts that minimize the slowest stage for this type sequence (None if no split fits in memory)."""
-    pp, L = f.cand.pp, f.c.kind_layers[0]
+# quick_plans of an interleaved candidate (v > 1; solver.INTERLEAVED_QUICK) also give, per type sequence, the split
+# that has the least largest stage all-reduce plus optimizer step among those with the least slowest stage
+# (split_layers(..., by_params=True)). The slowest-stage split breaks its ties by the least count on the last stages,
+# which loads layers onto the first stage beside the embedding: GPT-2 large, mixed-pool-8k, time, tp 1, dp 32, cp 8,
+# 8 p5 stages at v = 3: 6-6-6-6-6-3-3-0 prices at 5,767 s, 0-6-6-6-6-6-6-0 (the optimum) at 5,425 s, the same pipeline
+# time and a third less all-reduce (round 16, smalltime). Not at v = 1: there it doubled the quick plans' CPU (300
+# candidates of that row: 3.6 -> 7.6 s, the same best plan), where v > 1 candidates' quick plans are priced only at
+# the in-flight step of one that may still beat the incumbent.
+PARAM_SPLIT = True
+
+
+def split_layers(f: Formulation | Skeleton, seq: tuple[int, ...], by_params: bool = False) -> tuple[int, ...] | None:
+    """Layer counts that minimize the slowest stage for this type sequence (None if no split fits in memory).
+    by_params: among the splits with that least slowest stage, one with the least largest stage all-reduce plus
+    optimizer step (alpha[g] + beta[g] per parameter, times the stage's parameters): a second programme over the
+    counts whose stage time is within the first one's value."""
+    pp, L, c = f.cand.pp, f.c.kind_layers[0], f.c
     e = _sends(f, seq)
-    # best[l]: least max stage time of stages 0..s holding l layers in all; choice[s][l]: stage s's count (the least
-    # count on ties)
-    best = np.full(L + 1, np.inf)
-    best[0] = 0.0
-    totals = np.arange(L + 1)
-    choice: list[list[int]] = []
+    stages = []  # per stage: its counts and their times
     for s in range(pp):
         g = seq[s]
         sends = (e[s - 1] if s > 0 else 0.0) + (e[s] if s < pp - 1 else 0.0)
         counts = np.array([n for n in range(L + 1) if (s, g, n) in f.patterns], dtype=np.int64)
         if len(counts) == 0:
             return None
-        time = np.array([pattern_compute_s(f, s, g, int(n)) + sends for n in counts])
+        stages.append((counts, np.array([pattern_compute_s(f, s, g, int(n)) + sends for n in counts])))
+    parts = _least_max_split(stages, L)
+    if parts is None or not by_params:
+        return parts
+    slowest = max(float(times[list(counts).index(n)]) for (counts, times), n in zip(stages, parts))
+    weighted = []
+    for s, (counts, times) in enumerate(stages):
+        g, keep = seq[s], times <= slowest
+        rate = c.allreduce_s_per_param[g] + c.optimizer_s_per_param[g]
+        weighted.append((counts[keep], rate * (counts[keep] * c.layer_params[0] + c.fixed_params[s])))
+    return _least_max_split(weighted, L)
+
+
+def _least_max_split(stages: list[tuple[np.ndarray, np.ndarray]], L: int) -> tuple[int, ...] | None:
+    """The counts (one per stage, from its own) that sum to L with the least largest value (per stage, one value per
+    count), by a dynamic programme over the layers placed so far; None where no choice sums to L."""
+    # best[l]: least max value of stages 0..s holding l layers in all; choice[s][l]: stage s's count (the least
+    # count on ties)
+    best = np.full(L + 1, np.inf)
+    best[0] = 0.0
+    totals = np.arange(L + 1)
+    choice: list[list[int]] = []
+    for counts, time in stages:
+        if len(counts) == 0:
+            return None
         before = totals[:, None] - counts[None, :]  # [total, count]: layers on the stages before s
         value = np.maximum(np.where(before >= 0, best[np.maximum(before, 0)], np.inf), time[None, :])
         k = value.argmin(axis=1)
@@ -90,15 +123,15 @@ def split_layers(f: Formulation | Skeleton, seq: tuple[int, ...]) -> tuple[int, 
     if best[L] == math.inf:
         return None
     parts, left = [], L
-    for s in reversed(range(pp)):
+    for s in reversed(range(len(stages))):
         parts.append(choice[s][left])
         left -= choice[s][left]
     return tuple(reversed(parts))
 
 
-def plan_of(f: Formulation | Skeleton, seq: tuple[int, ...]) -> Plan | None:
+def plan_of(f: Formulation | Skeleton, seq: tuple[int, ...], by_params: bool = False) -> Plan | None:
     """The plan with these node types per stage and the layer split of `split_layers` (None if none fits)."""
-    parts = split_layers(f, seq)
+    parts = split_layers(f, seq, by_params)
     if parts is None:
         return None
     stages = tuple(Stage(node_type=f.cand.uses[g].name, num_layers=n, recompute=f.c.modes[f.patterns[(s, g, n)]])
@@ -110,7 +143,15 @@ def quick_plans(f: Formulation | Skeleton) -> list[Plan]:
     """Plans of this candidate found by the fill-and-split heuristic (possibly none); the caller prices them."""
     if f.patterns is None:
         return []
-    return [plan for seq in _type_sequences(f) if (plan := plan_of(f, seq)) is not None]
+    out = []
+    for seq in _type_sequences(f):
+        plan = plan_of(f, seq)
+        if plan is None:
+            continue
+        out.append(plan)
+        if PARAM_SPLIT and f.cand.v > 1 and (other := plan_of(f, seq, by_params=True)) is not None and other != plan:
+            out.append(other)
+    return out
 
 
 def hint(f: Formulation | Skeleton, plan: Plan) -> dict[str, float]:
