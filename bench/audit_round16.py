@@ -36,6 +36,7 @@ Prints one JSON line per failure and a summary."""
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import time as real_time
@@ -280,6 +281,61 @@ def _with_quick_count(check):
     return run
 
 
+def check_catalog(model: str, cluster: str, stats) -> None:
+    """A catalog instance in the megatron target's space (bench/objective_grid's): every terms of its cost and time
+    lists (settings ALL: the off and gather copies' too) through cheap_bounds_many in batches of 128 against
+    cheap_bounds one at a time (floors emptied first each), every array's bytes; and the ALL lists of cost and time
+    with BATCHED_CHEAP on against off (fresh memos, floors emptied): the same rows, bounds bit for bit."""
+    from optsearch.cli.options import space_from_target
+    from optsearch.edits import edited_problem
+    from optsearch.targets import engine_problem
+
+    problem = engine_problem("megatron", edited_problem(model, cluster, []))
+    options = space_from_target("megatron", problem)
+    budgets = [Budget(objective="cost"), Budget(objective="time")]
+    rows = {}
+    for on in (False, True):
+        with mock.patch.object(solver_module, "BATCHED_CHEAP", on), mock.patch.object(bounds_module, "_FLOORS", {}):
+            memo = Memo(problem, options)
+            rows[on] = [[(b.cand.key, b.cand.uses, b.lower_bound.hex(), b.level) for b in
+                         _build_candidates(memo, budget, 0.0, ALL)[0]] for budget in budgets]
+            if not on:
+                terms = [t[0] if isinstance(t, tuple) else t for t in memo.terms.values() if t is not None]
+                terms = [t for t in terms if isinstance(t, DegreeTerms)]
+    assert rows[True] == rows[False], ("catalog lists differ", model, cluster)
+    stats["catalog_rows"] += sum(len(r) for r in rows[True])
+    pps = np.arange(1, max_stages(problem, options) + 1)
+    with mock.patch.object(bounds_module, "_FLOORS", {}):
+        was = [_bytes(cheap_bounds(problem, d, pps)) for d in terms]
+    with mock.patch.object(bounds_module, "_FLOORS", {}):
+        now = [_bytes(got) for i in range(0, len(terms), 128) for got in cheap_bounds_many(problem, terms[i:i + 128],
+                                                                                          pps)]
+    bad = [i for i, (a, b) in enumerate(zip(was, now)) if a != b]
+    stats["catalog_terms"] += len(terms)
+    assert not bad, ("catalog cheap bounds differ", model, cluster, len(bad))
+    # the quick plans of the first QUICK_AT_SCALE v > 1 candidates of the time list (no brute force at this size)
+    memo = Memo(problem, options)
+    listed, _ = solver_module._candidates(memo, Budget(objective="time"), 0.0, DEFAULT)
+    for item in [b for b in listed if b.cand.v > 1][:QUICK_AT_SCALE]:
+        cand, sk = item.cand, memo.skeleton(item.cand)
+        stats["catalog_quick_candidates"] += 1
+        for plan, est in memo.quick_plans(sk):
+            stats["catalog_quick_plans"] += 1
+            assert (plan.tp, plan.dp, plan.micro_batch_size, plan.pp, plan.cp, plan.virtual_stages) == (
+                cand.tp, cand.dp, cand.micro_batch_size, cand.pp, cand.cp, cand.v), ("not its candidate's", plan)
+            assert all(st.num_layers % cand.v == 0 for st in plan.stages), plan
+            assert in_search_space(problem, plan, options) and est.fits and est == estimate(problem, plan), plan
+        for seq in _type_sequences(sk) if sk.patterns is not None else ():
+            first, other = split_layers(sk, seq), split_layers(sk, seq, by_params=True)
+            assert (first is None) == (other is None), (cand.key, seq)
+            if first is not None and other != first:
+                stats["catalog_splits_differ"] += 1
+                assert _slowest(sk, seq, other) == _slowest(sk, seq, first), ("slower", cand.key, seq, first, other)
+
+
+QUICK_AT_SCALE = 150
+
+
 CHECKS = {"cheap": check_cheap, "lists": check_lists, "quick": check_quick,
           "solve": _with_quick_count(audit_round14.CHECKS["solve"]),
           "clock": _with_quick_count(audit_round14.CHECKS["clock"])}
@@ -291,7 +347,22 @@ def main() -> int:
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--checks", default="cheap,lists,quick")
     ap.add_argument("--max-seconds", type=float, default=1e9)
+    ap.add_argument("--catalog", default=None, help="model:cluster,... : check_catalog on each, nothing else")
     args = ap.parse_args()
+    if args.catalog:
+        args.kind, args.seeds, args.checks = "catalog", args.catalog, "catalog"
+        totals = audit_round14.Totals(instances=0, failures=0)
+        began = real_time.process_time()
+        for pair in args.catalog.split(","):
+            model, cluster = pair.split(":")
+            totals["instances"] += 1
+            try:
+                check_catalog(model, cluster, totals)
+            except Exception as exc:  # a failure: printed, the sweep goes on
+                totals["failures"] += 1
+                print(json.dumps({"catalog": pair, "error": repr(exc)[:2000]}), flush=True)
+        audit_round13.print_totals(args, totals, began)
+        return 0
     lo, _, hi = args.seeds.partition("-")
     totals = audit_round14.Totals(instances=0, failures=0)
     began = real_time.process_time()
