@@ -1472,21 +1472,14 @@ def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarr
     can = enough & ~(-holds < L)
     lams = [np.zeros(K)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        if TABLES_LEAN:  # every pair at once, in the loop's order (g < h, row-major): the same elementwise floats
-            gs, hs = np.triu_indices(G, 1)
-            diff = hold[:, gs] - hold[:, hs]  # [K, pairs]
-            lam = (p[gs] - p[hs]) / diff
-            lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0).T.ravel())
-        else:
-            for g in range(G):
-                for h in range(g + 1, G):
-                    diff = hold[:, g] - hold[:, h]
-                    lam = (p[g] - p[h]) / diff
-                    lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+        for g in range(G):
+            for h in range(g + 1, G):
+                diff = hold[:, g] - hold[:, h]
+                lam = (p[g] - p[h]) / diff
+                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
     lam = np.concatenate(lams)  # [J K]: every multiplier of every row in one call (the same per-element operations)
-    J = len(lam) // K if K else 1 + G * (G - 1) // 2
-    inner, _ = _greedy_sums(p[None, :] - lam[:, None] * np.tile(hold, (J, 1)), d.slots, pps)
-    best = np.maximum(0.0, (lam[:, None] * L + inner).reshape(J, K, len(pps)).max(axis=0))
+    inner, _ = _greedy_sums(p[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)), d.slots, pps)
+    best = np.maximum(0.0, (lam[:, None] * L + inner).reshape(len(lams), K, len(pps)).max(axis=0))
     return np.where(can, best * (1 - 1e-12), math.inf)
 
 
@@ -1539,78 +1532,25 @@ def refined_tables(problem: Problem, d: DegreeTerms, most: int, every_pp: bool =
     (bounds.MAX_COMPOSITIONS = 0), a valid bound at every pp; `listed` still says which pp the refined bound takes
     per composition."""
     pps = np.arange(1, most + 1, dtype=np.int64)
-    listed, composed = _listed_masks(d, most)
+    key = (d.slots, d.stages_per_block)
+    if key not in _COUNTS:
+        _COUNTS[key] = _count_compositions_upto(d, sum(d.slots))
+    counts = _COUNTS[key]
+    listed = np.array([pp < len(counts) and counts[pp] <= MAX_COMPOSITIONS for pp in pps.tolist()], dtype=bool)
     ok, iteration, rate, cost_rate_s, total, comm = _aggregate_arrays(problem, d, pps, True)
     ok = ok & (pps > 1) & (True if every_pp else ~listed)  # pp = 1 (at most G compositions): the scalar path
     if every_pp:  # a pp with no composition at all has no plan (candidate_bound: an empty list, infeasible)
-        ok &= ~listed | composed
-    floor = np.full(most, math.inf)
-    rows = np.flatnonzero(ok)
-    if TABLES_LEAN:  # each row's lists made where a walk reads them (_LazyRows: the same lists)
-        its, rates = _LazyRows(most), _LazyRows(most)
-        if len(rows):
-            it_t, rate_t, floor_r = _joint_tables(d, pps[rows], problem.model.num_layers, total[rows], comm[rows])
-            its.rows, its.arrays = rows, it_t
-            rates.rows, rates.arrays = rows, rate_t
-            floor[rows] = floor_r
-        return RefinedTables(listed, ok, iteration, rate, cost_rate_s, total, comm, its, rates, floor, every_pp)
+        ok &= ~listed | np.array([pp < len(counts) and counts[pp] > 0 for pp in pps.tolist()], dtype=bool)
     its: list = [[] for _ in pps]
     rates: list = [[] for _ in pps]
+    floor = np.full(most, math.inf)
+    rows = np.flatnonzero(ok)
     if len(rows):
         it_t, rate_t, floor_r = _joint_tables(d, pps[rows], problem.model.num_layers, total[rows], comm[rows])
         for j, r in enumerate(rows.tolist()):
             its[r], rates[r] = it_t[j].tolist(), rate_t[j].tolist()
         floor[rows] = floor_r
     return RefinedTables(listed, ok, iteration, rate, cost_rate_s, total, comm, its, rates, floor, every_pp)
-
-
-TABLES_LEAN = True  # refined_tables' masks per supply, rows as lists where read, multipliers at once (round 16)
-_MASKS: dict[tuple, tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _listed_masks(d: DegreeTerms, most: int) -> tuple[np.ndarray, np.ndarray]:
-    """[most] (whether pp's compositions are listed: at most MAX_COMPOSITIONS of them, whether pp has any), from the
-    composition counts of d's supply (slots, stages per block); with TABLES_LEAN kept per supply, most and
-    MAX_COMPOSITIONS (read-only arrays: every degree of one supply had the same two lists made anew)."""
-    key = (d.slots, d.stages_per_block)
-    mkey = (key, most, MAX_COMPOSITIONS)
-    if TABLES_LEAN and mkey in _MASKS:
-        return _MASKS[mkey]
-    if key not in _COUNTS:
-        _COUNTS[key] = _count_compositions_upto(d, sum(d.slots))
-    counts = _COUNTS[key]
-    pps = range(1, most + 1)
-    listed = np.array([pp < len(counts) and counts[pp] <= MAX_COMPOSITIONS for pp in pps], dtype=bool)
-    composed = np.array([pp < len(counts) and counts[pp] > 0 for pp in pps], dtype=bool)
-    if TABLES_LEAN:
-        listed.setflags(write=False)
-        composed.setflags(write=False)
-        if len(_MASKS) > 4096:  # long what-if sweeps see many supplies
-            _MASKS.clear()
-        _MASKS[mkey] = (listed, composed)
-    return listed, composed
-
-
-class _LazyRows:
-    """[most] lists, as refined_tables' joint_iteration_s / joint_rate were: row r is arrays[j].tolist() where
-    rows[j] = r (the same floats), made at its first read and kept; [] elsewhere."""
-
-    __slots__ = ("lists", "rows", "arrays")
-
-    def __init__(self, most: int):
-        self.lists: list = [None] * most
-        self.rows = np.zeros(0, dtype=np.int64)
-        self.arrays = None
-
-    def __len__(self) -> int:
-        return len(self.lists)
-
-    def __getitem__(self, r: int) -> list:
-        got = self.lists[r]
-        if got is None:
-            j = int(np.searchsorted(self.rows, r))
-            got = self.lists[r] = self.arrays[j].tolist() if j < len(self.rows) and self.rows[j] == r else []
-        return got
 
 
 def _joint_from_tables(tab: RefinedTables, pp: int, max_iteration_s: float | None, max_rate: float | None) -> float:
