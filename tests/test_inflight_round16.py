@@ -12,7 +12,8 @@
   grew on every larger pp), and at v = 2 asked from the largest pp down the table is never rebuilt at a larger N;
 - both backends answer what brute force answers with the degree's tables from its first ask, on random roomy and
   memory-tight instances.
-All tests name switches that do not exist on f6816aa (they fail there)."""
+On f6816aa four fail (the switches do not exist there; the rows test by its assertion: the old window grows and
+is rebuilt); the mutant test, the brute-force test and its count pass there (they guard the new path)."""
 
 from __future__ import annotations
 
