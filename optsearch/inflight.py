@@ -143,12 +143,28 @@ def _time_terms(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: 
     return mem_cap, alpha, beta, block_room, block_caps
 
 
+RAW_BY_MODE = True  # _raw_times' least over the modes one mode at a time on [g, i, n] (round 16, inflight3)
+
+
 def _raw_times(steps: np.ndarray, modes: list[str], terms: tuple, N: int) -> np.ndarray:
-    """[g, i, n] the least compute time of n layers (n = 1..N) at each position, before the least over n' >= n."""
+    """[g, i, n] the least compute time of n layers (n = 1..N) at each position, before the least over n' >= n.
+
+    RAW_BY_MODE (round 16): the least over the modes that fit of n s_r is n times the least such s_r, one mode at a
+    time on [g, i, n] arrays instead of a [g, i, n, r] array and its minimum. The same floats: a rounded product
+    is non-decreasing in each factor (n >= 1, s_r >= 0), so min_r fl(n s_r) = fl(n min_r s_r), and where no mode
+    fits both are inf (n x inf)."""
     full, none = modes.index("full"), modes.index("none")
     mem_cap, alpha, beta, block_room, _ = terms
     n = np.arange(1, N + 1, dtype=float)[None, None, :]  # [1, 1, n]
-    t = np.where(n[..., None] <= mem_cap[:, :, None, :], n[..., None] * steps[:, None, None, :], np.inf).min(axis=3)
+    if RAW_BY_MODE:
+        least_step = np.full((mem_cap.shape[0], mem_cap.shape[1], N), np.inf)
+        for r in range(len(modes)):
+            least_step = np.where(n <= mem_cap[:, :, r:r + 1], np.minimum(least_step, steps[:, r, None, None]),
+                                  least_step)
+        t = n * least_step
+    else:
+        t = np.where(n[..., None] <= mem_cap[:, :, None, :], n[..., None] * steps[:, None, None, :],
+                     np.inf).min(axis=3)
     ds = steps[:, none] - steps[:, full]  # s_none - s_full (<= 0 normally)
     with np.errstate(divide="ignore", invalid="ignore"):
         # the fewest recomputed layers c with n alpha - c beta <= block_room (rounded down by a hair: may be too few)
@@ -181,6 +197,8 @@ def _least_times(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room:
 INFLIGHT_BY_DEGREE = True  # round 13 (inflight): inflight_tables takes its per-type terms from _DegreePart
 DEGREE_TABLES_FROM = 2  # the ask (pp) of a degree at v from which its least times come from the degree's tables
 DEGREE_WHOLE_TERMS = True  # whole_levels_terms' and hiding_terms' pp-free parts kept on _DegreePart (round 15)
+WHOLE_WINDOW = True  # a degree's first table at v covers the counts later pp ask (_whole_window; round 16, inflight3)
+LEAST_BY_ROWS = True  # a grown window's least over n' >= n computed for its new rows only (round 16, inflight3)
 
 
 class _DegreePart:
@@ -231,6 +249,18 @@ class _DegreePart:
         N = need if N is None else N
         return N, _raw_times(self.steps, self.modes, terms, N), mem_max, block_max
 
+    def _whole_window(self, lo: int, hi: int, v: int, L: int) -> tuple[int, int]:
+        """The counts c0..c1-1 a degree's first table at v covers (WHOLE_WINDOW, round 16), lo..hi-1 among them.
+        v = 1: every count a pp can ask: min(pp - i, m) is 1..min(pp, m), and a pp with a plan is at most L + 2
+        (bounds' aggregate: pp - 2 <= L) and the degree's stage slots. Interleaved (v > 1): the counts
+        min((pp - i - 1) 2 + (v - 1) pp + 1, m v) of a pp run from (v - 1) pp + 1 to (v + 1) pp - 1, and the loop
+        asks a degree's pp mostly from the largest down (each smaller pp's window lies below, with larger caps, so
+        the table was built anew at a larger N on most asks): from the least count of pp = 2, 2 (v - 1) + 1, up to
+        hi. The rows and values are the same whatever the window (per count); only which asks find them differs."""
+        if v == 1:
+            return min(lo, 1), max(hi, min(L + 2, sum(self.d.slots), self.d.m) + 1)
+        return min(lo, 2 * (v - 1) + 1), hi
+
     def least_times(self, count: np.ndarray, v: int, L: int) -> np.ndarray:
         """_least_times at the flights count / v (count [i]: whole numbers >= 1, in-flight micro-batches or chunks;
         v = 1: the flights themselves), from the degree's table at v of the counts c0..c1-1 (a window that grows to
@@ -257,9 +287,17 @@ class _DegreePart:
                 mems = [p[2] for p in (below,) if p] + [mem_max] + [p[2] for p in (above,) if p]
                 blocks = [p[3] for p in (below,) if p] + [block_max] + [p[3] for p in (above,) if p]
                 new_raw = np.concatenate(raws, axis=1)
-                have = self.by_v[v] = (min(lo, c0), max(hi, c1), N, new_raw, _least_after(new_raw),
+                if LEAST_BY_ROWS:  # the least over n' >= n is per row: only the new rows' (the same floats)
+                    leasts = [_least_after(p[1]) for p in (below,) if p] + [least] + \
+                        [_least_after(p[1]) for p in (above,) if p]
+                    new_least = np.concatenate(leasts, axis=1)
+                else:
+                    new_least = _least_after(new_raw)
+                have = self.by_v[v] = (min(lo, c0), max(hi, c1), N, new_raw, new_least,
                                        np.concatenate(mems), np.concatenate(blocks))
         if have is None:
+            if WHOLE_WINDOW:
+                lo, hi = self._whole_window(lo, hi, v, L)
             N, raw, mem_max, block_max = self._rows(lo, hi, v, L)
             have = self.by_v[v] = (lo, hi, N, raw, _least_after(raw), mem_max, block_max)
         c0, _, most, raw, least, mem_max, block_max = have

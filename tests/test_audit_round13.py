@@ -113,6 +113,7 @@ def test_the_whole_descent_climbs_on_from_where_the_parts_climb_was_cut(monkeypa
     assert in_search_space(problem, plan, options) and est == estimate(problem, plan)
     assert budget_violations(plan, est, budget) and value == objective_value(est, "cost")
     monkeypatch.setattr(solver_module, "LAZY_NEIGHBOURS", True)  # the lazy climb starts at the part's end, cut or not
+    monkeypatch.setattr(solver_module, "PART_CLIMB_LAZY", False)  # (round 16: by default the part's seeds climb lazily)
     for cut_at in (reads[0], None):
         _, climbs, _, _ = _descents(problem, options, budget, monkeypatch, cut_at)
         (is_part, _, end), (lazy_is_part, lazy_start, _) = climbs[:2]

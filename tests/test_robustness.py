@@ -151,9 +151,11 @@ def test_time_limit_alarm_stops_a_set_up_loop(toy, monkeypatch):
 
     monkeypatch.setattr("optsearch.solver.solve", endless)
     start = time.monotonic()
-    run = run_cli("solve", "-m", str(toy[0]), "-c", str(toy[1]), "-q", "--time-limit", "0.05")
+    # 0.5 s: reading the toy specs must end before the limit, so that the loop (not the set-up check) meets it; at
+    # 0.05 s a loaded machine took 0.06 s to read them and the set-up message came instead
+    run = run_cli("solve", "-m", str(toy[0]), "-c", str(toy[1]), "-q", "--time-limit", "0.5")
     assert run.code == 1 and time.monotonic() - start < 10
-    assert "no plan within --time-limit 0.05 s: stopped after" in run.error_line
+    assert "no plan within --time-limit 0.5 s: stopped after" in run.error_line
 
 
 # ---- files that are not spec files ----------------------------------------------------------------------------
