@@ -1,4 +1,5 @@
-"""Post-merge audit of round 16 (audit8): lists2 (bounds.cheap_bounds_many, _least_slowest_many, slowest_floors_many
+"""Post-merge audit of round 16 (audit8): inflight3 (inflight.RAW_BY_MODE, WHOLE_WINDOW, LEAST_BY_ROWS), timeb
+(solver.PART_CLIMB_LAZY: the part's seeds climbed over the whole space's lazy neighbours), lists2 (bounds.cheap_bounds_many, _least_slowest_many, slowest_floors_many
 filling bounds._FLOORS; solver.BATCHED_CHEAP / BATCH_DEGREES, _cheap_ahead filling Memo.cheap_by_pp) and smalltime
 (solver.INTERLEAVED_QUICK: Memo.quick_plans at v > 1 and the in-flight step's own quick plans; heuristic.PARAM_SPLIT,
 split_layers(by_params=True)). Not part of the test suite, e.g.
@@ -7,7 +8,8 @@ split_layers(by_params=True)). Not part of the test suite, e.g.
     nice -n 5 python bench/audit_round16.py --kind hypinter --seeds 0-19 --checks solve,clock
 
 kinds: bench/audit_round15's (tests/test_audit_round11.KINDS: random, offheavy, tight, each also -pipelined;
-hypinter, hypinter-off; hyptight (memory-tight, T5-like two-kind models among them); moe, moe1). checks:
+hypinter, hypinter-off; hyptight (memory-tight, T5-like two-kind models among them); moe, moe1; moe1-v: moe1 with
+v = 1, 2). --catalog model:cluster,... runs check_catalog alone. checks:
   cheap    every DegreeTerms a memo holds after the lists of cost, time, a cost cap and a deadline (settings ALL,
            DEFAULT, OFF; the part's memo too; the gather copies' and the off ones' terms included):
            cheap_bounds_many of all of them in a shuffled order and in uneven random batches, each with
@@ -27,16 +29,21 @@ hypinter, hypinter-off; hyptight (memory-tight, T5-like two-kind models among th
            costmodel.estimate's own estimate, and is priced at or above brute force's best plan of that candidate;
            where PARAM_SPLIT's second split differs from the first, its slowest stage (as split_layers prices it)
            equals the first's;
+  inflight _inflight_bounded under edge budgets with inflight3's three switches on, off, and flipped at random
+           before every call of one memo (fresh memos; candidates shuffled, so the degree tables grow): equal (==),
+           None on the same candidates, at or below every plan of the candidate that meets the budget;
   solve, clock   bench/audit_round14's (both backends against brute force at plans' exact budgets and 5 % above;
            clocks that jump past the limit or by a share at random calls, and slowed clocks; _SOLVE_DEADLINE unset
            after every solve), counting how often a v > 1 candidate's own quick plans were priced in a solve
-           (quick_v_priced) and gave a plan (quick_v_plans).
+           (quick_v_priced) and gave a plan (quick_v_plans), and how often the part's descent took timeb's path
+           (part_climb_lazy).
 Prints one JSON line per failure and a summary."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import random
 import sys
 import time as real_time
@@ -57,6 +64,7 @@ from test_audit_dist_bounds import small  # noqa: E402
 from test_audit_round11 import KINDS  # noqa: E402
 
 from optsearch import bounds as bounds_module  # noqa: E402
+from optsearch import inflight as inflight_module  # noqa: E402
 from optsearch import solver as solver_module  # noqa: E402
 from optsearch.bounds import DegreeTerms, cheap_bounds, cheap_bounds_many, interleaved_bound  # noqa: E402
 from optsearch.candidates import in_search_space, max_stages  # noqa: E402
@@ -64,7 +72,9 @@ from optsearch.costmodel import estimate  # noqa: E402
 from optsearch.formulation.heuristic import _sends, _type_sequences, split_layers  # noqa: E402
 from optsearch.formulation.model import pattern_compute_s  # noqa: E402
 from optsearch.search import objective_value  # noqa: E402
-from optsearch.solver import ALL, DEFAULT, OFF, Memo, _build_candidates, _narrow_memo  # noqa: E402
+from optsearch.solver import (  # noqa: E402
+    ALL, DEFAULT, OFF, REFINED, Bounded, Memo, _build_candidates, _inflight_bounded, _narrow_memo,
+)
 from optsearch.spec.budget import Budget  # noqa: E402
 from optsearch.units import SECONDS_PER_HOUR  # noqa: E402
 
@@ -262,6 +272,50 @@ def check_quick(problem, options, seed, stats):
                         "the by-parameters split is slower", cand.key, seq, first, other)
 
 
+INFLIGHT3 = ("RAW_BY_MODE", "WHOLE_WINDOW", "LEAST_BY_ROWS")
+
+
+def check_inflight(problem, options, seed, stats):
+    """inflight3: _inflight_bounded with RAW_BY_MODE, WHOLE_WINDOW and LEAST_BY_ROWS on (a fresh memo, candidates in a
+    shuffled order, so a degree's tables grow and are shared) against all three off (a fresh memo), and on one memo
+    with the three flipped at random before every call (the tables kept in Memo.calls under a key without them):
+    equal (the claim: the same floats, so ==), None on the same candidates, and at or below every plan of the
+    candidate that meets the budget."""
+    rng = random.Random(seed)
+    by_cand = plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    keys = list(by_cand)
+    original = inflight_module._DegreePart.least_times
+
+    def counted(self, count, v, L):
+        stats["inflight_degree_tables"] += 1
+        return original(self, count, v, L)
+
+    for budget in audit_round14.edge_budgets(priced, rng):
+        rng.shuffle(keys)
+        values = {}
+        for flag in (True, False, None):
+            memo = Memo(problem, options)
+            for key in keys:
+                flags = {name: (rng.random() < 0.5 if flag is None else flag) for name in INFLIGHT3}
+                with mock.patch.multiple(inflight_module, **flags), \
+                        mock.patch.object(inflight_module._DegreePart, "least_times", counted):
+                    cand = by_cand[key][0]
+                    item = Bounded(cand, 0.0, _terms(memo, cand), REFINED)
+                    values[(key, flag)] = _inflight_bounded(memo, budget, item)
+        for key in keys:
+            new, old, mixed = values[(key, True)], values[(key, False)], values[(key, None)]
+            where = (key, budget.model_dump(exclude_none=True), new, old, mixed)
+            stats["inflight_compared"] += 1
+            assert new == old and mixed == old, ("in-flight bound moved with inflight3's switches",) + where
+            best = _least_meeting(by_cand[key][1], budget)
+            if best is None:
+                continue
+            stats["inflight_below_plans"] += 1
+            assert new is not None, ("rules out a candidate with a plan",) + where
+            assert new <= best * (1 + REL), ("above a plan", best) + where
+
+
 def _counting_quick(stats):
     original = solver_module.Memo.quick_plans
 
@@ -274,9 +328,20 @@ def _counting_quick(stats):
     return counted
 
 
+def _counting_descent(stats):
+    original = solver_module._budget_descent
+
+    def counted(memo, budget, time_limit_s, start=None, ends=None, whole=None, stopped=None, finish=None):
+        stats["part_climb_lazy"] += whole is not None and start is None  # timeb's PART_CLIMB_LAZY path
+        return original(memo, budget, time_limit_s, start=start, ends=ends, whole=whole, stopped=stopped,
+                        finish=finish)
+    return counted
+
+
 def _with_quick_count(check):
     def run(problem, options, seed, stats):
-        with mock.patch.object(solver_module.Memo, "quick_plans", _counting_quick(stats)):
+        with mock.patch.object(solver_module.Memo, "quick_plans", _counting_quick(stats)), \
+                mock.patch.object(solver_module, "_budget_descent", _counting_descent(stats)):
             check(problem, options, seed, stats)
     return run
 
@@ -336,14 +401,15 @@ def check_catalog(model: str, cluster: str, stats) -> None:
 QUICK_AT_SCALE = 150
 
 
-CHECKS = {"cheap": check_cheap, "lists": check_lists, "quick": check_quick,
+CHECKS = {"cheap": check_cheap, "lists": check_lists, "quick": check_quick, "inflight": check_inflight,
           "solve": _with_quick_count(audit_round14.CHECKS["solve"]),
           "clock": _with_quick_count(audit_round14.CHECKS["clock"])}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1"])
+    ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1",
+                                                      "moe1-v"])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--checks", default="cheap,lists,quick")
     ap.add_argument("--max-seconds", type=float, default=1e9)
@@ -376,6 +442,8 @@ def main() -> int:
         drawn = audit_round15.moe_cases(seeds[-1] + 1)
     elif args.kind == "moe1":
         drawn = audit_round15.moe_one_kind_cases(seeds[-1] + 1)
+    elif args.kind == "moe1-v":  # the one-kind mixture-of-experts draws with v = 1, 2 (interleaved expert layers)
+        drawn = [(p, replace(o, virtual_stages=(1, 2))) for p, o in audit_round15.moe_one_kind_cases(seeds[-1] + 1)]
     for seed in seeds:
         if real_time.process_time() - began > args.max_seconds:
             break
