@@ -22,7 +22,8 @@ v = 1, 2). --catalog model:cluster,... runs check_catalog alone. checks:
            3, 5, 128) against off, fresh memos and emptied floors: every row equal (candidate, uses, bound's hex,
            level, terms, total); then one memo with the switch and the batch size flipped between its builds (on,
            off, on with another size) and the floors kept from the on path while FAST_FLOOR / ONE_SUPPLY_VECTORS
-           are off: the same lists again (the caches' keys); and every listed candidate's bound at or below each of
+           are off, and a memo whose _LazyNeighbours (timeb's first climb over the whole space) bounded its keys
+           first: the same lists again (the caches' keys); and every listed candidate's bound at or below each of
            its plans that meets the budget, and the list's least bound at or below the optimum;
   quick    every v > 1 candidate of the lists (DEFAULT, cost and time): each Memo.quick_plans plan has the
            candidate's tp, dp, b, pp, cp, v, counts multiples of v, is in the space, fits, carries
@@ -200,6 +201,12 @@ def check_lists(problem, options, seed, stats):
                     mock.patch.multiple(bounds_module, FAST_FLOOR=fast, ONE_SUPPLY_VECTORS=fast):
                 if step == 2:  # a new memo on the floors the others kept, off paths
                     memo = Memo(problem, options)
+                if step == 3:  # a new memo whose lazy neighbours (timeb's first climb) bound degrees one at a time first
+                    memo = Memo(problem, options)
+                    for budget in budgets:
+                        lazy = solver_module._LazyNeighbours(memo, budget)
+                        for key in [r[0].key for r in alls[id(budget)][1] if r[0].v == 1 and r[0].key[7] == 0]:
+                            stats["lists_lazy_first"] += key in lazy
                 _, got = _lists(problem, options, budgets, memo)
             _same(got, base, ("switched between builds", step, on, size, fast))
             stats["lists_switched"] += 1
