@@ -4,6 +4,8 @@
   the floors it keeps (bounds._FLOORS) are the one-at-a-time path's; the lists do not move when BATCHED_CHEAP,
   BATCH_DEGREES, FAST_FLOOR and ONE_SUPPLY_VECTORS are flipped between the builds of one memo (the caches' keys hold
   none of them), and their bounds stay below every plan;
+- inflight3: the in-flight bound with RAW_BY_MODE, WHOLE_WINDOW and LEAST_BY_ROWS flipped at random between the
+  calls of one memo (the degree tables kept under a key without them) is the all-off bound, exactly;
 - smalltime: every quick plan of a v > 1 candidate is a plan brute force prices for that candidate at or above its
   best, and the split by parameters keeps the least slowest stage; the solve that offers them at its in-flight step
   answers brute force on both backends, also with a clock that jumps past the limit.
@@ -12,6 +14,7 @@ they pin the round's new behaviour; the mutation tests show that the checks can 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -46,6 +49,12 @@ def _gpt_tight_interleaved():
     sequences where the split by parameters differs from the first split."""
     problem, options = _gpt_tight()
     return problem, replace(options, virtual_stages=(1, 2, 3), max_stages=4)
+
+
+@functools.cache
+def _interleaved_plans() -> dict:
+    """_plans of _gpt_tight_interleaved, once for the tests that read them (brute force: about 1.4 s)."""
+    return _plans(*_gpt_tight_interleaved())
 
 
 INSTANCES = {"t5": _t5_tight, "moe": _moe, "gpt-tight": _gpt_tight,
@@ -173,7 +182,7 @@ def _check_quick(problem, options, by_cand=None) -> tuple[int, int]:
 
 def test_an_interleaved_candidates_quick_plans_are_brute_force_plans_of_it():
     problem, options = _gpt_tight_interleaved()
-    plans, differ = _check_quick(problem, options, _plans(problem, options))
+    plans, differ = _check_quick(problem, options, _interleaved_plans())
     assert plans > 0 and differ > 0
 
 
@@ -254,3 +263,50 @@ def test_the_solve_with_interleaved_quick_plans_answers_brute_force_with_a_jumpi
                     assert math.isclose(objective_value(estimate(problem, cut.plan), budget.objective),
                                         cut.objective_value, rel_tol=1e-9), where
     assert any(priced)
+
+
+def test_the_inflight_bound_stays_when_inflight3s_switches_flip_between_calls_of_one_memo():
+    """inflight3 (merged at 24c4307): RAW_BY_MODE, WHOLE_WINDOW and LEAST_BY_ROWS give the same floats, and the
+    degree's tables kept in Memo.calls have no switch in their key: the in-flight bound with the three flipped at
+    random before every call of one memo (candidates in a shuffled order, so a degree's window grows and is
+    shared across pp) equals the bound with all three off on a fresh memo, exactly, and lies at or below every plan
+    of its candidate that meets the budget. The degree tables answer some of the calls (counted)."""
+    import random
+
+    from optsearch import inflight as inflight_module
+    from optsearch.solver import REFINED, Bounded, _inflight_bounded
+
+    problem, options = _gpt_tight_interleaved()
+    by_cand = _interleaved_plans()
+    rng = random.Random(3)
+    keys = list(by_cand)
+    asked = []
+    original = inflight_module._DegreePart.least_times
+
+    def counted(self, count, v, L):
+        asked.append(v)
+        return original(self, count, v, L)
+
+    names = ("RAW_BY_MODE", "WHOLE_WINDOW", "LEAST_BY_ROWS")
+    checked = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(inflight_module._DegreePart, "least_times", counted)
+        for budget in _budgets(by_cand)[:5]:
+            rng.shuffle(keys)
+            got = {}
+            for mixed in (False, True):
+                memo = Memo(problem, options)
+                for key in keys:
+                    for name in names:
+                        mp.setattr(inflight_module, name, mixed and rng.random() < 0.5)
+                    cand = by_cand[key][0]
+                    got[(key, mixed)] = _inflight_bounded(memo, budget, Bounded(
+                        cand, 0.0, memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep,
+                                                     cand.cp, cand.dist), REFINED))
+            for key in keys:
+                assert got[(key, True)] == got[(key, False)], (key, budget, got[(key, True)], got[(key, False)])
+                best = _least(by_cand[key][1], budget)
+                if best is not None:
+                    assert got[(key, True)] is not None and got[(key, True)] <= best * (1 + REL)
+                    checked += 1
+    assert checked > 0 and 1 in asked and 2 in asked, sorted(set(asked))
