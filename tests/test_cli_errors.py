@@ -341,7 +341,7 @@ def corrupted(draw, which: str):
     return data
 
 
-@settings(max_examples=draws(50), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=draws(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(which=st.sampled_from(["cluster", "model"]), data=st.data())
 def test_corrupted_specs_exit_2_with_one_line(which, data):
     spec = data.draw(corrupted(which))

@@ -70,12 +70,19 @@ def _least_ratio(problem, options) -> float:
     time, and cost per iteration when minimizing cost). At least 1 (less 1e-9 for rounding) when the bound is valid."""
     memo = Memo(problem, options)
     least = float("inf")
+    unlimited: dict = {}  # the bound under no limit is the candidate's own: taken once per candidate and objective
     for cand, (plan, est) in _plans(problem, options):
         terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
         for budget in _budgets(est):
             assert not budget_violations(plan, est, budget)
-            got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
-                            memo.calls)
+            key = (cand, budget.objective) if budget == Budget(objective=budget.objective) else None
+            if key in unlimited:
+                got = unlimited[key]
+            else:
+                got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
+                                memo.calls)
+                if key is not None:
+                    unlimited[key] = got
             assert got.feasible, (plan, budget)
             if got.iteration_s == 0.0:  # not applicable (several layer kinds): the bound given is returned as is
                 continue

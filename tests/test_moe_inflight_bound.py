@@ -73,13 +73,20 @@ def _least_ratio(problem: Problem, options: SpaceOptions) -> dict[bool, float]:
     whether the plan's ep is above 1. Each ratio is at least 1 (less 1e-9) when the bound is valid."""
     memo = Memo(problem, options)
     least = {False: float("inf"), True: float("inf")}
+    unlimited: dict = {}  # the bound under no limit is the candidate's own: taken once per candidate and objective
     for cand, plan, est in _moe_plans(problem, options):
         terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, 1)
         split = cand.ep > 1
         for budget in _budgets(est):
             assert not budget_violations(plan, est, budget)
-            got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
-                            memo.calls)
+            key = (cand, budget.objective) if budget == Budget(objective=budget.objective) else None
+            if key in unlimited:
+                got = unlimited[key]
+            else:
+                got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
+                                memo.calls)
+                if key is not None:
+                    unlimited[key] = got
             assert got.feasible, (plan, budget)
             least[split] = min(least[split], est.iteration_time_s / got.iteration_s)
             if budget.objective == "cost":

@@ -52,7 +52,7 @@ def test_sequence_parallel_changes_memory_not_time():
                                                                                                  2, 1, r)
 
 
-@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_with_sequence_parallelism_equals_brute_force(case):
     problem, options, objective, kind, factor = case

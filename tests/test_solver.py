@@ -153,7 +153,7 @@ def assert_backends_equal_brute_force(problem, budget, options):
     return truth
 
 
-@settings(max_examples=draws(60), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(30), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
@@ -307,7 +307,7 @@ def mixed_instances(draw):
     return problem, options, draw(st.sampled_from(["cost", "time"])), draw(st.floats(1.0, 1.5))
 
 
-@settings(max_examples=draws(30), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(15), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances())
 def test_heterogeneous_optimum_equals_brute_force(case):
     problem, options, objective, factor = case
@@ -329,7 +329,7 @@ def test_heterogeneous_optimum_equals_brute_force(case):
                 name, got.plan, truth.plan)
 
 
-@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(6), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.sampled_from([1e-12, 1e-9, 1e-7]))
 def test_a_deadline_a_hair_below_the_cheapest_plan_excludes_it(case, hair):
     """pareto's next limit sits one part in 10^6 below the last frontier plan: with BUDGET_REL that plan overshoots
@@ -349,7 +349,7 @@ def test_a_deadline_a_hair_below_the_cheapest_plan_excludes_it(case, hair):
             assert math.isclose(got.objective_value, truth.objective_value, rel_tol=REL), (name, got.plan, truth.plan)
 
 
-@settings(max_examples=draws(16), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(8), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(mixed_instances(), st.floats(1.0, 1.6))
 def test_a_window_above_a_tighter_optimum_gives_the_same_optimum(case, step):
     """A cost sweep solves each deadline with the plans within the previous, tighter deadline left out
@@ -518,17 +518,18 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
     return compared
 
 
-@settings(max_examples=draws(25), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(12), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(instances(), mixed_instances()))
 def test_candidate_bounds_lie_below_every_plan(case):
     """The outer loop skips a candidate on its bound alone, so every bound must hold for every plan (bounds.py)."""
+    problem, options = case[:2]
+    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)  # before _budget's brute force
     if len(case) == 5:
         problem, options, objective, kind, factor = case
         budget = _budget(problem, options, objective, kind, factor)
     else:
         problem, options, objective, factor = case
         budget = Budget(objective=objective)
-    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     event(f"plans compared: {'0' if not _check_bounds_below_every_plan(problem, options, budget) else '> 0'}")
 
 

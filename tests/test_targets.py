@@ -31,7 +31,7 @@ def _restricted(problem, options: SpaceOptions, which: str) -> SpaceOptions:
     return replace(options, uniform_recompute=True, node_type_order=tuple(reversed(names)), same_gpus_per_node=True)
 
 
-@settings(max_examples=draws(20), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@settings(max_examples=draws(10), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances(), st.sampled_from(["uniform", "fasop-like"]))
 def test_restricted_optimum_equals_brute_force_and_backends_agree(case, which):
     """One recomputation mode for every stage (and, fasop-like, a fixed node order and one GPU count per node): the

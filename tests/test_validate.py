@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,16 @@ def priced(run_id: str, group: str, measured: float | None, predicted: float, oo
     run = Run(run_id=run_id, group=group, source="", model="m", cluster="c", global_batch_size=1, plan=PLAN,
               measured_s=measured, oom=oom, precision=None)
     return Priced(run=run, predicted_s=predicted, fits=fits, peak_memory_share=0.5)
+
+
+def _optsearch(*args: str, check: bool = False) -> subprocess.CompletedProcess:
+    """`optsearch ARGS` through main() in this process (test_cli_errors.run_cli), which spares each command the CLI's
+    start-up as a process (about 1 s of CPU); returned as a CompletedProcess; check: the exit code is 0."""
+    from test_cli_errors import run_cli
+
+    run = run_cli(*args)
+    assert not check or run.code == 0, (args, run.code, run.stderr)
+    return subprocess.CompletedProcess(["optsearch", *args], run.code, run.stdout, run.stderr)
 
 
 def test_spearman_by_hand():
@@ -83,8 +92,7 @@ def test_pricing_errors_name_the_file_and_row(tmp_path):
 
 
 def test_validate_cli_on_the_fasop_run():
-    out = subprocess.run([sys.executable, "-m", "optsearch", "validate", str(ROOT / "bench/validation/fasop-a10.csv"),
-                          "--json"], capture_output=True, text=True, check=True).stdout
+    out = _optsearch("validate", str(ROOT / "bench/validation/fasop-a10.csv"), "--json", check=True).stdout
     data = json.loads(out)
     (row,) = data["runs"]
     assert row["measured_iteration_s"] == 1.40 and row["predicted_fits"]
@@ -103,10 +111,8 @@ def test_megatron_table1_set_prices_within_10_percent():
 def test_calibrate_accepts_a_runs_csv(tmp_path):
     """calibrate --runs: one timed run, one shared compute factor; the calibrated estimate meets the measurement."""
     out = tmp_path / "cal.csv"
-    done = subprocess.run([sys.executable, "-m", "optsearch", "calibrate", "--model", "gpt2-xl", "--cluster",
-                           "fasop-a10", "--global-batch-size", "64", "--runs",
-                           str(ROOT / "bench/validation/fasop-a10.csv"), "--out", str(out), "--json"],
-                          capture_output=True, text=True)
+    done = _optsearch("calibrate", "--model", "gpt2-xl", "--cluster", "fasop-a10", "--global-batch-size", "64",
+                      "--runs", str(ROOT / "bench/validation/fasop-a10.csv"), "--out", str(out), "--json")
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert out.is_file()
@@ -182,8 +188,7 @@ def test_validate_cli_takes_several_sets():
     """`optsearch validate bench/validation/*.csv`: every row of every set is priced, groups kept apart."""
     sets = sorted((Path(__file__).resolve().parent.parent / "bench" / "validation").glob("*.csv"))
     assert len(sets) >= 2
-    done = subprocess.run([sys.executable, "-m", "optsearch", "validate", *map(str, sets), "--json"],
-                          capture_output=True, text=True, check=True)
+    done = _optsearch("validate", *map(str, sets), "--json", check=True)
     data = json.loads(done.stdout)
     assert len(data["runs"]) == sum(len(load_runs(p)) for p in sets)
     assert {"fasop-a10", "megatron-1t"} <= set(data["metrics"]["groups"])
@@ -191,8 +196,7 @@ def test_validate_cli_takes_several_sets():
 
 def test_the_table_columns_line_up_with_long_run_ids():
     """AMP's run ids (up to 35 characters) overflowed a 28-character column and shifted every column after it."""
-    done = subprocess.run([sys.executable, "-m", "optsearch", "validate", str(ROOT / "bench/validation/amp-g4dn.csv")],
-                          capture_output=True, text=True, timeout=120)
+    done = _optsearch("validate", str(ROOT / "bench/validation/amp-g4dn.csv"))
     assert done.returncode == 0, done.stderr
     table = done.stdout.split("\n\n")[0].splitlines()
     assert len(table) == 52 and len({len(line) for line in table}) == 1, table[:3]
