@@ -48,6 +48,7 @@ from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
 from optsearch.errors import ConsistencyError, OptsearchError, ProfileError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
+from optsearch.formulation import heuristic as _heuristic  # its PARAM_SPLIT switch (Memo.quick_plans' key)
 from optsearch.formulation.linear import Backend, Lin, Solution
 from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
@@ -326,8 +327,8 @@ class Memo:
 
     def plan_of(self, sk: Skeleton, seq: tuple[int, ...]) -> tuple[Plan, Estimate] | None:
         """The plan the heuristic makes of a node-type sequence (positional bound), priced; None when it has none."""
-        if sk.cand.v > 1:  # the heuristic splits layers without the multiple-of-v rule
-            return None
+        if sk.cand.v > 1:  # at v = 1 only: the positional bound prices its sequences' plans there (a v > 1 skeleton's
+            return None  # patterns hold multiples of v, so its splits would be Megatron's too; not tried: round 16)
         key = (sk.cand.key, seq)
         if key not in self.sequences:
             found = self.runnable(plan_of(sk, seq))
@@ -340,9 +341,11 @@ class Memo:
         (model.stage_patterns), so the heuristic's split honours Megatron's rule."""
         if sk.cand.v > 1 and not INTERLEAVED_QUICK:
             return []
-        if sk.cand.key not in self.quick:
-            self.quick[sk.cand.key] = [found for plan in quick_plans(sk) if (found := self.runnable(plan))]
-        return self.quick[sk.cand.key]
+        # at v > 1 the plans depend on heuristic.PARAM_SPLIT too (a switch only tests flip; audit8 round 16)
+        key = sk.cand.key if sk.cand.v == 1 else (sk.cand.key, _heuristic.PARAM_SPLIT)
+        if key not in self.quick:
+            self.quick[key] = [found for plan in quick_plans(sk) if (found := self.runnable(plan))]
+        return self.quick[key]
 
 
 def _best_meeting(budget: Budget, plans: list[tuple[Plan, Estimate]]) -> Priced | None:

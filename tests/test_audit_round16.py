@@ -310,3 +310,22 @@ def test_the_inflight_bound_stays_when_inflight3s_switches_flip_between_calls_of
                     assert got[(key, True)] is not None and got[(key, True)] <= best * (1 + REL)
                     checked += 1
     assert checked > 0 and 1 in asked and 2 in asked, sorted(set(asked))
+
+
+def test_a_memos_quick_plans_of_interleaved_candidates_follow_the_split_switch(monkeypatch):
+    """Memo.quick_plans keeps a v > 1 candidate's plans by key with heuristic.PARAM_SPLIT (audit8's note: keyed by
+    the candidate alone, a memo gave the plans of the switch it first saw)."""
+    problem, options = _gpt_tight_interleaved()
+    memo = Memo(problem, options)
+    listed, _ = solver_module._candidates(memo, Budget(objective="time"), 0.0, DEFAULT)
+    differ = 0
+    for item in (x for x in listed if x.cand.v > 1):
+        on = memo.quick_plans(memo.skeleton(item.cand))
+        monkeypatch.setattr(heuristic, "PARAM_SPLIT", False)
+        again = [plan for plan, _ in memo.quick_plans(memo.skeleton(item.cand))]
+        fresh_memo = Memo(problem, options)
+        fresh = [plan for plan, _ in fresh_memo.quick_plans(fresh_memo.skeleton(item.cand))]
+        monkeypatch.setattr(heuristic, "PARAM_SPLIT", True)
+        assert again == fresh, item.cand.key
+        differ += len(on) != len(fresh)
+    assert differ > 0  # the instance has candidates whose plans the switch changes
