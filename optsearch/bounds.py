@@ -1657,17 +1657,10 @@ def _fastest_pipelines(d: DegreeTerms, L: int, pps: np.ndarray, ok: np.ndarray) 
 def _greedy_sums(values: np.ndarray, slots: tuple[int, ...], pps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """[K, P] `_best_slots`(values[k], slots, pps[p], largest=False) for every row of values [K, G] and every pp,
     and whether pp slots exist: each row's types in the order of a stable ascending sort (as `sorted`), the same
-    products and sums in the same order (a type past the last one taken adds a 0 product, which changes no sum)."""
-    order = np.argsort(values, axis=1, kind="stable")
-    vs = np.take_along_axis(values, order, axis=1)
-    ss = np.asarray(slots, dtype=np.int64)[order]
-    left = np.broadcast_to(pps[None, :], (len(values), len(pps))).astype(np.int64)
-    total = np.zeros(left.shape)
-    for j in range(values.shape[1]):
-        take = np.minimum(left, ss[:, j:j + 1])
-        total = total + take * vs[:, j:j + 1]
-        left = left - take
-    return total, left == 0
+    products and sums in the same order (a type past the last one taken adds a 0 product, which changes no sum):
+    `_best_slots_many` with every row's slots the same."""
+    return _best_slots_many(values, np.broadcast_to(np.asarray(slots, dtype=np.int64), values.shape), pps,
+                            largest=False)
 
 
 def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarray) -> np.ndarray:
