@@ -287,6 +287,24 @@ def run_checks(checks: dict, args, problem, options, seed: int, totals: dict) ->
                               "trace": traceback.format_exc()[-1500:]}), flush=True)
 
 
+def sweep(checks: dict, args, seeds, instance, keep, totals: dict, began: float) -> int:
+    """The sweep of rounds 13 to 16: instance(seed) (None: no more), those keep(problem, options) lets through, each
+    checked by run_checks until --max-seconds of CPU; then the totals line. Returns the exit code (0)."""
+    for seed in seeds:
+        if real_time.process_time() - began > args.max_seconds:
+            break
+        drawn = instance(seed)
+        if drawn is None:
+            break
+        problem, options = drawn
+        if not keep(problem, options):
+            continue
+        totals["instances"] += 1
+        run_checks(checks, args, problem, options, seed, totals)
+    print_totals(args, totals, began)
+    return 0
+
+
 def print_totals(args, totals: dict, began: float) -> None:
     """The sweep's last line: its arguments, the counts of every check and its CPU seconds."""
     print(json.dumps({"kind": args.kind, "seeds": args.seeds, "checks": args.checks, **totals,
@@ -306,16 +324,8 @@ def main() -> int:
     began = real_time.process_time()
     seeds = range(int(lo), int(hi or lo) + 1)
     drawn = hypinter_cases(seeds[-1] + 1, args.kind == "hypinter-off") if args.kind.startswith("hypinter") else None
-    for seed in seeds:
-        if real_time.process_time() - began > args.max_seconds:
-            break
-        problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
-        if not small(problem, options):
-            continue
-        totals["instances"] += 1
-        run_checks(CHECKS, args, problem, options, seed, totals)
-    print_totals(args, totals, began)
-    return 0
+    return sweep(CHECKS, args, seeds, lambda seed: drawn[seed] if drawn is not None else KINDS[args.kind](seed),
+                 small, totals, began)
 
 
 if __name__ == "__main__":

@@ -349,21 +349,16 @@ def main() -> int:
         drawn = audit_round13.hypinter_cases(seeds[-1] + 1, args.kind == "hypinter-off")
     elif args.kind == "hyptight":
         drawn = hyptight_cases(seeds[-1] + 1)
-    for seed in seeds:
-        if real_time.process_time() - began > args.max_seconds:
-            break
+
+    def instance(seed):
         if drawn is not None and seed >= len(drawn):
-            break
+            return None
         if args.kind == "tall":
-            problem, options = tall_instance(seed)
-        else:
-            problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
-        if args.kind != "tall" and not small(problem, options):
-            continue
-        totals["instances"] += 1
-        audit_round13.run_checks(CHECKS, args, problem, options, seed, totals)
-    audit_round13.print_totals(args, totals, began)
-    return 0
+            return tall_instance(seed)
+        return drawn[seed] if drawn is not None else KINDS[args.kind](seed)
+
+    return audit_round13.sweep(CHECKS, args, seeds, instance,
+                               (lambda p, o: True) if args.kind == "tall" else small, totals, began)
 
 
 if __name__ == "__main__":

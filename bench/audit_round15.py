@@ -316,18 +316,10 @@ def main() -> int:
         drawn = moe_cases(seeds[-1] + 1)
     elif args.kind == "moe1":
         drawn = moe_one_kind_cases(seeds[-1] + 1)
-    for seed in seeds:
-        if real_time.process_time() - began > args.max_seconds:
-            break
-        if drawn is not None and seed >= len(drawn):
-            break
-        problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
-        if not small(problem, options):
-            continue
-        totals["instances"] += 1
-        audit_round13.run_checks(CHECKS, args, problem, options, seed, totals)
-    audit_round13.print_totals(args, totals, began)
-    return 0
+    return audit_round13.sweep(
+        CHECKS, args, seeds,
+        lambda seed: None if drawn is not None and seed >= len(drawn) else drawn[seed] if drawn is not None
+        else KINDS[args.kind](seed), small, totals, began)
 
 
 if __name__ == "__main__":

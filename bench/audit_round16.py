@@ -451,18 +451,10 @@ def main() -> int:
         drawn = audit_round15.moe_one_kind_cases(seeds[-1] + 1)
     elif args.kind == "moe1-v":  # the one-kind mixture-of-experts draws with v = 1, 2 (interleaved expert layers)
         drawn = [(p, replace(o, virtual_stages=(1, 2))) for p, o in audit_round15.moe_one_kind_cases(seeds[-1] + 1)]
-    for seed in seeds:
-        if real_time.process_time() - began > args.max_seconds:
-            break
-        if drawn is not None and seed >= len(drawn):
-            break
-        problem, options = drawn[seed] if drawn is not None else KINDS[args.kind](seed)
-        if not small(problem, options):
-            continue
-        totals["instances"] += 1
-        audit_round13.run_checks(CHECKS, args, problem, options, seed, totals)
-    audit_round13.print_totals(args, totals, began)
-    return 0
+    return audit_round13.sweep(
+        CHECKS, args, seeds,
+        lambda seed: None if drawn is not None and seed >= len(drawn) else drawn[seed] if drawn is not None
+        else KINDS[args.kind](seed), small, totals, began)
 
 
 if __name__ == "__main__":
