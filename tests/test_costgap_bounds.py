@@ -70,6 +70,15 @@ def _price_weighted_s(problem, est) -> float:
                for s in est.stages)
 
 
+def _cost_bounds(problem, memo, d, cand, budget):
+    """The candidate's cheap, aggregate refined (composition limit 0) and in-flight bounds under the budget."""
+    cheap = candidate_bound(problem, d, cand.pp, budget, refined=False)
+    with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
+        aggregate = candidate_bound(problem, d, cand.pp, budget, refined=True)
+    return cheap, aggregate, sharpened(problem, memo.inflight, d, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
+                                       memo.calls)
+
+
 def _least_ratios(problem, options, only_pp: int | None = None) -> dict[str, float]:
     """The least (plan value / bound) over every plan of every v = 1 candidate, per bound, with no budget and with
     the deadline at the plan's own time (cost per iteration; the sends and the price-weighted work directly). At
@@ -78,6 +87,7 @@ def _least_ratios(problem, options, only_pp: int | None = None) -> dict[str, flo
     least = {"sends": np.inf, "weighted": np.inf, "cheap": np.inf, "cheap_array": np.inf, "aggregate": np.inf,
              "inflight": np.inf}
     L = problem.model.num_layers
+    own: dict = {}
     for cand, (plan, est) in _plans(problem, options):
         if only_pp is not None and cand.pp != only_pp:
             continue
@@ -90,17 +100,17 @@ def _least_ratios(problem, options, only_pp: int | None = None) -> dict[str, flo
             for i, s in enumerate(est.stages):
                 sends = sum(interleaved_send_counts(pp, i, 1))
                 least["sends"] = min(least["sends"], s.p2p_s / (sends * e[names.index(s.node_type)]))
-        weighted = float(_weighted_with_sends(d, L, np.array([pp]))[0])
+        if cand not in own:  # what depends on the candidate alone (no budget): taken once per candidate
+            own[cand] = (float(_weighted_with_sends(d, L, np.array([pp]))[0]),
+                         float(cheap_bounds(problem, d, np.array([pp]))[3][0]),
+                         _cost_bounds(problem, memo, d, cand, Budget(objective="cost")))
+        weighted, arr, free = own[cand]
         if weighted > 0:
             least["weighted"] = min(least["weighted"], _price_weighted_s(problem, est) / weighted)
-        _, _, _, arr = cheap_bounds(problem, d, np.array([pp]))
-        least["cheap_array"] = min(least["cheap_array"], per_iteration / float(arr[0]))
+        least["cheap_array"] = min(least["cheap_array"], per_iteration / arr)
         for budget in (Budget(objective="cost"), Budget(objective="cost", max_time_s=est.training_time_s)):
             assert not budget_violations(plan, est, budget)
-            cheap = candidate_bound(problem, d, pp, budget, refined=False)
-            with mock.patch.object(bounds_module, "MAX_COMPOSITIONS", 0):
-                aggregate = candidate_bound(problem, d, pp, budget, refined=True)
-            got = sharpened(problem, memo.inflight, d, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls)
+            cheap, aggregate, got = free if budget.max_time_s is None else _cost_bounds(problem, memo, d, cand, budget)
             for name, bound in (("cheap", cheap), ("aggregate", aggregate), ("inflight", got)):
                 assert bound.feasible, (name, plan, budget)
                 if bound.cost_per_iteration_usd > 0:

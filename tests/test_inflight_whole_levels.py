@@ -46,16 +46,17 @@ def _least_time_ratio(problem, options, strength: float = 1.0) -> tuple[float, f
     1e-9) when the bound is valid; strength multiplies the levels' floor (a check that the test can fail)."""
     memo = Memo(problem, options)
     least, overlapped, raised = float("inf"), float("inf"), 0
-    unlimited: dict = {}  # the bounds under no limit are the candidate's own: taken once per candidate
+    kept: dict = {}  # a candidate's bounds under one budget: taken once (no limit, or a rent limit plans share)
     for cand, (plan, est) in _plans(problem, options, as_searched=True):
         terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
         for budget in _budgets(est):
             if budget.objective != "time":
                 continue
             assert not budget_violations(plan, est, budget)
-            key = cand if budget == Budget(objective="time") else None
-            if key in unlimited:
-                got, walked = unlimited[key]
+            key = (cand, budget.objective, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour,
+                   budget.max_gpus)
+            if key in kept:
+                got, walked = kept[key]
             else:
                 got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
                                 memo.calls)
@@ -64,8 +65,7 @@ def _least_time_ratio(problem, options, strength: float = 1.0) -> tuple[float, f
                 if tab is not None and tab.whole_per_layer is not None and budget.max_cost_usd is None:
                     walked = inflight.inflight_bound(replace(tab, whole_per_layer=None), problem.iterations, "time",
                                                      budget.max_time_s, None, budget.max_usd_per_hour)
-                if key is not None:
-                    unlimited[key] = got, walked
+                kept[key] = got, walked
             assert got.feasible, (plan, budget)
             if got.iteration_s == 0.0:  # several layer kinds: not applicable
                 continue

@@ -73,20 +73,18 @@ def _least_ratio(problem: Problem, options: SpaceOptions) -> dict[bool, float]:
     whether the plan's ep is above 1. Each ratio is at least 1 (less 1e-9) when the bound is valid."""
     memo = Memo(problem, options)
     least = {False: float("inf"), True: float("inf")}
-    unlimited: dict = {}  # the bound under no limit is the candidate's own: taken once per candidate and objective
+    kept: dict = {}  # a candidate's bound under one budget: taken once (no limit, or a rent limit plans share)
     for cand, plan, est in _moe_plans(problem, options):
         terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, 1)
         split = cand.ep > 1
         for budget in _budgets(est):
             assert not budget_violations(plan, est, budget)
-            key = (cand, budget.objective) if budget == Budget(objective=budget.objective) else None
-            if key in unlimited:
-                got = unlimited[key]
-            else:
-                got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
-                                memo.calls)
-                if key is not None:
-                    unlimited[key] = got
+            key = (cand, budget.objective, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour,
+                   budget.max_gpus)
+            if key not in kept:
+                kept[key] = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
+                                      memo.calls)
+            got = kept[key]
             assert got.feasible, (plan, budget)
             least[split] = min(least[split], est.iteration_time_s / got.iteration_s)
             if budget.objective == "cost":

@@ -73,11 +73,19 @@ def _least_floor_ratio(problem, options) -> tuple[float, int]:
     plans = [(c, p, 1) for c, p in _plans(problem, options)]
     if any(v > 1 for v in options.virtual_stages):
         plans += [(c, p, c.v) for c, p in _interleaved_plans(problem, options)]
+    floor = {}  # a floor depends on the candidate (and the plan's composition) only: priced once per key
+
+    def floor_of(cand, v, counts=None):
+        key = (cand, v, counts)
+        if key not in floor:
+            d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+            floor[key] = least_slowest_stage_s(d, L, np.array([cand.pp]),
+                                               None if counts is None else np.array([counts]), v=v)[0]
+        return floor[key]
+
     for cand, (plan, est), v in plans:
-        d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
         slowest = max(s.time_s for s in est.stages)
-        floors = [least_slowest_stage_s(d, L, np.array([cand.pp]), v=v)[0],
-                  least_slowest_stage_s(d, L, np.array([cand.pp]), np.array([_counts(plan, cand.uses)]), v=v)[0]]
+        floors = [floor_of(cand, v), floor_of(cand, v, _counts(plan, cand.uses))]
         least = min(least, min(slowest / (f) for f in floors))
         n += 1
     return least, n
@@ -145,14 +153,21 @@ def test_the_bounds_with_the_floor_lie_below_every_plan(case, objective):
     _check_bounds_below_every_plan(problem, replace(options, context_parallel_sizes=(1,), virtual_stages=(1,)),
                                    budget)
     memo = Memo(problem, options)
+    bound = {}  # a candidate's bound does not depend on the plan: computed once per candidate
     for cand, (plan, est) in _plans(problem, options):
-        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
-        got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls)
+        if cand not in bound:
+            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+            bound[cand] = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
+                                    memo.calls)
+        got = bound[cand]
         assert got.feasible and got.iteration_s <= est.iteration_time_s * (1 + 1e-9), (plan, got)
     if any(v > 1 for v in options.virtual_stages):
+        bound = {}
         for cand, (plan, est) in _interleaved_plans(problem, options):
-            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses)
-            got = _inflight_bounded(memo, budget, Bounded(cand, 0.0, terms))
+            if cand not in bound:
+                terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses)
+                bound[cand] = _inflight_bounded(memo, budget, Bounded(cand, 0.0, terms))
+            got = bound[cand]
             value = est.training_time_s if objective == "time" else est.cost_usd
             assert got is not None and got <= value * (1 + 1e-9), (plan, got)
 
