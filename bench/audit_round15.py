@@ -307,19 +307,19 @@ def main() -> int:
     totals = audit_round14.Totals(instances=0, failures=0)
     began = real_time.process_time()
     seeds = range(int(lo), int(hi or lo) + 1)
-    drawn = None
-    if args.kind.startswith("hypinter"):
-        drawn = audit_round13.hypinter_cases(seeds[-1] + 1, args.kind == "hypinter-off")
-    elif args.kind == "hyptight":
-        drawn = audit_round14.hyptight_cases(seeds[-1] + 1)
-    elif args.kind == "moe":
-        drawn = moe_cases(seeds[-1] + 1)
-    elif args.kind == "moe1":
-        drawn = moe_one_kind_cases(seeds[-1] + 1)
-    return audit_round13.sweep(
-        CHECKS, args, seeds,
-        lambda seed: None if drawn is not None and seed >= len(drawn) else drawn[seed] if drawn is not None
-        else KINDS[args.kind](seed), small, totals, began)
+    return audit_round13.sweep(CHECKS, args, seeds, seeded_instances(args.kind, seeds, KINDS), small, totals, began)
+
+
+def seeded_instances(kind: str, seeds: range, kinds: dict):
+    """The sweep's instance(seed) for a kind: the drawn lists of the hypothesis-like kinds (hypinter, hypinter-off,
+    hyptight, moe, moe1; None past their end), else kinds[kind](seed). Shared by rounds 15 and 16's sweeps."""
+    n = seeds[-1] + 1
+    drawn = (audit_round13.hypinter_cases(n, kind == "hypinter-off") if kind.startswith("hypinter")
+             else audit_round14.hyptight_cases(n) if kind == "hyptight" else moe_cases(n) if kind == "moe"
+             else moe_one_kind_cases(n) if kind == "moe1" else None)
+    if drawn is None:
+        return kinds[kind]
+    return lambda seed: drawn[seed] if seed < len(drawn) else None
 
 
 if __name__ == "__main__":

@@ -440,21 +440,15 @@ def main() -> int:
     totals = audit_round14.Totals(instances=0, failures=0)
     began = real_time.process_time()
     seeds = range(int(lo), int(hi or lo) + 1)
-    drawn = None
-    if args.kind.startswith("hypinter"):
-        drawn = audit_round13.hypinter_cases(seeds[-1] + 1, args.kind == "hypinter-off")
-    elif args.kind == "hyptight":
-        drawn = audit_round14.hyptight_cases(seeds[-1] + 1)
-    elif args.kind == "moe":
-        drawn = audit_round15.moe_cases(seeds[-1] + 1)
-    elif args.kind == "moe1":
-        drawn = audit_round15.moe_one_kind_cases(seeds[-1] + 1)
-    elif args.kind == "moe1-v":  # the one-kind mixture-of-experts draws with v = 1, 2 (interleaved expert layers)
-        drawn = [(p, replace(o, virtual_stages=(1, 2))) for p, o in audit_round15.moe_one_kind_cases(seeds[-1] + 1)]
-    return audit_round13.sweep(
-        CHECKS, args, seeds,
-        lambda seed: None if drawn is not None and seed >= len(drawn) else drawn[seed] if drawn is not None
-        else KINDS[args.kind](seed), small, totals, began)
+    if args.kind == "moe1-v":  # the one-kind mixture-of-experts draws with v = 1, 2 (interleaved expert layers)
+        moe1 = audit_round15.seeded_instances("moe1", seeds, KINDS)
+
+        def instance(seed):
+            drawn = moe1(seed)
+            return None if drawn is None else (drawn[0], replace(drawn[1], virtual_stages=(1, 2)))
+    else:
+        instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
+    return audit_round13.sweep(CHECKS, args, seeds, instance, small, totals, began)
 
 
 if __name__ == "__main__":
