@@ -11,8 +11,9 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from draws import draws
+from priced import solve_exhaustive
 
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import (
     SpaceOptions, dp_candidates, in_search_space, micro_batch_candidates, node_uses, tp_candidates,
 )
