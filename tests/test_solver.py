@@ -154,11 +154,20 @@ def assert_backends_equal_brute_force(problem, budget, options):
     return truth
 
 
+# The draws of the test below hold at most this many plans (MAX_PLANS elsewhere). Its draws between 1,200 and 2,500
+# plans are about 8 % of its draws but half of its brute force's plans (a few draws at 1-2 s of CPU each moved the
+# test by 10-15 s between runs); below the cap it still draws three kinds at three or four stages, memory-tight
+# GPUs and every budget kind. Both backends against brute force on these instances() up to MAX_PLANS:
+# test_overlap_solve.py::test_optimum_with_the_overlap_equals_brute_force_and_backends_agree and
+# test_context_parallel.py::test_optimum_with_cp_and_distributed_optimizer_equals_brute_force (round 17, trim3).
+MAX_DRAW_PLANS = 1200
+
+
 @settings(max_examples=draws(30), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(instances())
 def test_optimum_equals_brute_force_and_backends_agree(case):
     problem, options, objective, kind, factor = case
-    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
+    assume(count_plans(problem, Budget(), options, limit=MAX_DRAW_PLANS) <= MAX_DRAW_PLANS)
     budget = _budget(problem, options, objective, kind, factor)
     truth = assert_backends_equal_brute_force(problem, budget, options)
     event(f"brute force: {truth.status}")
