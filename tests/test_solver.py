@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from draws import draws
-from priced import solve_exhaustive
+from priced import least_recompute, solve_exhaustive
 
 from optsearch.baselines.exhaustive import count_plans
 from optsearch.candidates import (
@@ -43,10 +43,10 @@ def usable_degrees(problem, options):
 
 def plans_as_searched(problem, options, tp, mbs, dp, uses, pp):
     """(plan, estimate) of every type sequence and layer split of the candidate (tp, mbs, dp, uses, pp), each at its
-    least recomputation (exhaustive._least_recompute; None skipped) and with the distributed optimizer and
-    --overlap-grad-reduce as the search sets them (costmodel.distributed_optimizer_on, overlap_grad_reduce_on):
-    the plans the bound tests compare every bound with."""
-    from optsearch.baselines.exhaustive import _least_recompute, partitions, type_sequences
+    least recomputation (exhaustive._least_recompute, priced once per instance by priced.least_recompute; None
+    skipped) and with the distributed optimizer and --overlap-grad-reduce as the search sets them
+    (costmodel.distributed_optimizer_on, overlap_grad_reduce_on): the plans the bound tests compare every bound with."""
+    from optsearch.baselines.exhaustive import partitions, type_sequences
     from optsearch.costmodel import distributed_optimizer_on, overlap_grad_reduce_on
     from optsearch.plan import Plan, Stage
 
@@ -56,7 +56,7 @@ def plans_as_searched(problem, options, tp, mbs, dp, uses, pp):
                         stages=tuple(Stage(node_type=t, num_layers=n) for t, n in zip(types, parts)),
                         distributed_optimizer=distributed_optimizer_on(problem.job, dp),
                         overlap_grad_reduce=overlap_grad_reduce_on(problem, dp))
-            found = _least_recompute(problem, plan, options)
+            found = least_recompute(problem, plan, options)
             if found is not None:
                 yield found
 
