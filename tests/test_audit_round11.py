@@ -22,7 +22,7 @@ from dataclasses import replace
 
 import pytest
 
-from optsearch.baselines.exhaustive import solve_exhaustive
+from priced import solve_exhaustive
 from optsearch.costmodel import estimate, overlap_param_gather_settings, param_gather_chain_gain_s
 from optsearch.search import BUDGET_REL, budget_violations, objective_value
 from optsearch.spec.budget import Budget

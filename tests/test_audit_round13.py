@@ -14,7 +14,7 @@ import time as real_time
 import pytest
 
 from optsearch import solver as solver_module
-from optsearch.baselines.exhaustive import solve_exhaustive
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import estimate
 from optsearch.search import budget_violations, objective_value

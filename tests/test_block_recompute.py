@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from draws import draws
 
 from optsearch import costmodel as cm
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.errors import SpecError
 from optsearch.megatron import plan_from_megatron_args, recompute_args

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from draws import draws
 
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.bounds import CandidateBound, degree_terms
 from optsearch.candidates import SpaceOptions
 from optsearch.inflight import least_embedding_allreduce_s, sharpened

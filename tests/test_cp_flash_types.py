@@ -15,7 +15,8 @@ import math
 from dataclasses import replace
 
 import pytest
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.plan import Plan, Stage
 from optsearch.problem import build_problem, with_flash_attention

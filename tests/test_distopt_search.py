@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from draws import draws
 
 from optsearch import megatron
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import distributed_optimizer_settings, estimate
 from optsearch.formulation.model import Candidate, candidate_plan

@@ -16,7 +16,8 @@ from dataclasses import replace
 import pytest
 
 from optsearch.baselines.dp import partition_layers, published_lacks, solve_dp, stage_time_tables
-from optsearch.baselines.exhaustive import partitions, solve_exhaustive
+from optsearch.baselines.exhaustive import partitions
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import distributed_optimizer_on, estimate
 from optsearch.plan import Plan, Stage

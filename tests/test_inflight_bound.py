@@ -11,8 +11,9 @@ from dataclasses import replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from draws import draws
+from priced import least_recompute
 
-from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
+from optsearch.baselines.exhaustive import count_plans, partitions, type_sequences
 from optsearch.bounds import CandidateBound, degree_terms
 from optsearch.candidates import (
     SpaceOptions, context_parallel_candidates, dp_candidates, micro_batch_candidates, node_uses, tp_candidates,
@@ -51,7 +52,7 @@ def _plans(problem, options, as_searched: bool = False):
                                 if as_searched:
                                     plan = replace(plan, distributed_optimizer=distributed_optimizer_on(problem.job, dp, cp),
                                                    overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp))
-                                priced = _least_recompute(problem, plan, options)
+                                priced = least_recompute(problem, plan, options)
                                 if priced is not None:
                                     yield cand, priced
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 import pytest
 
 from optsearch import solver as solver_module
-from optsearch.baselines.exhaustive import solve_exhaustive
+from priced import solve_exhaustive
 from optsearch.solver import ALL, DEFAULT, OFF, Memo, _candidates, _with_off, solve
 from optsearch.spec.budget import Budget
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from optsearch import megatron, whatif
-from optsearch.baselines.exhaustive import solve_exhaustive
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import estimate, overlap_grad_reduce_on
 from optsearch.plan import Plan, Stage

@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from draws import draws
 
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, node_uses
 from optsearch.costmodel import (
     WEIGHT_BYTES_PER_PARAM, estimate, gradient_bytes, gradient_sync_s, overlap_bucket_count,

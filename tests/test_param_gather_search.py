@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from draws import draws
 
 from optsearch import megatron
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import (
     estimate, overlap_param_gather_on, param_gather_delay_main_s, param_gather_delay_s,

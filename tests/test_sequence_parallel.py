@@ -12,7 +12,8 @@ from draws import draws
 from pytest import approx
 
 import optsearch.costmodel as cm
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.megatron import launch_files
 from optsearch.plan import Plan, parse_balance
 from optsearch.problem import build_problem

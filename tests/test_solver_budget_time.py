@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from hypothesis import HealthCheck, event, given, settings
 from draws import draws
+from priced import least_recompute
 
 from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
 from optsearch.bounds import degree_terms, interleaving_factor
@@ -36,7 +37,7 @@ def _interleaved_plans(problem, options):
                     for chunks in partitions(problem.model.num_layers // v, pp):
                         plan = Plan(tp=tp, dp=dp, micro_batch_size=mbs, virtual_stages=v, stages=tuple(
                             Stage(node_type=t, num_layers=v * n) for t, n in zip(types, chunks)))
-                        priced = _least_recompute(problem, plan, options)
+                        priced = least_recompute(problem, plan, options)
                         if priced is not None:
                             yield cand, priced
 

@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from draws import draws
 
-from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, solve_exhaustive, type_sequences
+from optsearch.baselines.exhaustive import _least_recompute, count_plans, partitions, type_sequences
+from priced import solve_exhaustive
 from optsearch.candidates import SpaceOptions, dp_candidates, micro_batch_candidates, node_uses, tp_candidates
 from optsearch.formulation.linear import Solution
 from optsearch.formulation.milp import PulpCbc

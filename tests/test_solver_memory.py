@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 from draws import draws
 
-from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.baselines.exhaustive import count_plans
+from priced import solve_exhaustive
 from optsearch.bounds import degree_terms, max_layers_per_stage
 from optsearch.candidates import SpaceOptions
 from optsearch.costmodel import estimate

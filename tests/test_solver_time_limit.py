@@ -93,7 +93,7 @@ def test_the_first_plan_only_search_returns_a_plan_that_meets_the_budget():
 def test_a_budget_search_seeded_by_the_other_objective_equals_brute_force(solver):
     """Time under a cost budget on a T5-like model (no quick plans): the seed search for cost runs first and its
     plan is the first incumbent; the answer must still equal brute force."""
-    from optsearch.baselines.exhaustive import solve_exhaustive
+    from priced import solve_exhaustive
 
     from test_solver_certificate import _two_kinds
 
