@@ -19,7 +19,9 @@ per ask (the solver's path); the pp asked of each degree in one call (`degree_ro
 several pp of one degree as rows of one array, pp per row; needs perfect foresight); every pp of each degree asked;
 and two lookahead policies (from a degree's F-th ask, the pp asked and the next W - 1 listed pp above it, as a
 degree-level cache would do). Also how many distinct degrees 64 consecutive asks (with compositions) touch, and
-that every batched bound equals the one-call bound bit for bit.
+that every batched bound equals the one-call bound bit for bit. Where the tree has bounds.LIVE_GROUPS (round 17),
+the asks and the asked degrees' refined tables (`refined_tables`, every pp) again with it off and on, three times
+each, interleaved.
 """
 
 from __future__ import annotations
@@ -219,7 +221,23 @@ def _replay(problem, asks: list, most: int) -> dict:
     rows_asked = sum(len(B._compositions(d, pp, B.MAX_COMPOSITIONS) or ()) for d, pp in asks)
     rows_every = sum(len(B._compositions(d, pp, B.MAX_COMPOSITIONS) or ()) for d, _ in by.values()
                      for pp in range(1, most + 1))
-    return {"asks": len(asks), "degrees": len(by), "rows_asked": rows_asked, "rows_every_pp": rows_every,
+    live = {}
+    if hasattr(B, "LIVE_GROUPS"):  # round 17: the asks and the asked degrees' refined tables, the switch off / on
+        was = B.LIVE_GROUPS
+        for _ in range(3):
+            for flag in (False, True):
+                B.LIVE_GROUPS = flag
+                t = time.process_time()
+                for d, pp in asks:
+                    B.composition_bounds(problem, d, pp)
+                t_asks = time.process_time() - t
+                t = time.process_time()
+                for d, _ in by.values():
+                    B.refined_tables(problem, d, most, every_pp=True)
+                live.setdefault(f"live_groups_{int(flag)}_asks_tables_s", []).append(
+                    [round(t_asks, 3), round(time.process_time() - t, 3)])
+        B.LIVE_GROUPS = was
+    return {**live, "asks": len(asks), "degrees": len(by), "rows_asked": rows_asked, "rows_every_pp": rows_every,
             "per_ask_s": round(per_ask, 3), "asked_pp_per_degree_s": round(per_degree, 3),
             "every_pp_per_degree_s": round(every_pp, 3), "from_3rd_ask_next_8_s": policy(3, 8),
             "from_2nd_ask_next_16_s": policy(2, 16), "equal": equal,
