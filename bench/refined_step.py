@@ -20,8 +20,8 @@ several pp of one degree as rows of one array, pp per row; needs perfect foresig
 and two lookahead policies (from a degree's F-th ask, the pp asked and the next W - 1 listed pp above it, as a
 degree-level cache would do). Also how many distinct degrees 64 consecutive asks (with compositions) touch, and
 that every batched bound equals the one-call bound bit for bit. Where the tree has bounds.LIVE_GROUPS (round 17),
-the asks and the asked degrees' refined tables (`refined_tables`, every pp) again with it off and on, three times
-each, interleaved.
+the asks and the asked degrees' refined tables (`refined_tables`, every pp) again with it off and on, alternated
+per chunk of 50 asks (20 degrees), four rounds: CPU seconds per round.
 """
 
 from __future__ import annotations
@@ -222,21 +222,24 @@ def _replay(problem, asks: list, most: int) -> dict:
     rows_every = sum(len(B._compositions(d, pp, B.MAX_COMPOSITIONS) or ()) for d, _ in by.values()
                      for pp in range(1, most + 1))
     live = {}
-    if hasattr(B, "LIVE_GROUPS"):  # round 17: the asks and the asked degrees' refined tables, the switch off / on
-        was = B.LIVE_GROUPS
-        for _ in range(3):
-            for flag in (False, True):
-                B.LIVE_GROUPS = flag
-                t = time.process_time()
-                for d, pp in asks:
-                    B.composition_bounds(problem, d, pp)
-                t_asks = time.process_time() - t
-                t = time.process_time()
-                for d, _ in by.values():
-                    B.refined_tables(problem, d, most, every_pp=True)
-                live.setdefault(f"live_groups_{int(flag)}_asks_tables_s", []).append(
-                    [round(t_asks, 3), round(time.process_time() - t, 3)])
+    if hasattr(B, "LIVE_GROUPS"):  # round 17: the asks and the asked degrees' refined tables, the switch off / on,
+        was = B.LIVE_GROUPS  # alternated per chunk of 50 asks (20 degrees), in turn first, 4 rounds (load drifts)
+        spent = {False: [0.0, 0.0], True: [0.0, 0.0]}
+        degrees = [d for d, _ in by.values()]
+        for r in range(4):
+            for part, items, size in ((0, asks, 50), (1, degrees, 20)):
+                for i in range(0, len(items), size):
+                    for flag in ((False, True) if (r + i // size) % 2 == 0 else (True, False)):
+                        B.LIVE_GROUPS = flag
+                        t = time.process_time()
+                        for item in items[i:i + size]:
+                            if part == 0:
+                                B.composition_bounds(problem, *item)
+                            else:
+                                B.refined_tables(problem, item, most, every_pp=True)
+                        spent[flag][part] += time.process_time() - t
         B.LIVE_GROUPS = was
+        live = {f"live_groups_{int(flag)}_asks_tables_s": [round(v / 4, 3) for v in spent[flag]] for flag in spent}
     return {**live, "asks": len(asks), "degrees": len(by), "rows_asked": rows_asked, "rows_every_pp": rows_every,
             "per_ask_s": round(per_ask, 3), "asked_pp_per_degree_s": round(per_degree, 3),
             "every_pp_per_degree_s": round(every_pp, 3), "from_3rd_ask_next_8_s": policy(3, 8),
