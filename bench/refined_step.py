@@ -7,8 +7,9 @@ bench/proof_rows.py's instance and solve on the CPU clock (the solver's clock re
 `solver.LOOP_TIMES` (each loop step's CPU seconds and count, by the level it started at) and light timers (CPU
 seconds and calls, outermost call only) around the refined step's parts: `Memo.refined_bound`,
 `Memo.aggregate_first`, `Memo.refined_tables`, and the composition bounds as the solver calls them
-(`composition_bounds`, `bounds_of_compositions`, `bound_over_compositions`, `degree_floors`, ...). The timers are on the functions the solver module calls, so the
-same script times both trees. Prints one JSON record. Diagnosis only.
+(`composition_bounds`, `bounds_of_compositions`, `bound_over_compositions`, `degree_floors`, ...). The timers are
+on the functions the solver module calls, so the same script times both trees. Prints one JSON record. Diagnosis
+only.
 
     python bench/refined_step.py ... --replay        # also: what batching the composition bounds could win
 
