@@ -56,7 +56,8 @@ def _check(monkeypatch, problem, options) -> int:
 
 
 @settings(max_examples=draws(8), derandomize=True, database=None, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.function_scoped_fixture])
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
+                                 HealthCheck.function_scoped_fixture])
 @given(st.one_of(instances(), tight_instances()), st.booleans())
 def test_live_groups_give_the_same_bounds_on_random_instances(monkeypatch, case, overlap):
     problem, options = case[0], case[1]
