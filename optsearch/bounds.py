@@ -1163,6 +1163,8 @@ def _pipelines_at_once(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np
         ends_left = ends_left - light
         groups.append((d.step_min_s[g], caps[g], send_min, light))
         groups.append((d.step_min_s[g], caps[g], 2 * send_min if pp > 1 else np.zeros(C), n - light))
+    if LIVE_GROUPS:  # a group with no stage in any row adds exact zeros to every sum below, and only inf marks
+        groups = [group for group in groups if group[3].any()]
     sends_total = np.zeros(C)
     for _, _, e, c in groups:
         sends_total = sends_total + np.where(c > 0, e * c, 0.0)
@@ -1190,6 +1192,14 @@ def _pipelines_at_once(d: DegreeTerms, pp: int, counts: np.ndarray, send_min: np
         stop = ~finite | ((d.m - 1) * M + least_sigma >= before)
     at = np.argmax(stop, axis=1)  # the last column is inf: a stop exists in every row
     return before[np.arange(C), at] * (1 - 1e-9)
+
+
+# _pipelines_at_once leaves out the groups (a type's end or middle stages) with no stage in any row (round 17,
+# compbatch; on Megatron 76B, mixed-pool-8k, 1.7 of 6 groups per call, and 7 of 58 marks per row). Exact: such a
+# group's sends add 0.0, its marks are inf columns (the walk stops at the first inf column, whose running minimum is
+# that of the finite columns; the explicit M = inf column stays), and in SIGMA its take is min(left, 0 x per) = 0.0,
+# which adds 0.0 to the sum and takes 0.0 from the layers left: the same floats.
+LIVE_GROUPS = True
 
 
 def bound_over_compositions(problem: Problem, comps: tuple[Composition, ...], budget=None,
