@@ -26,7 +26,6 @@ Prints one JSON line per failure and a summary."""
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import sys
 import time as real_time

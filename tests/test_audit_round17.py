@@ -38,6 +38,12 @@ def _answer(got):
 
 # ---- trim3: tests/priced.py ---------------------------------------------------------------------------------------
 
+@pytest.fixture(autouse=True)
+def _own_memo(monkeypatch):
+    """priced's memo is this module's own in each test: a patched model's prices never reach another test."""
+    monkeypatch.setattr(priced, "_kept", [])
+
+
 def _priced_instance():
     problem, options = KINDS["tight"](1)
     return problem, options, Budget(objective="cost")
