@@ -888,9 +888,10 @@ def _reshaped(problem: Problem, plan: Plan) -> list[Plan]:
     best plan (tp 2, cp 8, 65 stages of two layers on p5, $16.32M) stayed the incumbent, and the best known plan
     (tp 2, cp 4, 129 stages of one layer, $14.92M, within 0.04 % of the bound) came only where the seeds' time
     share stopped before that seed, from a worse start (the row's 0.04 % or 8.6 % at 10 s). The split plan (cp 4,
-    128 stages, one layer each) is dearer ($16.96M: its last stage, a layer and the head, is the slowest); the same with the head alone on
-    an empty last stage is that best plan: one plan priced, 0.08 s of CPU from that seed, where the plain climb made no
-    move. Incumbents only: each variant is priced by the cost model; no bound or proof reads it."""
+    128 stages, one layer each) is dearer ($16.96M: its last stage, a layer and the head, is the slowest); the same
+    with the head alone on an empty last stage is that best plan: one plan priced, 0.08 s of CPU from that seed,
+    where the plain climb made no move. Incumbents only: each variant is priced by the cost model; no bound or
+    proof reads it."""
     if plan.virtual_stages != 1:
         return []
     out = []
