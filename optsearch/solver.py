@@ -512,6 +512,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     best = start
     if until is not None and until(best):
         return best
+    deepest = memo.problem.model.num_layers + 1  # one layer a stage and an empty last stage (_climb's CLIMB_DEEPEST)
     plan = start[1]
     at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1, 0)
     # the keys this climb priced or whose refined bound ruled them out, each against a plan of its path: none can beat
@@ -561,6 +562,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
+        if CLIMB_DEEPEST and budget.objective == "cost":  # and the deepest pipelines: a layer a stage, empty ends
+            depths = sorted(set(depths) | {deepest, deepest + 1})
         near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
@@ -873,6 +876,7 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
 
 
 CLIMB_RESHAPE = True  # minimizing cost, _climb also tries the current plan reshaped (_reshaped; round 17, costbig)
+CLIMB_DEEPEST = True  # minimizing cost, _climb's neighbours also at pp = L + 1 and L + 2 (round 17, costbig)
 
 
 def _reshaped(problem: Problem, plan: Plan) -> list[Plan]:
