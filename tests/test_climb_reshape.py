@@ -117,3 +117,29 @@ def test_reshaped_plans_are_honest_and_answers_equal_brute_force(seed, monkeypat
     assert asked and got.status == truth.status == "optimal"
     assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-9)
     assert math.isclose(estimate(problem, got.plan).cost_usd, got.objective_value, rel_tol=1e-12)
+
+
+def test_the_310b_climb_reaches_the_deepest_pipeline(monkeypatch):
+    """Megatron 310B (96 layers) on mixed-pool-8k: from the plan its climb ended at on 3e0ad5b (tp 2, dp 2, cp 4,
+    20 stages, $3,188,655), the deepest pipeline's candidate (tp 1, cp 4, 98 stages: a layer a stage and both ends
+    empty, $3,093,782) is a neighbour (CLIMB_DEEPEST) and the climb moves to it; without it, it stays. The neighbours
+    are given as the list's own candidates (_LazyNeighbours), the deep one alone."""
+    from optsearch.cli.options import space_from_target
+    from optsearch.edits import edited_problem
+    from optsearch.targets import engine_problem
+
+    problem = engine_problem("megatron", edited_problem("megatron-310b", "mixed-pool-8k", []))
+    options = space_from_target("megatron", problem)
+    assert problem.model.num_layers == 96
+    memo = solver.Memo(problem, options)
+    budget = Budget(objective="cost")
+    neighbours = solver._LazyNeighbours(memo, budget)
+    deep = neighbours[(1, 1, 1, 98, 1, 4, 1, 0)]
+    start = solver._best_meeting(budget, memo.quick_plans(memo.skeleton(neighbours[(2, 2, 1, 20, 1, 4, 1, 0)].cand)))
+    assert 3.18e6 < start[0] < 3.19e6
+    end = solver._climb(memo, budget, [deep], start, None, wide=False)
+    assert end[0] < 3.094e6 and len(end[1].stages) == 98 and end[1].stages[0].num_layers == 0
+    assert math.isclose(estimate(problem, end[1]).cost_usd, end[0], rel_tol=1e-12)
+    assert in_search_space(problem, end[1], options)
+    monkeypatch.setattr(solver, "CLIMB_DEEPEST", False)
+    assert solver._climb(memo, budget, [deep], start, None, wide=False)[0] == start[0]
