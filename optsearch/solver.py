@@ -512,7 +512,6 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     best = start
     if until is not None and until(best):
         return best
-    deepest = memo.problem.model.num_layers + 1  # one layer a stage and an empty last stage (_climb's CLIMB_DEEPEST)
     plan = start[1]
     at = (plan.tp, plan.dp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp, 1, 0)
     # the keys this climb priced or whose refined bound ruled them out, each against a plan of its path: none can beat
@@ -562,8 +561,6 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
-        if CLIMB_DEEPEST and budget.objective == "cost":  # and the deepest pipelines: a layer a stage, empty ends
-            depths = sorted(set(depths) | {deepest, deepest + 1})
         near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
@@ -876,7 +873,6 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
 
 
 CLIMB_RESHAPE = True  # minimizing cost, _climb also tries the current plan reshaped (_reshaped; round 17, costbig)
-CLIMB_DEEPEST = True  # minimizing cost, _climb's neighbours also at pp = L + 1 and L + 2 (round 17, costbig)
 
 
 def _reshaped(problem: Problem, plan: Plan) -> list[Plan]:
@@ -929,6 +925,41 @@ def _with_degrees(problem: Problem, plan: Plan, tp: int, dp: int, cp: int, stage
                    overlap_param_gather=overlap_param_gather_on(problem, dp, cp, plan.virtual_stages, len(stages),
                                                                 dist),
                    ddp_average_in_collective=ddp_average_on(problem, dp, cp))
+
+
+DEEPEST_PLANS = True  # minimizing cost, after the climb: the quick plans of the deepest pipelines (round 17, costbig)
+DEEPEST_MOST = 8  # of those candidates, at most this many priced (in order of their bounds)
+
+
+def _deepest_plans(memo: Memo, budget: Budget, bounded: list[Bounded], deadline: float | None = None) -> Priced | None:
+    """The best quick plan, meeting the budget, of the deepest pipelines: for the first v = 1 degree (tp, dp, b, ep,
+    cp, optimizer setting) of each (cp, tp) in the list's order, its candidates at pp = L + 1 and L + 2 (a layer a
+    stage and one or both ends empty), at most DEEPEST_MOST of them in order of their bounds; None where none.
+
+    Why (round 17, costbig): minimizing cost, the cheap bound grows with pp, so the seeds (QUICK_SEEDS of each
+    (cp, tp) in bound order) are the shallow pipelines of each degree, and the climb moves pp by at most 2. On
+    Megatron 310B (96 layers), mixed-pool-8k, the best known plan is tp 1, cp 4, 98 stages (both ends empty,
+    $3,093,782), the 4th of these candidates (0.13 s of CPU); the climb ends at tp 2, dp 2, cp 4, 20 stages
+    ($3,188,655) and the loop reached 98 stages at 18.5 s of CPU (round 11). Taken beside the climb's end, never as
+    its start: as climb neighbours the deep plans led GPT-3 175B's climb to a worse end ($1,838,802 against
+    $1,795,082, both within the climb's share). Incumbents only: each plan is a quick plan of a listed candidate,
+    priced by the cost model and checked against the budget."""
+    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    depth = memo.problem.model.num_layers
+    firsts: dict[tuple[int, int], tuple[int, ...]] = {}
+    for item in bounded:
+        if item.cand.v == 1 and (item.cand.cp, item.cand.tp) not in firsts:
+            firsts[(item.cand.cp, item.cand.tp)] = item.cand.key
+    keys = sorted((deep for key in firsts.values() for pp in (depth + 1, depth + 2)
+                   if (deep := key[:3] + (pp,) + key[4:]) in by_key), key=lambda k: (by_key[k].lower_bound, k))
+    best = None
+    for key in keys[:DEEPEST_MOST]:
+        if _past(deadline):
+            break
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
 
 
 def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | None:
@@ -2133,6 +2164,9 @@ def solve(
                                      None if left is None else time.perf_counter() + DEEPER_SHARE * left)
         if deeper[0] < incumbent[0]:
             incumbent = (deeper[0], deeper[1], deeper[2], None)
+        if DEEPEST_PLANS and budget.objective == "cost" and (deep := _deepest_plans(memo, budget, bounded, deadline)
+                                                               ) is not None and deep[0] < incumbent[0]:
+            incumbent = (deep[0], deep[1], deep[2], None)  # cost under a deadline: beside the climbs' ends
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
@@ -2145,6 +2179,9 @@ def solve(
         better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
         if better[0] < incumbent[0]:
             incumbent = (better[0], better[1], better[2], None)
+        if DEEPEST_PLANS and budget.objective == "cost" and (deep := _deepest_plans(memo, budget, bounded, deadline)
+                                                               ) is not None and deep[0] < incumbent[0]:
+            incumbent = (deep[0], deep[1], deep[2], None)  # beside the climb's end (_deepest_plans)
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = unlisted

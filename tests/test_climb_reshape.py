@@ -119,11 +119,11 @@ def test_reshaped_plans_are_honest_and_answers_equal_brute_force(seed, monkeypat
     assert math.isclose(estimate(problem, got.plan).cost_usd, got.objective_value, rel_tol=1e-12)
 
 
-def test_the_310b_climb_reaches_the_deepest_pipeline(monkeypatch):
-    """Megatron 310B (96 layers) on mixed-pool-8k: from the plan its climb ended at on 3e0ad5b (tp 2, dp 2, cp 4,
-    20 stages, $3,188,655), the deepest pipeline's candidate (tp 1, cp 4, 98 stages: a layer a stage and both ends
-    empty, $3,093,782) is a neighbour (CLIMB_DEEPEST) and the climb moves to it; without it, it stays. The neighbours
-    are given as the list's own candidates (_LazyNeighbours), the deep one alone."""
+def test_the_deepest_plans_of_310b(monkeypatch):
+    """Megatron 310B (96 layers) on mixed-pool-8k: the deepest pipelines' quick plans (_deepest_plans) hold its best
+    known plan (tp 1, cp 4, 98 stages, a layer a stage and both ends empty, $3,093,782), below the plan the climb
+    ended at on 3e0ad5b ($3,188,655); every plan priced is a quick plan of a listed candidate at pp 97 or 98; under a
+    deadline below that plan's time none of them is returned that breaks it."""
     from optsearch.cli.options import space_from_target
     from optsearch.edits import edited_problem
     from optsearch.targets import engine_problem
@@ -134,12 +134,24 @@ def test_the_310b_climb_reaches_the_deepest_pipeline(monkeypatch):
     memo = solver.Memo(problem, options)
     budget = Budget(objective="cost")
     neighbours = solver._LazyNeighbours(memo, budget)
-    deep = neighbours[(1, 1, 1, 98, 1, 4, 1, 0)]
-    start = solver._best_meeting(budget, memo.quick_plans(memo.skeleton(neighbours[(2, 2, 1, 20, 1, 4, 1, 0)].cand)))
-    assert 3.18e6 < start[0] < 3.19e6
-    end = solver._climb(memo, budget, [deep], start, None, wide=False)
-    assert end[0] < 3.094e6 and len(end[1].stages) == 98 and end[1].stages[0].num_layers == 0
-    assert math.isclose(estimate(problem, end[1]).cost_usd, end[0], rel_tol=1e-12)
-    assert in_search_space(problem, end[1], options)
-    monkeypatch.setattr(solver, "CLIMB_DEEPEST", False)
-    assert solver._climb(memo, budget, [deep], start, None, wide=False)[0] == start[0]
+    # first v = 1 degrees of (cp 4, tp 1) and (cp 2, tp 1), and deep candidates of those degrees (not (1, 2, 1, 97))
+    bounded = [neighbours[key] for key in ((1, 1, 1, 96, 1, 4, 1, 0), (1, 2, 1, 96, 1, 2, 1, 0),
+                                           (1, 1, 1, 97, 1, 4, 1, 0), (1, 1, 1, 98, 1, 4, 1, 0),
+                                           (1, 2, 1, 98, 1, 2, 1, 0))]
+    asked = []
+    real = solver.Memo.quick_plans
+    monkeypatch.setattr(solver.Memo, "quick_plans", lambda self, sk: asked.append(sk.cand.key) or real(self, sk))
+    got = solver._deepest_plans(memo, budget, bounded)
+    assert got is not None and got[0] < 3.094e6 and len(got[1].stages) == 98
+    assert got[1].stages[0].num_layers == 0 == got[1].stages[-1].num_layers
+    assert math.isclose(estimate(problem, got[1]).cost_usd, got[0], rel_tol=1e-12)
+    assert in_search_space(problem, got[1], options)
+    assert sorted(asked) == [(1, 1, 1, 97, 1, 4, 1, 0), (1, 1, 1, 98, 1, 4, 1, 0), (1, 2, 1, 98, 1, 2, 1, 0)]
+    monkeypatch.setattr(solver, "DEEPEST_MOST", 1)  # in order of their bounds: the first only
+    asked.clear()
+    solver._deepest_plans(memo, budget, bounded)
+    assert len(asked) == 1
+    tight = Budget(objective="cost", max_time_s=0.999 * got[2].training_time_s)
+    monkeypatch.setattr(solver, "DEEPEST_MOST", 8)
+    other = solver._deepest_plans(memo, tight, bounded)
+    assert other is None or other[2].training_time_s <= tight.max_time_s
