@@ -942,8 +942,10 @@ def _deepest_plans(memo: Memo, budget: Budget, bounded: list[Bounded], deadline:
     $3,093,782), the 4th of these candidates (0.13 s of CPU); the climb ends at tp 2, dp 2, cp 4, 20 stages
     ($3,188,655) and the loop reached 98 stages at 18.5 s of CPU (round 11). Taken beside the climb's end, never as
     its start: as climb neighbours the deep plans led GPT-3 175B's climb to a worse end ($1,838,802 against
-    $1,795,082, both within the climb's share). Incumbents only: each plan is a quick plan of a listed candidate,
-    priced by the cost model and checked against the budget."""
+    $1,795,082, both within the climb's share). Not after a cost-under-deadline search's climbs: there the eight
+    deep candidates' quick plans took 0.7-1.0 s of CPU between the climbs and the loop on GPT-3 175B and Megatron 310B
+    8k cost<=D and gave nothing. Incumbents only: each plan is a quick plan of a listed candidate, priced by the
+    cost model and checked against the budget."""
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     depth = memo.problem.model.num_layers
     firsts: dict[tuple[int, int], tuple[int, ...]] = {}
@@ -2164,9 +2166,6 @@ def solve(
                                      None if left is None else time.perf_counter() + DEEPER_SHARE * left)
         if deeper[0] < incumbent[0]:
             incumbent = (deeper[0], deeper[1], deeper[2], None)
-        if DEEPEST_PLANS and budget.objective == "cost" and (deep := _deepest_plans(memo, budget, bounded, deadline)
-                                                               ) is not None and deep[0] < incumbent[0]:
-            incumbent = (deep[0], deep[1], deep[2], None)  # cost under a deadline: beside the climbs' ends
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
