@@ -544,7 +544,10 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 path.append(best[1])
         tp, dp, b, pp, ep, cp, _, _ = at
         moved = None
-        for variant in _rescaled(memo.problem, best[1]):  # the current plan itself on more (or fewer) replicas
+        variants = _rescaled(memo.problem, best[1])  # the current plan itself on more (or fewer) replicas
+        if CLIMB_RESHAPE and budget.objective == "cost":  # and deeper on fewer GPUs a stage, or shallower on more
+            variants += _reshaped(memo.problem, best[1])
+        for variant in variants:
             if deadline is not None and time.perf_counter() > deadline:
                 return cut()
             own = _best_meeting(budget, [found] if (found := memo.runnable(variant)) else [])
@@ -867,6 +870,98 @@ def _rescaled(problem: Problem, plan: Plan) -> list[Plan]:
                                                                             plan.pp, dist),
                                ddp_average_in_collective=ddp_average_on(problem, dp, plan.cp)))
     return out
+
+
+CLIMB_RESHAPE = True  # minimizing cost, _climb also tries the current plan reshaped (_reshaped; round 17, costbig)
+
+
+def _reshaped(problem: Problem, plan: Plan) -> list[Plan]:
+    """The same node types and GPUs in a pipeline twice as deep or half as deep: every stage of n >= 2 layers split
+    into two consecutive stages of the same type and mode (n - n // 2 and n // 2 layers; a stage of one layer or
+    none stays whole) on half the GPUs a stage (cp, dp or tp halved, in that order), also with an empty last stage
+    added (the head alone); and, where consecutive pairs of stages share their type and mode, each pair merged into
+    one stage on twice the GPUs (cp, dp or tp doubled; an empty last stage of an odd count kept as it is).
+    Where one leaves the search space, breaks node supply or does not fit, Memo.runnable drops it.
+
+    Why (round 17, costbig): minimizing cost, the climb from the seeds' plan moves pp by at most 2, and a seed of
+    half the best plan's depth on twice its GPUs is a local optimum there: Megatron 1T on mixed-pool-8k, its seeds'
+    best plan (tp 2, cp 8, 65 stages of two layers on p5, $16.32M) stayed the incumbent, and the best known plan
+    (tp 2, cp 4, 129 stages of one layer, $14.92M, within 0.04 % of the bound) came only where the seeds' time
+    share stopped before that seed, from a worse start (the row's 0.04 % or 8.6 % at 10 s). The split plan (cp 4,
+    128 stages, one layer each) is dearer ($16.96M: its last stage, a layer and the head, is the slowest); the same
+    with the head alone on an empty last stage is that best plan: one plan priced, 0.08 s of CPU from that seed,
+    where the plain climb made no move. Incumbents only: each variant is priced by the cost model; no bound or
+    proof reads it."""
+    if plan.virtual_stages != 1:
+        return []
+    out = []
+    halved = [(plan.tp, plan.dp, plan.cp // 2)] if plan.cp % 2 == 0 else []
+    halved += [(plan.tp, plan.dp // 2, plan.cp)] if plan.dp % 2 == 0 and (plan.dp // 2) % plan.ep == 0 else []
+    halved += [(plan.tp // 2, plan.dp, plan.cp)] if plan.tp % 2 == 0 else []
+    if halved and any(s.num_layers >= 2 for s in plan.stages):
+        split = tuple(part for s in plan.stages for part in (
+            (replace(s, num_layers=s.num_layers - s.num_layers // 2), replace(s, num_layers=s.num_layers // 2))
+            if s.num_layers >= 2 else (s,)))
+        shapes = [split]
+        if split[-1].num_layers > 0:  # and with the head alone on an empty last stage (the last layer's stage was
+            shapes.append(split + (replace(split[-1], num_layers=0),))  # the slowest: layer and head)
+        out += [_with_degrees(problem, plan, tp, dp, cp, stages) for tp, dp, cp in halved for stages in shapes]
+    body, tail = (plan.stages[:-1], plan.stages[-1:]) if (
+        len(plan.stages) % 2 == 1 and plan.stages[-1].num_layers == 0) else (plan.stages, ())
+    pairs = list(zip(body[0::2], body[1::2]))
+    if len(body) >= 2 and len(body) % 2 == 0 and all(
+            a.node_type == b.node_type and a.recompute == b.recompute for a, b in pairs):
+        merged = tuple(replace(a, num_layers=a.num_layers + b.num_layers) for a, b in pairs) + tail
+        out += [_with_degrees(problem, plan, tp, dp, cp, merged) for tp, dp, cp in (
+            (plan.tp, plan.dp, 2 * plan.cp), (plan.tp, 2 * plan.dp, plan.cp), (2 * plan.tp, plan.dp, plan.cp))]
+    return out
+
+
+def _with_degrees(problem: Problem, plan: Plan, tp: int, dp: int, cp: int, stages: tuple) -> Plan:
+    """The plan with these degrees and stages, and the settings the search derives from them (as _rescaled)."""
+    dist = distributed_optimizer_on(problem.job, dp, cp)
+    return replace(plan, tp=tp, dp=dp, cp=cp, stages=stages, distributed_optimizer=dist,
+                   overlap_grad_reduce=overlap_grad_reduce_on(problem, dp, cp, plan.virtual_stages),
+                   overlap_param_gather=overlap_param_gather_on(problem, dp, cp, plan.virtual_stages, len(stages),
+                                                                dist),
+                   ddp_average_in_collective=ddp_average_on(problem, dp, cp))
+
+
+DEEPEST_PLANS = True  # minimizing cost, after the climb: the quick plans of the deepest pipelines (round 17, costbig)
+DEEPEST_MOST = 8  # of those candidates, at most this many priced (in order of their bounds)
+
+
+def _deepest_plans(memo: Memo, budget: Budget, bounded: list[Bounded], deadline: float | None = None) -> Priced | None:
+    """The best quick plan, meeting the budget, of the deepest pipelines: for the first v = 1 degree (tp, dp, b, ep,
+    cp, optimizer setting) of each (cp, tp) in the list's order, its candidates at pp = L + 1 and L + 2 (a layer a
+    stage and one or both ends empty), at most DEEPEST_MOST of them in order of their bounds; None where none.
+
+    Why (round 17, costbig): minimizing cost, the cheap bound grows with pp, so the seeds (QUICK_SEEDS of each
+    (cp, tp) in bound order) are the shallow pipelines of each degree, and the climb moves pp by at most 2. On
+    Megatron 310B (96 layers), mixed-pool-8k, the best known plan is tp 1, cp 4, 98 stages (both ends empty,
+    $3,093,782), the 4th of these candidates (0.13 s of CPU); the climb ends at tp 2, dp 2, cp 4, 20 stages
+    ($3,188,655) and the loop reached 98 stages at 18.5 s of CPU (round 11). Taken beside the climb's end, never as
+    its start: as climb neighbours the deep plans led GPT-3 175B's climb to a worse end ($1,838,802 against
+    $1,795,082, both within the climb's share). Not after a cost-under-deadline search's climbs: there the eight
+    deep candidates' quick plans took 0.7-1.0 s of CPU between the climbs and the loop on GPT-3 175B and Megatron 310B
+    8k cost<=D and gave nothing. Incumbents only: each plan is a quick plan of a listed candidate, priced by the
+    cost model and checked against the budget."""
+    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    depth = memo.problem.model.num_layers
+    firsts: dict[tuple[int, int], tuple[int, ...]] = {}
+    for item in bounded:
+        if item.cand.v == 1 and (item.cand.cp, item.cand.tp) not in firsts:
+            firsts[(item.cand.cp, item.cand.tp)] = item.cand.key
+    keys = sorted((deep for key in firsts.values() for pp in (depth + 1, depth + 2)
+                   if (deep := key[:3] + (pp,) + key[4:]) in by_key), key=lambda k: (by_key[k].lower_bound, k))
+    best = None
+    for key in keys[:DEEPEST_MOST]:
+        if _past(deadline):
+            break
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
 
 
 def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | None:
@@ -2083,6 +2178,9 @@ def solve(
         better = _neighbour_search(memo, budget, bounded, incumbent[:3], share)
         if better[0] < incumbent[0]:
             incumbent = (better[0], better[1], better[2], None)
+        if DEEPEST_PLANS and budget.objective == "cost" and (deep := _deepest_plans(memo, budget, bounded, deadline)
+                                                               ) is not None and deep[0] < incumbent[0]:
+            incumbent = (deep[0], deep[1], deep[2], None)  # beside the climb's end (_deepest_plans)
     open_bound: float | None = None  # lowest bound left unproven by a timed-out sub-solve
     explored = 0
     stopped_early = unlisted
