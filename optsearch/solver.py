@@ -587,7 +587,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
-        if wide and LAYER_STEPS and budget_search:
+        if wide and LAYER_STEPS and _capped_quantity(budget) == "cost":  # minimizing time under a cost budget
             depths = sorted(set(depths) | set(_layer_step_depths(best[1])))
         near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
@@ -819,7 +819,7 @@ def _climb_depths(pp: int) -> list[int]:
     return sorted(set(range(pp - 2, pp + 3)) | {pp // 2, 2 * pp, 4 * pp})
 
 
-LAYER_STEPS = True  # a budget search's wide climb also tries the depths where the largest stage gains or loses a layer
+LAYER_STEPS = True  # time under B: the wide climb also tries the depths where the largest stage gains or loses a layer
 
 
 def _layer_step_depths(plan: Plan) -> list[int]:
@@ -941,7 +941,7 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
 
 SEEDS_REFINED = True  # a budget search's own seeds, a plan known: skip those whose refined bound reaches it (budgetb)
 SEED_AFTER_DESCENT_SHARE = 0.2  # time under B, the descent's plan known: the seed search's share of the time left
-PLAIN_CLIMBS_FIRST = True  # a budget search climbs plainly from every start, then wide from the best end (budgetb)
+PLAIN_CLIMBS_FIRST = True  # time under B: plain climbs from every start, then wide from the best end (budgetb)
 SEED_PART_AFTER_DESCENT = False  # the seed search's cp = 1, v = 1 part where the descent already gave a plan (budgetplans)
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
 EARLY_SEEDS_AFTER_LIST = True  # no cost or time cap: that share counted from when their list is built (firstplan)
@@ -1691,7 +1691,7 @@ SEED_RECHECK_LAST = True  # a first-plan-only search re-checks a backend's "infe
 
 
 def _seed_ruled_out(memo: Memo, budget: Budget, item: Bounded, incumbent: tuple | None) -> bool:
-    """Whether a budget search's own seed (solve's QUICK_SEEDS of each (cp, tp), v = 1) need not be priced
+    """Whether a time-under-B search's own seed (solve's QUICK_SEEDS of each (cp, tp), v = 1) need not be priced
     (SEEDS_REFINED): a plan is known (incumbent; None: no skip) and the seed's refined bound under the budget
     (_refined_at_least, the loop's own level, kept in the memo for it) reaches that plan's value or says no plan of
     the seed meets the budget, so none of its quick plans beats the plan.
@@ -1702,8 +1702,8 @@ def _seed_ruled_out(memo: Memo, budget: Budget, item: Bounded, incumbent: tuple 
     is loose their plans are the good starts (Llama-2 7B 8k: 157,419 s against the descent's 9.75M s; GPT-3 6.7B 3k:
     44,933 s against 1.39M s): those seeds' bounds lie below the plan, and they are priced as before. Incumbents
     only: no bound, pruning rule or answer depends on it."""
-    if not SEEDS_REFINED or incumbent is None or (budget.max_cost_usd is None and budget.max_time_s is None):
-        return False
+    if not SEEDS_REFINED or incumbent is None or _capped_quantity(budget) != "cost":
+        return False  # minimizing time under a cost budget only (cost under a deadline as before)
     return _refined_at_least(memo, budget, item, incumbent[0] * (1 - INCUMBENT_REL))
 
 
@@ -2142,12 +2142,13 @@ def solve(
             # that GPT-2 XL row): with no climb at all GPT-2 XL, time under B = $51,908, kept the own seeds' 456,185 s
             # where a climb from it reaches 86,429 s (budgetrows).
             starts = [incumbent]
-        if PLAIN_CLIMBS_FIRST:
+        plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
+        if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends)
             if got[0] < incumbent[0]:
                 incumbent = (got[0], got[1], got[2], None)
-        for n, begin in enumerate(starts if not PLAIN_CLIMBS_FIRST else ()):
+        for n, begin in enumerate(starts if not plain_first else ()):
             got = climbed(begin, 1.0 if n == 0 else 0.25)
             if got[0] < incumbent[0]:
                 incumbent = got
