@@ -144,6 +144,8 @@ def test_own_seeds_ruled_out_by_their_refined_bound(gpt2_large, monkeypatch):
             kept += 1
         assert not solver_module._seed_ruled_out(memo, budget, item, None)
         assert not solver_module._seed_ruled_out(memo, Budget(objective="time"), item, (0.0, None, None, None))
+        assert not solver_module._seed_ruled_out(  # cost under a deadline: as before
+            memo, Budget(objective="cost", max_time_s=1e9), item, (0.0, None, None, None))
     assert skipped > 0 and kept > 0
     monkeypatch.setattr(solver_module, "SEEDS_REFINED", False)
     assert not any(solver_module._seed_ruled_out(memo, budget, item, (value, None, None, None)) for item in seeds)
