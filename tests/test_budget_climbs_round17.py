@@ -183,4 +183,5 @@ def test_seed_search_share_after_the_descents_plan(gpt2_large, monkeypatch):
     monkeypatch.setattr(solver_module.time, "perf_counter", lambda: clock[0])
     with pytest.raises(_Stop):
         solver_module.solve(problem, budget, time_limit_s=10.0, options=options)
-    assert len(asked) == 1 and math.isclose(asked[0], solver_module.SEED_AFTER_DESCENT_SHARE * 8.0)
+    assert solver_module.SEED_AFTER_DESCENT_SHARE == 0.2
+    assert len(asked) == 1 and math.isclose(asked[0], 0.2 * 8.0)  # 3e0ad5b: 0.5 x 8 s
