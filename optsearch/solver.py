@@ -471,7 +471,7 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
                      ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
-    """A budget search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in turn,
+    """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in turn,
     then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
     what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
     later ones); the wide climb gets WIDE_SHARE x left. In all NEIGHBOUR_SHARE x left, what the first start alone
@@ -939,7 +939,7 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
                 skeletons=memo.skeletons, quick=memo.quick, candidates=memo.candidates)
 
 
-SEEDS_REFINED = True  # a budget search's own seeds, a plan known: skip those whose refined bound reaches it (budgetb)
+SEEDS_REFINED = True  # time under B, a plan known: the own seeds whose refined bound reaches it are skipped (budgetb)
 SEED_AFTER_DESCENT_SHARE = 0.2  # time under B, the descent's plan known: the seed search's share of the time left
 PLAIN_CLIMBS_FIRST = True  # time under B: plain climbs from every start, then wide from the best end (budgetb)
 SEED_PART_AFTER_DESCENT = False  # the seed search's cp = 1, v = 1 part where the descent already gave a plan (budgetplans)
