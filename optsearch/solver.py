@@ -471,8 +471,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
                      ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
-    """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in turn,
-    then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
+    """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in
+    turn, then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
     what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
     later ones); the wide climb gets WIDE_SHARE x left. In all NEIGHBOUR_SHARE x left, what the first start alone
     had before (each later start had a quarter of it more).
