@@ -469,6 +469,35 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
     return _climb(memo, budget, bounded, best, deadline, wide=True, ends=ends)  # from where the plain climb stopped
 
 
+def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
+                     ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
+    """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in
+    turn, then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
+    what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
+    later ones); the wide climb gets WIDE_SHARE x left. In all NEIGHBOUR_SHARE x left, what the first start alone
+    had before (each later start had a quarter of it more).
+
+    Why (round 17, budgetb): before, the first start (the seed search's plan) climbed plainly and then wide, and each
+    later start (the descent's plan) plainly and wide in a quarter of that share. On the large time<=B rows the first
+    start's wide climb ran its whole share (0.7-1.1 s of CPU at a 10 s limit) for nothing on Llama-2 70B 8k, Megatron
+    18B, 76B and 310B, while the later start's plain climb, which reaches the better plan (Llama-2 70B 8k: tp 2, dp 4,
+    cp 8, 21 stages, and on towards the optimum's 27; 18B 3k: the optimum), was cut by its quarter share. Incumbents
+    only: every plan is priced by the cost model and checked against the budget, as in _climb. left: the time left
+    (None: no limit)."""
+    best = None
+    plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
+    for n, begin in enumerate(starts):
+        deadline = None if plain_until is None else time.perf_counter() + max(
+            0.0, plain_until - time.perf_counter()) / (len(starts) - n)
+        got = _climb(memo, budget, bounded, begin, deadline, wide=False, ends=ends)
+        if best is None or got[0] < best[0]:
+            best = got
+    if best is None:
+        raise ValueError("_plain_then_wide needs a start")
+    return _climb(memo, budget, bounded, best, None if left is None else time.perf_counter() + WIDE_SHARE * left,
+                  wide=True, ends=ends)
+
+
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
            wide: bool, until: Callable[[Priced], bool] | None = None,
            ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
@@ -561,6 +590,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
+        if wide and LAYER_STEPS and _capped_quantity(budget) == "cost":  # minimizing time under a cost budget
+            depths = sorted(set(depths) | set(_layer_step_depths(best[1])))
         near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
@@ -791,6 +822,29 @@ def _climb_depths(pp: int) -> list[int]:
     return sorted(set(range(pp - 2, pp + 3)) | {pp // 2, 2 * pp, 4 * pp})
 
 
+LAYER_STEPS = True  # time under B: the wide climb also tries the depths where the largest stage gains or loses a layer
+
+
+def _layer_step_depths(plan: Plan) -> list[int]:
+    """The pipeline depths at which a plan's largest stage count (k layers) changes by one: ceil(L / (k - 1)), the
+    least depth whose stages can all hold at most k - 1 of the plan's L layers, and ceil(L / (k + 1)), the least that
+    needs k + 1 (the wide climb's extra depths under a budget, LAYER_STEPS).
+
+    Why (round 17, budgetb): a plan's iteration follows its slowest stage, which changes in steps of one layer. Between
+    the steps a deeper pipeline rents more GPUs for the same slowest stage: dearer and no faster. On Llama-2 70B
+    (80 layers), mixed-pool-8k, time under B = $5.65M, the climbs stop at tp 2, dp 4, cp 8, 21 stages of at most 4
+    layers (1,220,882 s): 22-26 stages still hold 4 layers somewhere and break B; the optimum is 27 stages of at most
+    3 (943,650 s, the same candidate's quick plan), which neither pp +- 2 nor the wide climb's x 2 / 2 reach; the loop
+    found it 4 s of CPU after it started. Incumbents only: the depths only choose which candidates' quick plans the
+    climb prices."""
+    total = sum(stage.num_layers for stage in plan.stages)
+    most = max(stage.num_layers for stage in plan.stages)
+    out = [-(-total // (most + 1))]
+    if most > 1:
+        out.append(-(-total // (most - 1)))
+    return out
+
+
 def _climb_plans(memo: Memo, budget: Budget, cand: Candidate) -> list[tuple[Plan, Estimate]]:
     """The plans _neighbour_search prices for a neighbouring (v = 1) candidate: its quick plans and, in a budget
     search, their interleaved variants (_interleaved, where the space has v > 1). Interleaving shortens the pipeline
@@ -980,6 +1034,9 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
                 skeletons=memo.skeletons, quick=memo.quick, candidates=memo.candidates)
 
 
+SEEDS_REFINED = True  # time under B, a plan known: the own seeds whose refined bound reaches it are skipped (budgetb)
+SEED_AFTER_DESCENT_SHARE = 0.2  # time under B, the descent's plan known: the seed search's share of the time left
+PLAIN_CLIMBS_FIRST = True  # time under B: plain climbs from every start, then wide from the best end (budgetb)
 SEED_PART_AFTER_DESCENT = False  # the seed search's cp = 1, v = 1 part where the descent already gave a plan (budgetplans)
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
 EARLY_SEEDS_AFTER_LIST = True  # no cost or time cap: that share counted from when their list is built (firstplan)
@@ -1728,6 +1785,23 @@ FIRST_PLAN_SEEDS = 400  # and at most this many candidates (without a limit too;
 SEED_RECHECK_LAST = True  # a first-plan-only search re-checks a backend's "infeasible" once nothing else is left
 
 
+def _seed_ruled_out(memo: Memo, budget: Budget, item: Bounded, incumbent: tuple | None) -> bool:
+    """Whether a time-under-B search's own seed (solve's QUICK_SEEDS of each (cp, tp), v = 1) need not be priced
+    (SEEDS_REFINED): a plan is known (incumbent; None: no skip) and the seed's refined bound under the budget
+    (_refined_at_least, the loop's own level, kept in the memo for it) reaches that plan's value or says no plan of
+    the seed meets the budget, so none of its quick plans beats the plan.
+
+    Why (round 17, budgetb): with a plan known the seeds are climb starts only, and minimizing time under a tight
+    cost budget the fastest candidates' quick plans break it: on the large time<=B rows (Megatron 310B, 1T, 18B,
+    76B, Llama-2 70B) the seeds met B nowhere and took SEED_SHARE of the limit (0.4-0.9 s of CPU at 10 s). Where B
+    is loose their plans are the good starts (Llama-2 7B 8k: 157,419 s against the descent's 9.75M s; GPT-3 6.7B 3k:
+    44,933 s against 1.39M s): those seeds' bounds lie below the plan, and they are priced as before. Incumbents
+    only: no bound, pruning rule or answer depends on it."""
+    if not SEEDS_REFINED or incumbent is None or _capped_quantity(budget) != "cost":
+        return False  # minimizing time under a cost budget only (cost under a deadline as before)
+    return _refined_at_least(memo, budget, item, incumbent[0] * (1 - INCUMBENT_REL))
+
+
 def _first_plan_seeds(bounded: list[Bounded]) -> list[Bounded]:
     """The seeds of a first-plan-only search (a budget search's seed search): the usual seeds first (the QUICK_SEEDS
     least bounded v = 1 candidates of each (cp, tp), in bound order), then every other v = 1 candidate, the next of
@@ -2013,7 +2087,9 @@ def solve(
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
             descent = incumbent = (found[0], found[1], found[2], None)
             seed_first_s = found_at - start
-        share = None if time_limit_s is None else 0.5 * max(0.0, time_limit_s - (time.perf_counter() - start))
+        share = None if time_limit_s is None else (
+            SEED_AFTER_DESCENT_SHARE if descent is not None and _capped_quantity(budget) == "cost" else 0.5
+        ) * max(0.0, time_limit_s - (time.perf_counter() - start))
         # With the descent's plan known, the seed search gives climb starts only, and its cp = 1, v = 1 part is
         # skipped (SEED_PART_AFTER_DESCENT; round 15, budgetplans: Megatron 1T, mixed-pool-8k, time under B, the
         # part's search took 1.4-1.5 s of CPU for no plan, and the loop that finds the 2.36M s plan came too late)
@@ -2091,6 +2167,8 @@ def solve(
             break  # with or without a plan: a budget search's seed search needs its share (issue 14)
         if (first_plan_only or off_pending) and incumbent is not None:
             break  # (off_pending: the seeds go on below, over the whole list, once the off candidates joined)
+        if _seed_ruled_out(memo, budget, item, incumbent if climb else None):
+            continue
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (incumbent is None or own[0] < incumbent[0]):
             seeded_s = time.perf_counter() - start if incumbent is None else seeded_s
@@ -2126,6 +2204,8 @@ def solve(
             if (deadline is not None and time.perf_counter() > deadline) or (
                     seeds_until is not None and time.perf_counter() > seeds_until):
                 break
+            if _seed_ruled_out(memo, budget, item, incumbent if climb else None):
+                continue
             own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
             if own is not None and own[0] < incumbent[0]:
                 incumbent = (own[0], own[1], own[2], None)
@@ -2157,7 +2237,13 @@ def solve(
             # that GPT-2 XL row): with no climb at all GPT-2 XL, time under B = $51,908, kept the own seeds' 456,185 s
             # where a climb from it reaches 86,429 s (budgetrows).
             starts = [incumbent]
-        for n, begin in enumerate(starts):
+        plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
+        if plain_first:
+            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends)
+            if got[0] < incumbent[0]:
+                incumbent = (got[0], got[1], got[2], None)
+        for n, begin in enumerate(starts if not plain_first else ()):
             got = climbed(begin, 1.0 if n == 0 else 0.25)
             if got[0] < incumbent[0]:
                 incumbent = got
