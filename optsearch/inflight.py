@@ -675,8 +675,9 @@ def _floor_rent(tab: InFlightTables) -> float:
 # round in one _least_rent_many call. A row's rent does not depend on the other rows of its call (_rent_at), so
 # every value, and so every walk, is the same bit for bit. On GPT-3 175B (mixed-pool-8k, cost) a walk asked about
 # 1.5 rent calls of about 4 rows each, some 40 numpy calls apiece on arrays of a few hundred elements.
-RENT_BATCH = 16  # candidates the solver's in-flight step bounds at once (solver._inflight_ahead); <= 1: one at a time
-BATCH_ROWS = 256  # rows of one _least_rent_many call (the [rows, g, g, i] arrays of _maximizing_kink stay small)
+RENT_BATCH = 32  # candidates the solver's in-flight step bounds at once (solver._inflight_ahead); <= 1: one at a time
+BATCH_ROWS = 256  # rows of one _least_rent_many call at most
+BATCH_ELEMENTS = 1 << 16  # and at most this many elements of its [rows, g, g, i] arrays (_maximizing_kink_many)
 
 
 def _asked(tab: InFlightTables, ix: np.ndarray):
@@ -729,7 +730,10 @@ def _drive_many(walks: list) -> list:
 
 
 def _rents_many(asks: list) -> None:
-    """Every ask's rents (tab, ix: R(M_j) at ix not computed yet; tab, None: R(inf)), BATCH_ROWS rows at a time."""
+    """Every ask's rents (tab, ix: R(M_j) at ix not computed yet; tab, None: R(inf)), in _least_rent_many calls of
+    asks with about as many positions (sorted by positions, then types: padding to the largest costs arithmetic),
+    each call at most BATCH_ROWS rows and BATCH_ELEMENTS elements of its [rows, g, g, i] arrays (one ask alone may
+    pass them)."""
     todo = []
     for tab, ix in asks:
         if ix is None:
@@ -738,11 +742,17 @@ def _rents_many(asks: list) -> None:
             ix = ix[np.isnan(tab.rent[ix])]
             if len(ix):
                 todo.append((tab, ix, tab.caps.at(ix)))
-    while todo:
-        part, rows = [], 0
-        while todo and (not part or rows + len(todo[0][2]) <= BATCH_ROWS):
-            part.append(todo.pop(0))
-            rows += len(part[-1][2])
+    todo.sort(key=lambda ask: ask[2].shape[:0:-1])  # (positions, types)
+    at = 0
+    while at < len(todo):
+        rows, types, stop = 0, 0, at
+        while stop < len(todo):
+            caps = todo[stop][2]
+            more, wider = rows + len(caps), max(types, caps.shape[1])
+            if stop > at and (more > BATCH_ROWS or more * wider * wider * caps.shape[2] > BATCH_ELEMENTS):
+                break
+            rows, types, stop = more, wider, stop + 1
+        part, at = todo[at:stop], stop
         for (tab, ix, _), rent in zip(part, _least_rent_many([(tab, caps) for tab, _, caps in part])):
             if ix is None:
                 tab.floor_rent = float(rent[0])

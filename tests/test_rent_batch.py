@@ -7,7 +7,8 @@
 - inflight.sharpened_many (the cost walks of many candidates side by side, _drive_many) gives sharpened's bounds and
   leaves the same rents in every table (the same rows asked, the same values), on random roomy and memory-tight
   instances (v = 1 and 2, with and without --overlap-grad-reduce, cost with and without a deadline, cutoffs none, at
-  and below the value) and on GPT-2 XL's deep candidates on mixed-pool-8k;
+  and below the value, the rent programmes' calls split small or not) and on GPT-2 XL's deep candidates on
+  mixed-pool-8k;
 - solver._inflight_ahead leaves the heap's pop order as it was, keeps sharpened's values, and a value kept under
   one cutoff is not taken under another; solves with inflight.RENT_BATCH 16 and 1 give the same answers and visit
   the same number of in-flight bounds on random instances, and batches of several candidates did run.
@@ -145,7 +146,8 @@ def test_the_walks_side_by_side_give_the_one_at_a_time_bounds(case, seed, overla
             cands += [(Candidate(tp=tp, dp=dp, micro_batch_size=mbs, pp=pp, uses=uses, v=v), d)
                       for pp in range(1, max_stages(problem, options) + 3)]
     pick = np.sort(rng.choice(len(cands), size=min(len(cands), 24), replace=False))  # a few dozen at most
-    COMPARED.append(_compare(problem, [cands[x] for x in pick], rng))
+    with mock.patch.object(inflight, "BATCH_ELEMENTS", 256 if seed % 2 else inflight.BATCH_ELEMENTS):  # small calls
+        COMPARED.append(_compare(problem, [cands[x] for x in pick], rng))
 
 
 def test_the_random_instances_compared_many_walks():
