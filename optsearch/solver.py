@@ -412,14 +412,15 @@ def _inflight_cutoffs(budget: Budget, slower_than_s: float, cutoff: float) -> tu
 
 
 AHEAD_KEPT = 1_024  # entries of Memo.inflight_ahead before it is emptied (one never asked again is dropped then)
+AHEAD_SCAN = 2  # _inflight_ahead looks at up to this many heap entries per candidate of its batch
 
 
 def _inflight_ahead(memo: Memo, budget: Budget, item: Bounded, heap: list, slower_than_s: float,
                     cutoff: float) -> None:
     """Minimizing cost, the in-flight bounds of `item` and of the next candidates of `heap` that reach the in-flight
-    step, up to inflight.RENT_BATCH in all, computed at once (inflight.sharpened_many: their rent walks side by side,
-    each rent programme over all of them; round 17, rentbatch) and kept in Memo.inflight_ahead with the cutoffs they
-    were computed under. The heap is left as it was (the entries popped are pushed back: the loop pops them in the
+    step (among its next AHEAD_SCAN x RENT_BATCH entries), up to inflight.RENT_BATCH in all, computed at once
+    (inflight.sharpened_many: their rent walks side by side, each rent programme over all of them; round 17,
+    rentbatch) and kept in Memo.inflight_ahead with the cutoffs they were computed under. The heap is left as it was (the entries popped are pushed back: the loop pops them in the
     same order), and _inflight_bounded takes a kept value only under the same budget and cutoffs, where it is
     sharpened's own value bit for bit; otherwise (a new incumbent meanwhile) it computes it again."""
     size = inflight_module.RENT_BATCH
@@ -427,7 +428,7 @@ def _inflight_ahead(memo: Memo, budget: Budget, item: Bounded, heap: list, slowe
         return
     cutoffs = _inflight_cutoffs(budget, slower_than_s, cutoff)
     popped, batch = [], [item]
-    while heap and len(batch) < size and len(popped) < 2 * size:
+    while heap and len(batch) < size and len(popped) < AHEAD_SCAN * size:
         popped.append(heapq.heappop(heap))
         other = popped[-1][3]
         if other.level == REFINED and not other.inflight and other.cand.key not in memo.inflight_ahead \
