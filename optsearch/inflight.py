@@ -671,8 +671,8 @@ def _floor_rent(tab: InFlightTables) -> float:
 # The cost walks (_plain_cost_walk, _cost_by_ends_walk) are generators: where a walk needs rents it has not got, it
 # yields (tab, ix) (R(M_j) at the intervals ix) or (tab, None) (R(inf)), and goes on once they are in tab.rent /
 # tab.floor_rent. _drive computes each ask at once, as _rent_at and _floor_rent always did (one candidate: the same
-# calls on the same rows as before); _drive_many runs many candidates' walks side by side and computes every ask of a
-# round in one _least_rent_many call. A row's rent does not depend on the other rows of its call (_rent_at), so
+# calls on the same rows as before); _drive_many runs many candidates' walks side by side and computes the asks of a
+# round together (_rents_many: _least_rent_many calls over many tables' rows). A row's rent does not depend on the other rows of its call (_rent_at), so
 # every value, and so every walk, is the same bit for bit. On GPT-3 175B (mixed-pool-8k, cost) a walk asked about
 # 1.5 rent calls of about 4 rows each, some 40 numpy calls apiece on arrays of a few hundred elements.
 RENT_BATCH = 32  # candidates the solver's in-flight step bounds at once (solver._inflight_ahead); <= 1: one at a time
@@ -780,7 +780,7 @@ def _least_rent_many(asks: list) -> list:
     middle = np.zeros((R, P), dtype=bool)
     price = np.zeros((R, G))
     L = np.empty(R, dtype=np.int64)
-    w = np.empty(R, dtype=np.int64)
+    w = np.empty(R)  # stage widths: whole numbers, exact as floats (the one-table path multiplies by them the same)
     npos = np.empty(R, dtype=np.int64)
     at = 0
     for (tab, c), size in zip(asks, sizes):
