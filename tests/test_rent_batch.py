@@ -10,7 +10,7 @@
   and below the value, the rent programmes' calls split small or not) and on GPT-2 XL's deep candidates on
   mixed-pool-8k;
 - solver._inflight_ahead leaves the heap's pop order as it was, keeps sharpened's values, and a value kept under
-  one cutoff is not taken under another; solves with inflight.RENT_BATCH 16 and 1 give the same answers and visit
+  one cutoff is not taken under another; solves with inflight.RENT_BATCH 32 and 1 give the same answers and visit
   the same number of in-flight bounds on random instances, and batches of several candidates did run.
 Every test fails on 3e0ad5b (the functions and the switch do not exist there)."""
 
@@ -228,7 +228,7 @@ def test_solves_with_and_without_the_batches_answer_alike(case):
         return real(problem, kept, asks, cache)
 
     answers = []
-    for size in (16, 1):
+    for size in (32, 1):
         with mock.patch.object(inflight, "RENT_BATCH", size), mock.patch.object(solver, "sharpened_many", counted):
             got = solver.solve(problem, Budget(objective="cost"), solver="cpsat", options=options)
         answers.append((got.status, got.objective_value, got.bound, got.plan, got.stats.get("inflight_bounded")))
