@@ -215,11 +215,12 @@ def test_the_bounds_computed_ahead_leave_the_heap_and_are_taken_only_under_their
 BATCHES: list[int] = []
 
 
-@settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(4), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(st.one_of(instances(), tight_instances()))
 def test_solves_with_and_without_the_batches_answer_alike(case):
     problem, options, *_ = case
+    assume(problem.model.num_layers >= 8)  # enough candidates reach the in-flight step together
     options = replace(options, max_stages=max(3, options.max_stages))
     real = inflight.sharpened_many
 
