@@ -672,9 +672,10 @@ def _floor_rent(tab: InFlightTables) -> float:
 # yields (tab, ix) (R(M_j) at the intervals ix) or (tab, None) (R(inf)), and goes on once they are in tab.rent /
 # tab.floor_rent. _drive computes each ask at once, as _rent_at and _floor_rent always did (one candidate: the same
 # calls on the same rows as before); _drive_many runs many candidates' walks side by side and computes the asks of a
-# round together (_rents_many: _least_rent_many calls over many tables' rows). A row's rent does not depend on the other rows of its call (_rent_at), so
-# every value, and so every walk, is the same bit for bit. On GPT-3 175B (mixed-pool-8k, cost) a walk asked about
-# 1.5 rent calls of about 4 rows each, some 40 numpy calls apiece on arrays of a few hundred elements.
+# round together (_rents_many: _least_rent_many calls over many tables' rows). A row's rent does not depend on the
+# other rows of its call (_rent_at), so every value, and so every walk, is the same bit for bit. On GPT-3 175B
+# (mixed-pool-8k, cost) a walk asked about 1.5 rent calls of about 4 rows each, some 40 numpy calls apiece on arrays
+# of a few hundred elements.
 RENT_BATCH = 32  # candidates the solver's in-flight step bounds at once (solver._inflight_ahead); <= 1: one at a time
 BATCH_ROWS = 256  # rows of one _least_rent_many call at most
 BATCH_ELEMENTS = 1 << 16  # and at most this many elements of its [rows, g, g, i] arrays (_maximizing_kink_many)

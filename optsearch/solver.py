@@ -420,20 +420,22 @@ def _inflight_ahead(memo: Memo, budget: Budget, item: Bounded, heap: list, slowe
     """Minimizing cost, the in-flight bounds of `item` and of the next candidates of `heap` that reach the in-flight
     step (among its next AHEAD_SCAN x RENT_BATCH entries), up to inflight.RENT_BATCH in all, computed at once
     (inflight.sharpened_many: their rent walks side by side, each rent programme over all of them; round 17,
-    rentbatch) and kept in Memo.inflight_ahead with the cutoffs they were computed under. The heap is left as it was (the entries popped are pushed back: the loop pops them in the
-    same order), and _inflight_bounded takes a kept value only under the same budget and cutoffs, where it is
-    sharpened's own value bit for bit; otherwise (a new incumbent meanwhile) it computes it again."""
+    rentbatch) and kept in Memo.inflight_ahead with the cutoffs they were computed under. The heap is left as it was
+    (the entries popped are pushed back: the loop pops them in the same order), and _inflight_bounded takes a kept
+    value only under the same budget and cutoffs, where it is sharpened's own value bit for bit; otherwise (a new
+    incumbent meanwhile) it computes it again."""
     size = inflight_module.RENT_BATCH
     if size <= 1 or budget.objective != "cost":  # only the cost walks ask rents
         return
     cutoffs = _inflight_cutoffs(budget, slower_than_s, cutoff)
-    popped, batch = [], [item]
+    popped, batch, keys = [], [item], {item.cand.key}
     while heap and len(batch) < size and len(popped) < AHEAD_SCAN * size:
         popped.append(heapq.heappop(heap))
         other = popped[-1][3]
         if other.level == REFINED and not other.inflight and other.cand.key not in memo.inflight_ahead \
-                and other.cand.key != item.cand.key:
+                and other.cand.key not in keys:  # each walk on its own tables
             batch.append(other)
+            keys.add(other.cand.key)
     for entry in popped:
         heapq.heappush(heap, entry)
     if len(batch) == 1:
