@@ -14,6 +14,8 @@ optimum is known from the start (target = optimum x 0.99), at today's cost per b
 from __future__ import annotations
 
 import argparse
+import hashlib
+import heapq
 import json
 import math
 import time
@@ -31,6 +33,10 @@ def main() -> None:
     ap.add_argument("--refined-only", action="store_true", help="stop after the cheap -> refined step")
     ap.add_argument("--profile", default=None, help="cProfile each level to PREFIX.refined / .inflight / .positional")
     ap.add_argument("--dump", default=None, help="write the keys still below the target after in-flight (JSON)")
+    ap.add_argument("--batch", type=int, default=None,
+                    help="the in-flight step's candidates this many at a time, as the loop does (solver."
+                         "_inflight_ahead, inflight.RENT_BATCH; round 17); 1: one at a time; default: the tree's own")
+    ap.add_argument("--digest", action="store_true", help="print the SHA-256 of every in-flight value (hex floats)")
     args = ap.parse_args()
 
     from optsearch import solver as S
@@ -97,13 +103,24 @@ def main() -> None:
         return
     prof = profiled("inflight")
     inflight, t_inf = [], 0.0
-    for b in refined:
+    batched = hasattr(S, "_inflight_ahead")
+    if batched and args.batch is not None:
+        S.inflight_module.RENT_BATCH = args.batch
+    values = []
+    for x, b in enumerate(refined):
         t = time.process_time()
+        if batched and b.cand.key not in memo.inflight_ahead:  # the next ones as the loop's heap holds them
+            ahead = [(y, c.cand.key, y, c) for y, c in enumerate(refined[x + 1:x + 2 * 64])]
+            heapq.heapify(ahead)
+            S._inflight_ahead(memo, budget, b, ahead, 0.0, T)
         got = S._inflight_bounded(memo, budget, b, 0.0, T)
+        values.append(None if got is None else float(got).hex())
         t_inf += time.process_time() - t
         if got is not None and got < T:
             inflight.append(replace(b, lower_bound=got, inflight=True))
     dumped(prof, "inflight")
+    if args.digest:
+        out.update(inflight_digest=hashlib.sha256(json.dumps(values).encode()).hexdigest(), inflight_values=len(values))
     out.update(inflight_cpu=round(t_inf, 2), inflight_below=len(inflight),
                inflight_below_by_v=dict(Counter("v>1" if b.cand.v > 1 else "v=1" for b in inflight)))
     if args.dump:

@@ -667,6 +667,172 @@ def _floor_rent(tab: InFlightTables) -> float:
     return tab.floor_rent
 
 
+# ---- The rent walks of many candidates at once (round 17, rentbatch) ----
+# The cost walks (_plain_cost_walk, _cost_by_ends_walk) are generators: where a walk needs rents it has not got, it
+# yields (tab, ix) (R(M_j) at the intervals ix) or (tab, None) (R(inf)), and goes on once they are in tab.rent /
+# tab.floor_rent. _drive computes each ask at once, as _rent_at and _floor_rent always did (one candidate: the same
+# calls on the same rows as before); _drive_many runs many candidates' walks side by side and computes the asks of a
+# round together (_rents_many: _least_rent_many calls over many tables' rows). A row's rent does not depend on the
+# other rows of its call (_rent_at), so every value, and so every walk, is the same bit for bit. On GPT-3 175B
+# (mixed-pool-8k, cost) a walk asked about 1.5 rent calls of about 4 rows each, some 40 numpy calls apiece on arrays
+# of a few hundred elements.
+RENT_BATCH = 32  # candidates the solver's in-flight step bounds at once (solver._inflight_ahead); <= 1: one at a time
+BATCH_ROWS = 256  # rows of one _least_rent_many call at most
+BATCH_ELEMENTS = 1 << 16  # and at most this many elements of its [rows, g, g, i] arrays (_maximizing_kink_many)
+
+
+def _asked(tab: InFlightTables, ix: np.ndarray):
+    """A walk's ask for R(M_j) at the intervals ix (none where every one is computed already)."""
+    if np.isnan(tab.rent[ix]).any():
+        yield tab, ix
+
+
+def _floor_asked(tab: InFlightTables):
+    """A walk's ask for R(inf) (none where it is computed already); its value."""
+    if math.isnan(tab.floor_rent):
+        yield tab, None
+    return tab.floor_rent
+
+
+def _drive(walk):
+    """The value of a walk, each of its asks computed when made (_rent_at, _floor_rent)."""
+    try:
+        ask = next(walk)
+        while True:
+            tab, ix = ask
+            if ix is None:
+                _floor_rent(tab)
+            else:
+                _rent_at(tab, ix)
+            ask = walk.send(None)
+    except StopIteration as done:
+        return done.value
+
+
+def _drive_many(walks: list) -> list:
+    """The values of many walks (each on its own tables), run side by side: each round computes the asks of every
+    walk still running in _least_rent_many calls, then resumes them. Each value is _drive's, bit for bit."""
+    out = [None] * len(walks)
+    asks = {}
+    for x, walk in enumerate(walks):
+        try:
+            asks[x] = next(walk)
+        except StopIteration as done:
+            out[x] = done.value
+    while asks:
+        _rents_many(list(asks.values()))
+        for x in list(asks):
+            try:
+                asks[x] = walks[x].send(None)
+            except StopIteration as done:
+                out[x] = done.value
+                del asks[x]
+    return out
+
+
+def _rents_many(asks: list) -> None:
+    """Every ask's rents (tab, ix: R(M_j) at ix not computed yet; tab, None: R(inf)), in _least_rent_many calls of
+    asks with about as many positions (sorted by positions, then types: padding to the largest costs arithmetic),
+    each call at most BATCH_ROWS rows and BATCH_ELEMENTS elements of its [rows, g, g, i] arrays (one ask alone may
+    pass them)."""
+    todo = []
+    for tab, ix in asks:
+        if ix is None:
+            todo.append((tab, None, tab.caps.fn(np.array([np.inf]))))
+        else:
+            ix = ix[np.isnan(tab.rent[ix])]
+            if len(ix):
+                todo.append((tab, ix, tab.caps.at(ix)))
+    todo.sort(key=lambda ask: ask[2].shape[:0:-1])  # (positions, types)
+    at = 0
+    while at < len(todo):
+        rows, types, stop = 0, 0, at
+        while stop < len(todo):
+            caps = todo[stop][2]
+            more, wider = rows + len(caps), max(types, caps.shape[1])
+            if stop > at and (more > BATCH_ROWS or more * wider * wider * caps.shape[2] > BATCH_ELEMENTS):
+                break
+            rows, types, stop = more, wider, stop + 1
+        part, at = todo[at:stop], stop
+        for (tab, ix, _), rent in zip(part, _least_rent_many([(tab, caps) for tab, _, caps in part])):
+            if ix is None:
+                tab.floor_rent = float(rent[0])
+            else:
+                tab.rent[ix] = rent
+
+
+def _least_rent_many(asks: list) -> list:
+    """[_least_rent(tab, caps) for tab, caps in asks], in one programme over all their rows: each table's caps
+    [M, g, i] padded to the most types and positions of the asks (a padded type or position is usable nowhere, so it
+    adds no line and no position), the same operations in the same order on each row. The one sum over floats,
+    phi's sum over the positions, is taken per group of rows with the same number of positions, on the same
+    C-ordered [rows, positions] array a single call sums (numpy's pairwise sum depends on the length, not on the
+    rows); every other reduction is a minimum, a maximum or a sum of whole layers (exact in any order), and the
+    maximizing kink depends only on each row's (a, step) pairs (ties in a: the same lambda). Bit for bit
+    _least_rent's values (tests/test_rent_batch.py); without the envelope multiplier, one table at a time."""
+    if not (EXACT_MULTIPLIER and RENT_BY_ENVELOPE) or len(asks) == 1:
+        return [_least_rent(tab, caps) for tab, caps in asks]
+    sizes = [len(caps) for _, caps in asks]
+    R = sum(sizes)
+    G = max(caps.shape[1] for _, caps in asks)
+    P = max(caps.shape[2] for _, caps in asks)
+    caps = np.zeros((R, G, P))
+    real = np.zeros((R, G, P), dtype=bool)  # the table's own types and positions
+    middle = np.zeros((R, P), dtype=bool)
+    price = np.zeros((R, G))
+    L = np.empty(R, dtype=np.int64)
+    w = np.empty(R)  # stage widths: whole numbers, exact as floats (the one-table path multiplies by them the same)
+    npos = np.empty(R, dtype=np.int64)
+    at = 0
+    for (tab, c), size in zip(asks, sizes):
+        g, p = c.shape[1], c.shape[2]
+        rows = slice(at, at + size)
+        caps[rows, :g, :p] = c
+        real[rows, :g, :p] = True
+        middle[rows, :p] = tab.middle
+        price[rows, :g] = tab.price
+        L[rows], w[rows], npos[rows] = tab.L, tab.w, p
+        at += size
+    usable = ((caps >= 1) | ~middle[:, None, :]) & real  # [R, g, i]
+    k = np.where(usable, np.maximum(caps, 0.0), 0.0)
+    holds = np.where(usable, caps, -np.inf).max(axis=1)  # [R, i]
+    own = real.any(axis=1)  # [R, i] the table's positions
+    feasible = (np.isfinite(holds) | ~own).all(axis=1) & (np.where(np.isfinite(holds), holds, 0).sum(axis=1) >= L)
+    k = np.minimum(k, L[:, None, None])
+    lam = _maximizing_kink_many(price, usable, k, L)
+    val = np.where(usable, price[:, :, None] - lam[:, None, None] * k, np.inf)
+    least = val.min(axis=1)  # [R, i]
+    total = np.empty(R)
+    for p in np.unique(npos).tolist():
+        rows = np.flatnonzero(npos == p)
+        total[rows] = least[rows, :p].sum(axis=1)
+    best = lam * L + total
+    rent = np.where(feasible, w * np.maximum(best, 0.0) * (1 - 1e-12), np.inf)
+    return np.split(rent, np.cumsum(sizes)[:-1])
+
+
+def _maximizing_kink_many(price: np.ndarray, usable: np.ndarray, k: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """_maximizing_kink on rows with their own prices [R, g] and layer counts L [R] (padded types and positions are
+    usable nowhere: no line, no event); the same expressions, row by row."""
+    M, G, P = k.shape
+    dk = k[:, :, None, :] - k[:, None, :, :]  # [M, g, h, i] k_g - k_h
+    dp = (price[:, :, None] - price[:, None, :])[:, :, :, None]  # [M, g, h, 1] p_g - p_h
+    other = usable[:, None, :, :]  # h usable
+    ratio = dp / np.where(dk != 0, dk, 1.0)
+    a = np.maximum(np.where(other & (dk > 0), ratio, -np.inf).max(axis=2), 0.0)  # [M, g, i]
+    b = np.where(other & (dk < 0), ratio, np.inf).min(axis=2)
+    on = usable & (a <= b) & ~(other & (dk == 0) & (dp > 0)).any(axis=2)
+    smaller = (dk > 0) | ((dk == 0) & (np.arange(G)[:, None] > np.arange(G)[None, :])[None, :, :, None])
+    below = np.where(on[:, None, :, :] & smaller, k[:, None, :, :], 0.0).max(axis=2)
+    step = np.where(on, k - below, 0.0).ravel()
+    at = np.where(on, a, np.inf).ravel()
+    order = np.argsort(at.reshape(M, G * P), axis=1) + (np.arange(M) * (G * P))[:, None]
+    reached = np.cumsum(step[order], axis=1) >= L[:, None]
+    first = np.argmax(reached, axis=1)
+    lam = at[order[np.arange(M), first]]
+    return np.where(reached.any(axis=1) & np.isfinite(lam), lam, 0.0)
+
+
 SPLIT = 4  # blocks of intervals each round of _plain_cost splits an open block into
 SPLIT_IN_PYTHON = True  # _plain_cost's cut points by _split_points, not numpy calls on five numbers (round 15)
 
@@ -683,6 +849,13 @@ def _split_points(a: int, b: int) -> list[int]:
 def _plain_cost(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
                 max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
                 target: float = math.inf) -> tuple[float, float] | None:
+    """_plain_cost_walk for one candidate, each rent it asks computed at once (_drive)."""
+    return _drive(_plain_cost_walk(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, target))
+
+
+def _plain_cost_walk(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
+                     max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
+                     target: float = math.inf):
     """inflight_bound minimizing cost (the plain walk: the Lagrangian rent, no end types), with R(M_j) computed only
     where it decides the bound below `target` (R x it units, USD/h x s: the incumbent's cost per iteration x 3600;
     inf: the least product itself). Issue 14, item 3 (bigproof): on GPT-3 175B's candidates (mixed-pool-8k, cost)
@@ -714,7 +887,7 @@ def _plain_cost(tab: InFlightTables, iterations: int, max_time_s: float | None =
                 np.unique(np.linspace(a, b + 1, SPLIT + 1).round().astype(np.int64)).tolist()
             parts += [(int(x), int(y) - 1) for x, y in zip(cut[:-1], cut[1:])]
         right = np.array([b for _, b in parts], dtype=np.int64)
-        _rent_at(tab, right)
+        yield from _asked(tab, right)  # _rent_at(tab, right), by the driver (_drive, or _drive_many for a batch)
         rent, it = tab.rent[right], tab.iteration[[a for a, _ in parts]]
         ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         value = rent * it
@@ -752,10 +925,9 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         if best is not None and tab.whole_per_layer is not None:  # round 9: beside it, the largest whole reduce
             best = _with_whole_levels(tab, best, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         return None if best is None else (best * (1 - 1e-9), 0.0)
-    if objective == "cost" and tab.ends_extra is not None and len(tab.middle) >= 2:
-        return _cost_by_ends(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd)
-    if objective == "cost":  # bigproof: the walk by blocks (the same value below the cutoff)
-        return _plain_cost(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd / iterations * 3600.0)
+    if objective == "cost":  # the cost walks (round 17: generators, _inflight_walk)
+        return _drive(_inflight_walk(tab, iterations, objective, max_time_s, max_cost_usd, max_usd_per_hour,
+                                     cutoff_usd, cutoff_s))
     n = len(tab.marks)
     best_it, best_cost = math.inf, math.inf
     j = 0
@@ -796,6 +968,21 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     return best_it * (1 - 1e-9), best_cost / 3600.0 * (1 - 1e-9)
 
 
+def _inflight_walk(tab: InFlightTables, iterations: int, objective: str, max_time_s: float | None = None,
+                   max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
+                   cutoff_usd: float = math.inf, cutoff_s: float = math.inf):
+    """inflight_bound as a walk (_drive, _drive_many): minimizing cost the walks by end types or by blocks, which
+    ask their rents; otherwise inflight_bound itself (no ask)."""
+    if objective == "cost" and tab.ends_extra is not None and len(tab.middle) >= 2:
+        return (yield from _cost_by_ends_walk(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour,
+                                              cutoff_usd))
+    if objective == "cost":  # bigproof: the walk by blocks (the same value below the cutoff)
+        return (yield from _plain_cost_walk(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour,
+                                            cutoff_usd / iterations * 3600.0))
+    return inflight_bound(tab, iterations, objective, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd,
+                          cutoff_s)
+
+
 def _ends_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     """[M, a, b] the least rent of the positions (pp >= 2) with position 0 on type a and position pp - 1 on type b,
     over every assignment of types to the middle positions that holds L layers with every middle position holding at
@@ -823,6 +1010,13 @@ def _ends_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
 def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
                   max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
                   cutoff_usd: float = math.inf) -> tuple[float, float] | None:
+    """_cost_by_ends_walk for one candidate, each rent it asks computed at once (_drive)."""
+    return _drive(_cost_by_ends_walk(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, cutoff_usd))
+
+
+def _cost_by_ends_walk(tab: InFlightTables, iterations: int, max_time_s: float | None = None,
+                       max_cost_usd: float | None = None, max_usd_per_hour: float | None = None,
+                       cutoff_usd: float = math.inf):
     """inflight_bound minimizing cost, with each interval's rent taken exactly per pair of end types (_ends_rent)
     and the tied embedding's all-reduce at that pair's least (round 8, docs/solver.md "Round 8: cost-side bounds and
     incumbents (costrows)").
@@ -840,7 +1034,7 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
     bound on every V_j. The iteration bound is the plain walk's (pairs only remove plans). The plain walk runs first,
     and where it already reaches the target nothing is refined."""
     target = cutoff_usd / iterations * 3600.0  # USD/h x s, the unit of R x it
-    plain = _plain_cost(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, target)
+    plain = yield from _plain_cost_walk(tab, iterations, max_time_s, max_cost_usd, max_usd_per_hour, target)
     if plain is None:
         return None
     if plain[1] * 3600.0 >= target:
@@ -854,12 +1048,12 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
     j = 0
     while True:
         limit = min(best, target)
-        while j < n and _floor_rent(tab) * tab.iteration[j] < limit:
+        while j < n and (yield from _floor_asked(tab)) * tab.iteration[j] < limit:
             if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
                 j = n  # it grows with j: no later interval meets the deadline
                 break
             stop = min(j + CHUNK, n)
-            _rent(tab, stop)
+            yield from _asked(tab, np.flatnonzero(np.isnan(tab.rent[:stop])))  # _rent(tab, stop)
             rent, it = tab.rent[j:stop], tab.iteration[j:stop]
             ok = _meets(rent, it, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
             product = rent * it
@@ -880,7 +1074,7 @@ def _cost_by_ends(tab: InFlightTables, iterations: int, max_time_s: float | None
         good = _meets(exact, times, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if good.any():
             best = min(best, float((exact * times)[good].min()))
-    tail = _floor_rent(tab) * tab.iteration[j] if j < n else math.inf
+    tail = (yield from _floor_asked(tab)) * tab.iteration[j] if j < n else math.inf
     value = min(best, queue[0][0] if queue else math.inf, skipped, tail)
     if not math.isfinite(value):
         return None  # every interval that meets the limits was refined and none holds a plan that meets them
@@ -1136,6 +1330,20 @@ def least_layer_work_s(d: DegreeTerms, L: int) -> float:
 
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
               cache: dict | None = None, cutoff_usd: float = math.inf, cutoff_s: float = math.inf) -> CandidateBound:
+    """_sharpened_walk for one candidate (_drive)."""
+    return _drive(_sharpened_walk(problem, kept, d, cand, budget, bound, cache, cutoff_usd, cutoff_s))
+
+
+def sharpened_many(problem: Problem, kept: dict, asks: list, cache: dict | None = None) -> list[CandidateBound]:
+    """[sharpened(problem, kept, d, cand, budget, bound, cache, cutoff_usd, cutoff_s) for each ask (d, cand, budget,
+    bound, cutoff_usd, cutoff_s)], the cost walks' rents computed for all of them at once (_drive_many; round 17,
+    rentbatch): the same values bit for bit. The candidates' keys must differ (each walk its own tables)."""
+    return _drive_many([_sharpened_walk(problem, kept, d, cand, budget, bound, cache, cutoff_usd, cutoff_s)
+                        for d, cand, budget, bound, cutoff_usd, cutoff_s in asks])
+
+
+def _sharpened_walk(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
+                    cache: dict | None = None, cutoff_usd: float = math.inf, cutoff_s: float = math.inf):
     """bound (a refined bound of the v = 1 candidate `cand` under `budget`) with this module's bound taken beside it:
     the larger iteration and cost lower bounds, or infeasible when no interval meets the budget. Both are lower
     bounds over the plans that meet the budget, so their maximum is one. The tables are kept in `kept` by the
@@ -1165,9 +1373,10 @@ def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound:
     tab = kept[cand.key]
     if tab is None:
         return bound
-    got = inflight_bound(tab, problem.iterations, budget.objective if budget is not None else "cost",
-                         *((budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour) if budget is not None
-                           else (None, None, None)), cutoff_usd=cutoff_usd, cutoff_s=cutoff_s)
+    got = yield from _inflight_walk(tab, problem.iterations, budget.objective if budget is not None else "cost",
+                                    *((budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour)
+                                      if budget is not None else (None, None, None)), cutoff_usd=cutoff_usd,
+                                    cutoff_s=cutoff_s)
     if got is None:
         return CandidateBound(False)
     iteration, cost = got

@@ -56,7 +56,8 @@ from optsearch.formulation.model import (
 )
 from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
-from optsearch.inflight import sharpened
+from optsearch import inflight as inflight_module
+from optsearch.inflight import sharpened, sharpened_many
 from optsearch.plan import Plan
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK, BUDGET_REL, SearchResult, budget_violations, objective_value
@@ -156,6 +157,8 @@ class Memo:
     cheap_by_pp: dict[tuple[int, ...], tuple] = field(default_factory=dict)  # (tp, dp, b, ep, cp) -> cheap_bounds
     calls: dict[tuple, float] = field(default_factory=dict)  # memoized per-layer cost-model calls (bounds._calls)
     inflight: dict[tuple[int, ...], object] = field(default_factory=dict)  # inflight.InFlightTables per candidate
+    # key -> (budget, (cutoff_usd, cutoff_s), CandidateBound): in-flight bounds computed ahead (_inflight_ahead)
+    inflight_ahead: dict[tuple[int, ...], tuple] = field(default_factory=dict)
     # _candidates' lists by (budget, slower_than_s, settings), the last CANDIDATE_LISTS_KEPT of them (fastpath)
     candidate_lists: dict[tuple, tuple[list["Bounded"], int]] = field(default_factory=dict)
     # (tp, dp, b, cp) -> (node_uses, whether both optimizer settings are tried): budget-free, for _build_candidates
@@ -389,13 +392,60 @@ def _inflight_bounded(memo: Memo, budget: Budget, item: Bounded, slower_than_s: 
     incumbent's value (minimizing cost, the rent by end types is refined only as far as it decides against it;
     minimizing time, round 12, the largest whole reduce's levels likewise: inflight.whole_levels_iteration)."""
     cand, terms = item.cand, item.terms
-    got = sharpened(memo.problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls,
-                    cutoff if budget.objective == "cost" else math.inf,
-                    cutoff if budget.objective == "time" and slower_than_s == 0.0 else math.inf)
+    cutoffs = _inflight_cutoffs(budget, slower_than_s, cutoff)
+    ahead = memo.inflight_ahead.pop(cand.key, None)
+    if ahead is not None and ahead[0] is budget and ahead[1] == cutoffs:  # the value sharpened gives, bit for bit
+        got = ahead[2]
+    else:
+        got = sharpened(memo.problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0),
+                        memo.calls, *cutoffs)
     if not got.feasible:
         return None
     out = _bounded(memo.problem, budget, terms, cand, True, got, slower_than_s)
     return None if out is None else max(item.lower_bound, out.lower_bound)
+
+
+def _inflight_cutoffs(budget: Budget, slower_than_s: float, cutoff: float) -> tuple[float, float]:
+    """sharpened's (cutoff_usd, cutoff_s) for _inflight_bounded's cutoff."""
+    return (cutoff if budget.objective == "cost" else math.inf,
+            cutoff if budget.objective == "time" and slower_than_s == 0.0 else math.inf)
+
+
+AHEAD_KEPT = 1_024  # entries of Memo.inflight_ahead before it is emptied (one never asked again is dropped then)
+AHEAD_SCAN = 2  # _inflight_ahead looks at up to this many heap entries per candidate of its batch
+
+
+def _inflight_ahead(memo: Memo, budget: Budget, item: Bounded, heap: list, slower_than_s: float,
+                    cutoff: float) -> None:
+    """Minimizing cost, the in-flight bounds of `item` and of the next candidates of `heap` that reach the in-flight
+    step (among its next AHEAD_SCAN x RENT_BATCH entries), up to inflight.RENT_BATCH in all, computed at once
+    (inflight.sharpened_many: their rent walks side by side, each rent programme over all of them; round 17,
+    rentbatch) and kept in Memo.inflight_ahead with the cutoffs they were computed under. The heap is left as it was
+    (the entries popped are pushed back: the loop pops them in the same order), and _inflight_bounded takes a kept
+    value only under the same budget and cutoffs, where it is sharpened's own value bit for bit; otherwise (a new
+    incumbent meanwhile) it computes it again."""
+    size = inflight_module.RENT_BATCH
+    if size <= 1 or budget.objective != "cost":  # only the cost walks ask rents
+        return
+    cutoffs = _inflight_cutoffs(budget, slower_than_s, cutoff)
+    popped, batch, keys = [], [item], {item.cand.key}
+    while heap and len(batch) < size and len(popped) < AHEAD_SCAN * size:
+        popped.append(heapq.heappop(heap))
+        other = popped[-1][3]
+        if other.level == REFINED and not other.inflight and other.cand.key not in memo.inflight_ahead \
+                and other.cand.key not in keys:  # each walk on its own tables
+            batch.append(other)
+            keys.add(other.cand.key)
+    for entry in popped:
+        heapq.heappush(heap, entry)
+    if len(batch) == 1:
+        return
+    if len(memo.inflight_ahead) >= AHEAD_KEPT:
+        memo.inflight_ahead.clear()
+    got = sharpened_many(memo.problem, memo.inflight, [
+        (b.terms, b.cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), *cutoffs) for b in batch], memo.calls)
+    for b, bound in zip(batch, got):
+        memo.inflight_ahead[b.cand.key] = (budget, cutoffs, bound)
 
 
 INTERLEAVED_BUDGET_MARGIN = 1e-9  # the scaled budget is this much looser (float rounding of the product f_v x value)
@@ -2378,7 +2428,8 @@ def solve(
                 break
             continue
         worth = incumbent[0] * (1 - gap) if incumbent is not None else math.inf
-        lower, key, i, item = heapq.heappop(queue if front < worth or not parked else parked)
+        src = queue if front < worth or not parked else parked
+        lower, key, i, item = heapq.heappop(src)
         if LOOP_TIMES is not None:  # diagnosis only: CPU time of each step of the loop, by the level it started at
             t_step = time.process_time()
             what = ("cheap" if item.level == CHEAP else "inflight" if item.level == REFINED and not item.inflight
@@ -2411,7 +2462,9 @@ def solve(
         if item.level == REFINED and not item.inflight:
             # The in-flight-aware bound (inflight.py, round 5): about 5 ms against 10-90 ms for the positional bound
             # in the CLI's space; a candidate it lifts past the incumbent skips the positional bound, one it lifts
-            # past the queue's front goes back in.
+            # past the queue's front goes back in. Minimizing cost, with the next ones of its heap (_inflight_ahead).
+            if item.cand.key not in memo.inflight_ahead and not _past(deadline):
+                _inflight_ahead(memo, budget, item, src, slower_than_s, incumbent[0] if incumbent else math.inf)
             sharper = _inflight_bounded(memo, budget, item, slower_than_s, incumbent[0] if incumbent else math.inf)
             inflight_here += 1
             if sharper is None or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):

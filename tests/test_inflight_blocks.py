@@ -198,12 +198,13 @@ def test_a_block_bounded_by_its_last_iteration_fails_the_comparison(monkeypatch)
     """The block's value takes it at its FIRST interval (it grows with j); at its last it overstates the block, and
     the comparison with the full walk catches it (the function's source, mutated in one place)."""
     problem, tables = _catalog_tables()
-    source = inspect.getsource(inflight._plain_cost)
+    source = inspect.getsource(inflight._plain_cost_walk)  # the walk (round 17: a generator _plain_cost drives)
     assert source.count("tab.iteration[[a for a, _ in parts]]") == 1
     namespace = dict(vars(inflight))
     exec(compile(source.replace("tab.iteration[[a for a, _ in parts]]", "tab.iteration[[b for _, b in parts]]"),
                  "mutant", "exec"), namespace)
-    monkeypatch.setitem(globals(), "_plain_cost", namespace["_plain_cost"])
+    mutant = namespace["_plain_cost_walk"]
+    monkeypatch.setitem(globals(), "_plain_cost", lambda *a, **k: inflight._drive(mutant(*a, **k)))
     with pytest.raises(AssertionError):
         _check_tables(tables, problem.iterations)
 
