@@ -26,6 +26,7 @@ Prints one JSON line per failure and a summary."""
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time as real_time
@@ -48,6 +49,7 @@ from optsearch import bounds as bounds_module  # noqa: E402
 from optsearch import costmodel  # noqa: E402
 from optsearch.baselines import exhaustive  # noqa: E402
 from optsearch.bounds import composition_bounds, refined_tables  # noqa: E402
+from optsearch.search import budget_violations, objective_value  # noqa: E402
 from optsearch.solver import Memo, _bounded  # noqa: E402
 
 REL = 1e-9
@@ -141,9 +143,15 @@ def check_priced(problem, options, seed, stats):
         got = priced.solve_exhaustive(copy, budget, options=replace(options), max_plans=10 * MAX_PLANS)
         stats["priced_compared"] += 1
         assert _same_answer(got, want), ("priced differs on an equal copy", budget.model_dump(exclude_none=True))
-    for _, plan, _ in space_plans(problem, options):
+    for _, plan, _ in space_plans(problem, options):  # priced plans asked again (a block-recomputed one raises)
+        answers = []
+        for price in (exhaustive._least_recompute, priced.least_recompute, priced.least_recompute):
+            try:
+                answers.append(price(problem, plan, options))
+            except Exception as exc:  # the same error from each
+                answers.append(type(exc).__name__)
         stats["priced_plans"] += 1
-        assert priced.least_recompute(problem, plan, options) == exhaustive._least_recompute(problem, plan, options)
+        assert answers[0] == answers[1] == answers[2], (plan, answers)
     # the hazard: a cost-model constant patched between two calls on an equal problem
     budget = budgets[0]
     with mock.patch.object(costmodel, "ACTIVATION_DTYPE_BYTES", 4):
@@ -153,8 +161,148 @@ def check_priced(problem, options, seed, stats):
     stats["stale_prices"] += not _same_answer(fresh, memoed)
 
 
-CHECKS = {"live": check_live, "priced": check_priced,
-          "solve": audit_round14.CHECKS["solve"], "clock": audit_round14.CHECKS["clock"]}
+def _plans_meeting(plans, budget, slower):
+    return [objective_value(e, budget.objective) for p, e in plans
+            if e.training_time_s > slower and not budget_violations(p, e, budget)]
+
+
+def _fresh_positional(sk, last: bool):
+    """A fresh set of the skeleton's positional tables, with or without the last end's floor."""
+    from optsearch.formulation import positional
+    sk.positional = None
+    with mock.patch.object(positional, "LAST_END_EMBEDDING", last):
+        positional.tables(sk)
+
+
+def check_lastend(problem, options, seed, stats):
+    """timerows: the positional bound with LAST_END_EMBEDDING (embedding_last_rows) below every plan of its candidate
+    that meets the budget (v = 1: positional_bound with slower_than_s 0 and at the median time; v > 1: the solver's
+    interleaved_positional_bound from the sibling), never below the bound without it, and above it somewhere
+    (counted); the sequences it returns and every quick plan (end_matched's among them) are plans of the space that
+    fit, priced as the cost model prices them."""
+    from optsearch.bounds import interleaving_factor
+    from optsearch.candidates import in_search_space
+    from optsearch.costmodel import estimate
+    from optsearch.formulation import positional
+    from optsearch.solver import interleaved_positional_bound
+
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced_plans = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = audit_round14.edge_budgets(priced_plans, rng)
+    times = sorted(e.training_time_s for _, _, e in priced_plans)
+    median = times[len(times) // 2] * 0.999 if times else 0.0
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None:
+            continue
+        sk = memo.skeleton(cand)
+        for plan, est in memo.quick_plans(sk):
+            stats["lastend_quick_plans"] += 1
+            assert in_search_space(problem, plan, options) and est.fits and est == estimate(problem, plan), plan
+        factor = 1.0 if cand.v == 1 else interleaving_factor(audit_round14._terms(memo, cand).m, cand.pp, cand.v)
+        for budget in budgets:
+            for slower in (0.0, median) if cand.v == 1 else (0.0,):
+                values = _plans_meeting(plans, budget, slower)
+                got = {}
+                for last in (False, True):
+                    _fresh_positional(sibling, last)
+                    if cand.v == 1:
+                        pos = positional.positional_bound(sibling, budget, slower_than_s=slower)
+                        got[last] = pos.bound
+                        if last:
+                            for seq in pos.sequences:
+                                found = memo.plan_of(sibling, seq)
+                                stats["lastend_sequences"] += 1
+                                if found is not None:
+                                    plan, est = found
+                                    stats["lastend_sequence_plans"] += 1
+                                    assert in_search_space(problem, plan, options) and est.fits, plan
+                                    assert est == estimate(problem, plan), plan
+                    else:
+                        got[last] = interleaved_positional_bound(sibling, budget, factor)
+                where = (key, budget.model_dump(exclude_none=True), slower, got, min(values, default=None))
+                stats["lastend_bounds"] += 1
+                assert got[True] >= got[False] * (1 - 1e-12), ("the floor lowers the bound",) + where
+                stats["lastend_raised"] += got[True] > got[False] * (1 + 1e-9)
+                if values:
+                    stats["lastend_below_plans"] += 1
+                    assert got[True] <= min(values) * (1 + REL), ("above a plan",) + where
+        sibling.positional = None
+
+
+def check_rent(problem, options, seed, stats):
+    """rentbatch: inflight.sharpened_many over every candidate of the space (random batches, each walk on its own
+    tables) equals sharpened one at a time (fresh tables and call caches for each path), bit for bit, minimizing cost
+    under every cost-objective edge budget with the cutoffs none, at the least plan's value and at half of it; with no
+    cutoff its bound (_bounded) lies below every plan of its candidate that meets the budget."""
+    from optsearch.bounds import CandidateBound
+    from optsearch.inflight import sharpened, sharpened_many
+
+    rng = random.Random(seed)
+    start = CandidateBound(True, 0.0, 0.0, 0.0)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced_plans = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = [b for b in audit_round14.edge_budgets(priced_plans, rng) if b.objective == "cost"]
+    memo = Memo(problem, options)
+    cands = [(cand, audit_round14._terms(memo, cand), plans) for cand, plans in by_cand.values()]
+    cands = [c for c in cands if c[1] is not None]
+    for budget in budgets:
+        values = [min(v) for *_, plans in cands if (v := _plans_meeting(plans, budget, 0.0))]
+        least = min(values, default=math.inf)
+        for cutoff in (math.inf, least, 0.5 * least):
+            alone_kept, alone_cache, many_kept, many_cache = {}, {}, {}, {}
+            want = [sharpened(problem, alone_kept, d, cand, budget, start, alone_cache, cutoff) for cand, d, _ in cands]
+            order = list(range(len(cands)))
+            rng.shuffle(order)
+            got = [None] * len(cands)
+            at = 0
+            while at < len(order):
+                part = order[at:at + rng.randint(1, 40)]
+                asks = [(cands[x][1], cands[x][0], budget, start, cutoff, math.inf) for x in part]
+                for x, bound in zip(part, sharpened_many(problem, many_kept, asks, many_cache)):
+                    got[x] = bound
+                at += len(part)
+            for (cand, d, plans), g, w in zip(cands, got, want):
+                stats["rent_compared"] += 1
+                assert g == w, ("sharpened_many differs", cand.key, budget.model_dump(exclude_none=True), cutoff, g, w)
+                if cutoff == math.inf and (v := _plans_meeting(plans, budget, 0.0)):
+                    stats["rent_below_plans"] += 1
+                    item = _bounded(problem, budget, d, cand, True, g, 0.0) if g.feasible else None
+                    assert item is not None and item.lower_bound <= min(v) * (1 + REL), (
+                        "above a plan", cand.key, budget.model_dump(exclude_none=True), g, min(v))
+
+
+def _honest_offers(problem, options, stats):
+    """solver._best_meeting checking every plan offered to it (every incumbent's source: seeds, climbs, reshaped and
+    deepest plans, positional sequences, descents): in the space, fits, priced as the cost model prices it."""
+    from optsearch import solver as solver_module
+    from optsearch.candidates import in_search_space
+    from optsearch.costmodel import estimate
+
+    real = solver_module._best_meeting
+
+    def checked(budget, plans):
+        plans = list(plans)
+        for plan, est in plans:
+            stats["offered_plans"] += 1
+            assert in_search_space(problem, plan, options) and est.fits and est == estimate(problem, plan), plan
+        return real(budget, plans)
+
+    return mock.patch.object(solver_module, "_best_meeting", checked)
+
+
+def _with_offers_checked(check):
+    def run(problem, options, seed, stats):
+        with _honest_offers(problem, options, stats):
+            check(problem, options, seed, stats)
+    return run
+
+
+CHECKS = {"live": check_live, "priced": check_priced, "lastend": check_lastend, "rent": check_rent,
+          "solve": _with_offers_checked(audit_round14.CHECKS["solve"]),
+          "clock": _with_offers_checked(audit_round14.CHECKS["clock"])}
 
 
 def main() -> int:
