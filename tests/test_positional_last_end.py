@@ -23,7 +23,7 @@ from optsearch.search import budget_violations, objective_value
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import MAX_PLANS, off_heavy_instance, random_instance, space_plans
+from test_audit_dist_bounds import MAX_PLANS, random_instance, space_plans
 from test_inflight_bound import _budgets
 from test_solver_memory import overlapped_tight_case, tight_instances
 
@@ -64,9 +64,10 @@ def _least_ratio(problem, options) -> tuple[float, int]:
     return least, raised
 
 
-def _cases(which=((random_instance, 5), (random_instance, 9), (off_heavy_instance, 4))):
-    """Instances of two or three node types whose NICs differ, with pipelines of two or three stages: the floor
-    raises 24, 198 and 558 of their (candidate, budget) bounds (measured when written)."""
+def _cases(which=((random_instance, 5), (random_instance, 35))):
+    """Instances of two node types whose NICs differ, with pipelines of up to two stages, the second a one-kind
+    mixture of experts (4 experts, top-2): the floor raises 24 and 204 of their (candidate, budget) bounds (measured
+    when written; off_heavy_instance 4, 558, was checked by hand and left out for the suite's time)."""
     for instance, seed in which:
         problem, options = instance(seed)
         if count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS:
