@@ -41,7 +41,41 @@ def _type_sequences(f: Formulation | Skeleton) -> list[tuple[int, ...]]:
             for cand in (tuple(seq), tuple(reversed(seq))):
                 if cand not in out and _blocks_fit(f, cand):
                     out.append(cand)
+    if END_MATCHED:
+        out += [m for seq in list(out) if (m := end_matched(f, seq)) is not None and m not in out]
     return out
+
+
+# Round 17 (timerows): a fill puts one type at the start and another at the end, and the tied embedding's all-reduce
+# between the two ends runs at the slower NIC of the pair (costmodel.embedding_allreduce_s). Megatron 76B on
+# mixed-pool-8k, time, tp 2, dp 16, cp 4, pp 30: the fastest-first fill (15 H100 then 15 A100 stages, the last an
+# A100 with the head only) prices at 138,850 s with E = 0.168 s; one H100 stage moved to the end, 127,230 s (E =
+# 0.021 s), the plan the loop found only from that candidate's model at 14 s of CPU.
+END_MATCHED = True
+
+
+def end_matched(f: Formulation | Skeleton, seq: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Where the two ends of seq run on types whose tied-embedding all-reduce is slower than both ends on one of the
+    two types: the sequence with one block of that type (the one with the faster E) moved to the other end, the rest
+    in order; None where there is none (no E, the same type at both ends, no block to move, or it does not fit)."""
+    c, uses, pp = f.c, f.cand.uses, len(seq)
+    first, last = seq[0], seq[-1]
+    if pp < 2 or first == last or not c.emb_inter_s:
+        return None
+    pair = c.emb_inter_s[first][last]
+    g = min((first, last), key=lambda h: (c.emb_inter_s[h][h], h))
+    if c.emb_inter_s[g][g] >= pair:
+        return None
+    q = uses[g].stages_per_block
+    starts = sorted(_block_starts(f, seq))
+    runs = [s for s in starts if seq[s] == g and 0 < s and s + q < pp] if g == first else \
+        [s for s in starts if seq[s] == g and 0 < s < pp - q]
+    if not runs:
+        return None
+    s = runs[-1] if g == first else runs[0]  # the block nearest the end it moves to
+    rest = seq[:s] + seq[s + q:]
+    moved = rest + seq[s:s + q] if g == first else seq[s:s + q] + rest
+    return moved if _blocks_fit(f, moved) else None
 
 
 def _blocks_fit(f: Formulation | Skeleton, seq: tuple[int, ...]) -> bool:

@@ -60,6 +60,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from optsearch.costmodel import MEMORY_RESERVE_BYTES
+from optsearch.formulation import heuristic as _heuristic
+from optsearch.formulation.heuristic import end_matched
 from optsearch.formulation.model import Coefficients, Skeleton
 from optsearch.search import BOUND_SLACK
 from optsearch.spec.budget import Budget
@@ -68,6 +70,8 @@ from optsearch.units import SECONDS_PER_HOUR
 CHUNK = 64  # values of M per vectorized pass
 SUM_VECTOR_LIMIT = 20_000  # _least_sum takes every layer count of a group at once while its array stays this small
 COMM_WAYS = 4  # values of C tried per pass of comm_at's search (one programme over all of them)
+LAST_END_EMBEDDING = True  # the sum programmes charge the last block its type's least tied-embedding all-reduce
+# in excess of the bound's E floor (embedding_last_rows; round 17, timerows)
 
 
 class OutOfTime(Exception):
@@ -367,11 +371,12 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
 
 def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                rent_weight: np.ndarray | None = None, choices: bool = False, deadline: float | None = None,
-               first_extra: np.ndarray | None = None):
+               first_extra: np.ndarray | None = None, last_extra: np.ndarray | None = None):
     """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
     node supply. rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices
     records the best (block, layers) per (s, u, l) for the first M, and the u it ends with. first_extra[g, n, M] is
-    added to a block of type g that starts the pipeline holding n layers (_first_stage_extra: stage 0's reduce)."""
+    added to a block of type g that starts the pipeline holding n layers (_first_stage_extra: stage 0's reduce);
+    last_extra[g] to a block of type g that ends it (embedding_last_rows: the tied embedding's all-reduce)."""
     nM, U = caps.shape[1], sup.size
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
@@ -385,6 +390,8 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
             nxt = F[s + grp.stages][:, sup.src[grp.g], :]  # [M, block, u, l]
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
+            if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
+                base = base + last_extra[grp.g][:, None]
             base = np.where(cap >= 0, base, np.inf)
             ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
             if len(ns) == 0:
@@ -474,6 +481,29 @@ def embedding_floor_s(f: Skeleton) -> float:
     values = [x for row in c.emb_inter_s for x in row]
     values += [x for x, same in zip(c.emb_intra_s, c.emb_same_possible) if same]
     return max(0.0, min(values)) * (1 - 1e-12)
+
+
+def embedding_last_rows(f: Skeleton) -> np.ndarray | None:
+    """[g] -> a floor on E - embedding_floor_s(f) for every plan whose last stage runs on g (round 17, timerows); None
+    where the candidate has no tied-embedding all-reduce (pp = 1, untied) or every row is 0.
+
+    The cost model prices E by the pair of end types (costmodel.embedding_allreduce_s; the model's rows in
+    model.add_embedding_allreduce): across nodes c_inter[g0][g] for stage 0 on g0 and the last stage on g, and within
+    one node c_intra[g] only where the ends are one node of g (then g0 = g, and only where emb_same_possible[g]). So
+    a plan whose last stage runs on g has E >= E_L[g] = min(min over g0 of c_inter[g0][g], c_intra[g] where possible),
+    whatever its modes, patterns, first type or optimizer setting. embedding_floor_s is the least of every E_L[g], so
+    the excess E_L[g] - it is >= 0, and it is additive in the iteration beside the bound's comm (which counts E at
+    embedding_floor_s) and stage 0's reduce excess (first_stage_reduce_s, on the other end's block): the sum
+    programmes add it to the block that ends the pipeline. Without it the bound let a slow-NIC type hold the last
+    stage (the head, no layer) at the fastest pair's E: Megatron 7.5B on mixed-pool-8k, tp 2, dp 32, cp 4, pp 16, an
+    A100 last stage, E 0.067 s against the 0.0084 s counted."""
+    c, G = f.c, len(f.cand.uses)
+    if f.cand.pp <= 1 or not c.emb_inter_s or not LAST_END_EMBEDDING:
+        return None
+    least = np.array([min([c.emb_inter_s[g0][g] for g0 in range(G)]
+                          + ([c.emb_intra_s[g]] if c.emb_same_possible[g] else [])) for g in range(G)])
+    extra = np.maximum(least * (1 - 1e-12) - embedding_floor_s(f), 0.0)  # both with the same rounding margin
+    return extra if extra.any() else None
 
 
 def first_stage_reduce_s(f: Skeleton) -> np.ndarray | None:
@@ -589,6 +619,7 @@ class _Tables:
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.comm_o = np.full(n, np.nan)  # C_O(M) alone (the optimizer step's part of comm)
         self.first = first_stage_reduce_s(f)  # [g, n] stage 0's reduce floor under the overlap, or None
+        self.last = embedding_last_rows(f)  # [g] the last block's tied-embedding excess, or None (round 17)
         self.total_first: dict[tuple[int, float], float] = {}  # (mark, shift) -> S with stage 0's excess over shift
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
         self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
@@ -653,7 +684,7 @@ class _Tables:
         miss = ix[np.isnan(self.total[ix])]
         if len(miss):
             self.total[miss] = _least_sum(self.groups, self.sup, self.caps(miss), self.pp, self.L,
-                                          deadline=self.deadline)[0]
+                                          deadline=self.deadline, last_extra=self.last)[0]
         return self.total[ix]
 
     def combined_at(self, ix: np.ndarray, weight: np.ndarray, shift: np.ndarray | None = None) -> np.ndarray:
@@ -668,7 +699,8 @@ class _Tables:
             rows = np.array([k[0] for k in miss], dtype=np.int64)
             extra = self.first_extra(np.array([k[2] for k in miss])) if len(keys[0]) == 3 else None
             got, _ = _least_sum(self.groups, self.sup, self.caps(rows), self.pp, self.L,
-                                np.array([k[1] for k in miss]), deadline=self.deadline, first_extra=extra)
+                                np.array([k[1] for k in miss]), deadline=self.deadline, first_extra=extra,
+                                last_extra=self.last)
             self.combined.update(zip(miss, got.tolist()))
         return np.array([self.combined[k] for k in keys])
 
@@ -684,7 +716,7 @@ class _Tables:
         if miss:
             rows = np.array([i for i, _ in miss], dtype=np.int64)
             got, _ = _least_sum(self.groups, self.sup, self.caps(rows), self.pp, self.L, deadline=self.deadline,
-                                first_extra=self.first_extra(np.array([x for _, x in miss])))
+                                first_extra=self.first_extra(np.array([x for _, x in miss])), last_extra=self.last)
             self.total_first.update(zip(miss, got.tolist()))
         return np.array([self.total_first[k] for k in keys])
 
@@ -693,7 +725,7 @@ class _Tables:
         if (i, weight) not in self.sequences:
             _, pick = _least_sum(self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
                                  None if weight is None else np.array([weight]), choices=True,
-                                 deadline=self.deadline)
+                                 deadline=self.deadline, last_extra=self.last)
             self.sequences[(i, weight)] = _sequence(pick, self.sup, self.pp, self.L)
         return self.sequences[(i, weight)]
 
@@ -902,4 +934,6 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             seq = tab.sequence(j, weight)
             if seq is not None and seq not in sequences:
                 sequences.append(seq)
+    if _heuristic.END_MATCHED:  # the sequence programme leaves stage 0's reduce and E's pair out: the ends on one type too
+        sequences += [m for seq in list(sequences) if (m := end_matched(f, seq)) is not None and m not in sequences]
     return PositionalBound(best * (1 - 1e-9), tuple(sequences))
