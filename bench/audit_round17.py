@@ -174,7 +174,7 @@ def _fresh_positional(sk, last: bool):
         positional.tables(sk)
 
 
-def check_lastend(problem, options, seed, stats):
+def check_lastend(problem, options, seed, stats, budgets_kept: int | None = None):
     """timerows: the positional bound with LAST_END_EMBEDDING (embedding_last_rows) below every plan of its candidate
     that meets the budget (v = 1: positional_bound with slower_than_s 0 and at the median time; v > 1: the solver's
     interleaved_positional_bound from the sibling), never below the bound without it, and above it somewhere
@@ -189,7 +189,7 @@ def check_lastend(problem, options, seed, stats):
     rng = random.Random(seed)
     by_cand = audit_round14.plans_by_candidate(problem, options)
     priced_plans = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
-    budgets = audit_round14.edge_budgets(priced_plans, rng)
+    budgets = audit_round14.edge_budgets(priced_plans, rng)[:budgets_kept]
     times = sorted(e.training_time_s for _, _, e in priced_plans)
     median = times[len(times) // 2] * 0.999 if times else 0.0
     memo = Memo(problem, options)
@@ -224,6 +224,7 @@ def check_lastend(problem, options, seed, stats):
                         got[last] = interleaved_positional_bound(sibling, budget, factor)
                 where = (key, budget.model_dump(exclude_none=True), slower, got, min(values, default=None))
                 stats["lastend_bounds"] += 1
+                stats["lastend_interleaved"] += cand.v > 1
                 assert got[True] >= got[False] * (1 - 1e-12), ("the floor lowers the bound",) + where
                 stats["lastend_raised"] += got[True] > got[False] * (1 + 1e-9)
                 if values:
@@ -232,7 +233,7 @@ def check_lastend(problem, options, seed, stats):
         sibling.positional = None
 
 
-def check_rent(problem, options, seed, stats):
+def check_rent(problem, options, seed, stats, budgets_kept: int | None = None):
     """rentbatch: inflight.sharpened_many over every candidate of the space (random batches, each walk on its own
     tables) equals sharpened one at a time (fresh tables and call caches for each path), bit for bit, minimizing cost
     under every cost-objective edge budget with the cutoffs none, at the least plan's value and at half of it; with no
@@ -244,7 +245,7 @@ def check_rent(problem, options, seed, stats):
     start = CandidateBound(True, 0.0, 0.0, 0.0)
     by_cand = audit_round14.plans_by_candidate(problem, options)
     priced_plans = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
-    budgets = [b for b in audit_round14.edge_budgets(priced_plans, rng) if b.objective == "cost"]
+    budgets = [b for b in audit_round14.edge_budgets(priced_plans, rng) if b.objective == "cost"][:budgets_kept]
     memo = Memo(problem, options)
     cands = [(cand, audit_round14._terms(memo, cand), plans) for cand, plans in by_cand.values()]
     cands = [c for c in cands if c[1] is not None]
@@ -293,10 +294,39 @@ def _honest_offers(problem, options, stats):
     return mock.patch.object(solver_module, "_best_meeting", checked)
 
 
+COUNTED = ("_reshaped", "_deepest_plans", "_layer_step_depths", "_plain_then_wide", "_seed_ruled_out",
+           "sharpened_many", "end_matched")
+
+
+def _counting(stats):
+    """The round's new incumbent sources and batches, counted where they run (and give something) in the solves."""
+    from optsearch import solver as solver_module
+    from optsearch.formulation import heuristic
+
+    patches = []
+    for name in COUNTED:
+        module = heuristic if name == "end_matched" else solver_module
+        real = getattr(module, name)
+
+        def counted(*args, _real=real, _name=name, **kwargs):
+            out = _real(*args, **kwargs)
+            stats[f"calls_{_name}"] += 1
+            stats[f"gave_{_name}"] += bool(out)
+            return out
+        patches.append(mock.patch.object(module, name, counted))
+    return patches
+
+
 def _with_offers_checked(check):
     def run(problem, options, seed, stats):
-        with _honest_offers(problem, options, stats):
+        patches = [_honest_offers(problem, options, stats), *_counting(stats)]
+        for patch in patches:
+            patch.start()
+        try:
             check(problem, options, seed, stats)
+        finally:
+            for patch in reversed(patches):
+                patch.stop()
     return run
 
 

@@ -14,6 +14,7 @@ import random
 from dataclasses import replace
 from unittest import mock
 
+import numpy as np
 import pytest
 
 import priced
@@ -128,3 +129,124 @@ def test_live_groups_give_the_same_refined_bounds_below_every_plan(most):
             assert item is not None and item.lower_bound <= min(values) * (1 + REL), (key, budget)
             below += 1
     assert below >= 50
+
+
+# ---- the later merges: timerows, rentbatch, costbig, budgetb (bench/audit_round17.py's checks on one instance) ----
+
+def _bench():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "audit_round17", Path(__file__).resolve().parent.parent / "bench" / "audit_round17.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class _Counts(dict):
+    def __missing__(self, key):
+        return 0
+
+
+def _hypinter(n: int):
+    from hypothesis import HealthCheck, given, settings
+
+    from test_interleaved import interleaved_instances
+
+    out = []
+
+    @settings(max_examples=n, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(interleaved_instances())
+    def draw(case):
+        out.append(case[:2])
+
+    draw()
+    return out
+
+
+BENCH = _bench()
+
+
+def LASTEND_CASE():
+    """tight_instance(18): two types whose NICs differ, v = 1 and 2, 646 positional bounds under edge budgets of which
+    the floor raises 181, 114 of them interleaved (bench/audit_round17.py --kind tight --seeds 18)."""
+    return KINDS["tight"](18)
+
+
+SOLVE_CASE = LASTEND_CASE  # end_matched gives sequences there, and the cost climb's reshaped plans run
+
+
+def test_the_last_end_floor_holds_on_interleaved_candidates_and_slower_plans():
+    """timerows' floor (embedding_last_rows) through the solver's paths the branch's tests do not take: the
+    interleaved candidates' bound from their sibling (interleaved_positional_bound) and only-slower plans
+    (slower_than_s at the median plan's time), under edge budgets: below every plan, never below the bound without
+    the floor, above it somewhere; the sequences' plans and quick plans honest."""
+    stats = _Counts()
+    problem, options = LASTEND_CASE()
+    BENCH.check_lastend(problem, options, 0, stats, budgets_kept=6)
+    assert stats["lastend_raised"] > 0 and stats["lastend_interleaved"] > 0 and stats["lastend_below_plans"] > 50
+    assert stats["lastend_sequence_plans"] > 0 and stats["lastend_quick_plans"] > 0
+
+
+def test_the_last_end_check_fails_on_a_floor_one_part_in_a_thousand_too_high(monkeypatch):
+    from optsearch.formulation import positional
+
+    real = positional.embedding_last_rows
+
+    def high(f):
+        rows = real(f)
+        return None if rows is None else rows + 1e-3 * positional.embedding_floor_s(f) + 1e-3 * rows
+
+    monkeypatch.setattr(positional, "embedding_last_rows", high)
+    with pytest.raises(AssertionError, match="above a plan"):
+        BENCH.check_lastend(*LASTEND_CASE(), 0, _Counts(), budgets_kept=2)
+
+
+def test_the_rent_walks_of_many_candidates_equal_one_at_a_time_under_edge_budgets():
+    """rentbatch: sharpened_many in random batches of every candidate equals sharpened, bit for bit, under cost caps,
+    deadlines and rent limits at plans' exact values, cutoffs none, at and below the least plan; below every plan."""
+    stats = _Counts()
+    BENCH.check_rent(*KINDS["tight"](0), 0, stats, budgets_kept=4)
+    assert stats["rent_compared"] > 100 and stats["rent_below_plans"] > 20
+
+
+def test_the_rent_check_fails_when_a_batched_rent_moves_by_an_ulp(monkeypatch):
+    from optsearch import inflight
+
+    real = inflight._least_rent_many
+    monkeypatch.setattr(inflight, "_least_rent_many",
+                        lambda asks: [np.nextafter(r, np.inf) if len(asks) > 1 else r for r in real(asks)])
+    with pytest.raises(AssertionError, match="sharpened_many differs"):
+        BENCH.check_rent(*KINDS["tight"](0), 0, _Counts(), budgets_kept=2)
+
+
+def test_solves_with_the_new_incumbents_offer_only_honest_plans_and_answer_brute_force():
+    """costbig (the cost climb's reshaped plans, the deepest pipelines' quick plans), budgetb (time under B: plain
+    climbs first, the layer-step depths, seeds ruled out by their refined bound) and timerows (end-matched
+    sequences) give incumbents only: every plan offered to solver._best_meeting during the solves is in the space,
+    fits and is priced as the cost model prices it, and each answer (no budget, time under B at the cheapest plan's
+    cost, cost under a deadline 5 % above the fastest plan's time; both backends) is brute force's."""
+    from optsearch.solver import solve
+
+    problem, options = SOLVE_CASE()
+    stats = _Counts()
+    ests = [e for _, _, e in space_plans(problem, options)]
+    cheapest, fastest = min(ests, key=lambda e: e.cost_usd), min(ests, key=lambda e: e.training_time_s)
+    budgets = [Budget(objective="cost"), Budget(objective="time"), Budget(objective="time", max_cost_usd=cheapest.cost_usd),
+               Budget(objective="cost", max_time_s=fastest.training_time_s * 1.05)]
+    patches = [BENCH._honest_offers(problem, options, stats), *BENCH._counting(stats)]
+    for patch in patches:
+        patch.start()
+    try:
+        for budget in budgets:
+            truth = priced.solve_exhaustive(problem, budget, options=options)
+            for name in ("cbc", "cpsat"):
+                got = solve(problem, budget, solver=name, options=options)
+                assert got.status == truth.status, (name, budget)
+                assert got.objective_value == pytest.approx(truth.objective_value, rel=1e-6), (name, budget)
+    finally:
+        for patch in reversed(patches):
+            patch.stop()
+    assert stats["offered_plans"] > 100 and stats["gave__reshaped"] > 0 and stats["calls__plain_then_wide"] > 0
+    assert stats["gave_end_matched"] > 0
