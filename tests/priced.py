@@ -8,7 +8,10 @@ mutates the examples it drew). `solve_exhaustive` here is exhaustive.solve_exhau
 with _least_recompute answered from a memo of the instance: an equal problem and equal options give the same
 (plan, estimate) for a plan, since the cost model is a pure function of them (Problem, its specs and its profile
 are frozen dataclasses and pydantic models, compared field by field). The memo keeps the last few instances (the
-problem objects themselves, so an id is never reused); a call on any other instance prices as before.
+problem objects themselves, so an id is never reused) and the state of the modules that price a plan (`_state`:
+every name of costmodel, profile.analytic and exhaustive, by identity, so a test that patches a cost-model constant
+or term between two calls on an equal problem gets fresh prices: round 17's audit); a call on any other instance,
+or under another state, prices as before.
 `least_recompute` is _least_recompute on the same memo, for the bound tests' walks over every plan
 (test_solver.plans_as_searched, test_inflight_bound._plans, test_solver_budget_time._interleaved_plans), which
 price the plans a draw's budget has priced already.
@@ -18,24 +21,34 @@ from __future__ import annotations
 
 from unittest import mock
 
+from optsearch import costmodel
 from optsearch.baselines import exhaustive
+from optsearch.profile import analytic
 
 KEPT = 4  # instances whose priced plans are kept (a draw's are a few thousand (plan, estimate) pairs at most)
-_kept: list[list] = []  # [problem, options, {plan: _least_recompute's answer}], newest last
+_kept: list[list] = []  # [problem, options, state, {plan: _least_recompute's answer}], newest last
 _PRICE = exhaustive._least_recompute
 
 
+def _state() -> tuple[int, ...]:
+    """The identity of every name the pricing modules hold (a patched constant or function is another object)."""
+    names = [v for k, v in vars(exhaustive).items() if k != "_least_recompute"]  # (solve_exhaustive patches it)
+    return tuple(map(id, names + list(vars(costmodel).values()) + list(vars(analytic).values())))
+
+
 def _memo(problem, options) -> dict:
-    """The plans priced so far on an equal problem and equal options (an empty memo, kept, when none)."""
+    """The plans priced so far on an equal problem and equal options under the same pricing modules (an empty memo,
+    kept, when none)."""
+    state = _state()
     for match in (lambda p, o: p is problem and o is options, lambda p, o: p == problem and o == options):
         for i, entry in enumerate(_kept):
-            if match(entry[0], entry[1]):
+            if match(entry[0], entry[1]) and entry[2] == state:
                 _kept.append(_kept.pop(i))
                 entry[0], entry[1] = problem, options  # the next look-up finds these objects by identity
-                return entry[2]
-    _kept.append([problem, options, {}])
+                return entry[3]
+    _kept.append([problem, options, state, {}])
     del _kept[:-KEPT]
-    return _kept[-1][2]
+    return _kept[-1][3]
 
 
 def least_recompute(problem, plan, options):
