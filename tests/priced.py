@@ -9,7 +9,7 @@ with _least_recompute answered from a memo of the instance: an equal problem and
 (plan, estimate) for a plan, since the cost model is a pure function of them (Problem, its specs and its profile
 are frozen dataclasses and pydantic models, compared field by field). The memo keeps the last few instances (the
 problem objects themselves, so an id is never reused) and the state of the modules that price a plan (`_state`:
-every name of costmodel, profile.analytic and exhaustive, by identity, so a test that patches a cost-model constant
+every name of costmodel, profile.analytic and exhaustive, compared by identity, so a test that patches a cost-model constant
 or term between two calls on an equal problem gets fresh prices: round 17's audit); a call on any other instance,
 or under another state, prices as before.
 `least_recompute` is _least_recompute on the same memo, for the bound tests' walks over every plan
@@ -30,10 +30,15 @@ _kept: list[list] = []  # [problem, options, state, {plan: _least_recompute's an
 _PRICE = exhaustive._least_recompute
 
 
-def _state() -> tuple[int, ...]:
-    """The identity of every name the pricing modules hold (a patched constant or function is another object)."""
+def _state() -> tuple:
+    """Every name the pricing modules hold, the objects themselves (a patched constant or function is another object;
+    held here, a freed patch's address cannot be reused by the next one: round 17's audit)."""
     names = [v for k, v in vars(exhaustive).items() if k != "_least_recompute"]  # (solve_exhaustive patches it)
-    return tuple(map(id, names + list(vars(costmodel).values()) + list(vars(analytic).values())))
+    return tuple(names + list(vars(costmodel).values()) + list(vars(analytic).values()))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 def _memo(problem, options) -> dict:
@@ -42,7 +47,7 @@ def _memo(problem, options) -> dict:
     state = _state()
     for match in (lambda p, o: p is problem and o is options, lambda p, o: p == problem and o == options):
         for i, entry in enumerate(_kept):
-            if match(entry[0], entry[1]) and entry[2] == state:
+            if match(entry[0], entry[1]) and _same(entry[2], state):
                 _kept.append(_kept.pop(i))
                 entry[0], entry[1] = problem, options  # the next look-up finds these objects by identity
                 return entry[3]
