@@ -296,23 +296,28 @@ CHECKS = {"agg": check_agg, "one": check_one, "inflight": check_inflight, "lists
           "clock": _with_aggregate_first(audit_round14.CHECKS["clock"])}
 
 
-def main() -> int:
+def seeded_main(checks: dict, default_checks: str) -> int:
+    """A sweep's command line (--kind, --seeds, --checks, --max-seconds) over seeded_instances, run by
+    audit_round13.sweep: rounds 15 and 17's main."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1"])
     ap.add_argument("--seeds", default="0-19")
-    ap.add_argument("--checks", default="agg,one,inflight,lists")
+    ap.add_argument("--checks", default=default_checks)
     ap.add_argument("--max-seconds", type=float, default=1e9)
     args = ap.parse_args()
     lo, _, hi = args.seeds.partition("-")
     totals = audit_round14.Totals(instances=0, failures=0)
     began = real_time.process_time()
     seeds = range(int(lo), int(hi or lo) + 1)
-    return audit_round13.sweep(CHECKS, args, seeds, seeded_instances(args.kind, seeds, KINDS), small, totals, began)
+    return audit_round13.sweep(checks, args, seeds, seeded_instances(args.kind, seeds, KINDS), small, totals, began)
 
+
+def main() -> int:
+    return seeded_main(CHECKS, "agg,one,inflight,lists")
 
 def seeded_instances(kind: str, seeds: range, kinds: dict):
     """The sweep's instance(seed) for a kind: the drawn lists of the hypothesis-like kinds (hypinter, hypinter-off,
-    hyptight, moe, moe1; None past their end), else kinds[kind](seed). Shared by rounds 15 and 16's sweeps."""
+    hyptight, moe, moe1; None past their end), else kinds[kind](seed). Shared by rounds 15, 16 and 17's sweeps."""
     n = seeds[-1] + 1
     drawn = (audit_round13.hypinter_cases(n, kind == "hypinter-off") if kind.startswith("hypinter")
              else audit_round14.hyptight_cases(n) if kind == "hyptight" else moe_cases(n) if kind == "moe"

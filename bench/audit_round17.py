@@ -25,11 +25,9 @@ Prints one JSON line per failure and a summary."""
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
 import sys
-import time as real_time
 from dataclasses import replace
 from pathlib import Path
 from unittest import mock
@@ -42,8 +40,7 @@ import audit_round13  # noqa: E402
 import audit_round14  # noqa: E402
 import audit_round15  # noqa: E402
 import priced  # noqa: E402
-from test_audit_dist_bounds import MAX_PLANS, small, space_plans  # noqa: E402
-from test_audit_round11 import KINDS  # noqa: E402
+from test_audit_dist_bounds import MAX_PLANS, space_plans  # noqa: E402
 
 from optsearch import bounds as bounds_module  # noqa: E402
 from optsearch import costmodel  # noqa: E402
@@ -336,19 +333,7 @@ CHECKS = {"live": check_live, "priced": check_priced, "lastend": check_lastend, 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--kind", default="random", choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe",
-                                                      "moe1"])
-    ap.add_argument("--seeds", default="0-19")
-    ap.add_argument("--checks", default="live,priced")
-    ap.add_argument("--max-seconds", type=float, default=1e9)
-    args = ap.parse_args()
-    lo, _, hi = args.seeds.partition("-")
-    totals = audit_round14.Totals(instances=0, failures=0)
-    began = real_time.process_time()
-    seeds = range(int(lo), int(hi or lo) + 1)
-    instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
-    return audit_round13.sweep(CHECKS, args, seeds, instance, small, totals, began)
+    return audit_round15.seeded_main(CHECKS, "live,priced")
 
 
 if __name__ == "__main__":
