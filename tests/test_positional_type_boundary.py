@@ -160,3 +160,30 @@ def test_one_type_or_one_stage_has_no_floor():
             assert positional.mixed_slowest_floor_s(sk) == (math.inf, True)
             seen += 1
     assert seen
+
+
+def test_a_floor_above_every_mark_is_a_mark_of_its_own(monkeypatch):
+    """Where M_mix lies above every t_lb (a slow pair's send beside fast stages), the marks below it are dropped and
+    M_mix itself is the only mark left: the bound stays finite where plans exist (they are bounded there), at least
+    the bound without the floor."""
+    problem, options = next(_cases((4,)))
+    memo = Memo(problem, options)
+    checked, seen = 0, set()
+    for cand, _, _ in space_plans(problem, options):
+        if cand.key in seen or cand.v != 1 or cand.pp == 1 or len(cand.uses) == 1:
+            continue
+        seen.add(cand.key)
+        sk = memo.skeleton(cand)
+        if sk.most is None:
+            continue
+        plain = positional.positional_bound(sk, Budget(objective="cost")).bound
+        if not math.isfinite(plain):
+            continue
+        top = float(positional.tables(sk).marks[-1])
+        monkeypatch.setattr(positional, "mixed_slowest_floor_s", lambda f, compute=None: (top * 1.5, False))
+        sk.positional = None
+        raised = positional.positional_bound(sk, Budget(objective="cost")).bound
+        monkeypatch.setattr(positional, "mixed_slowest_floor_s", _FLOOR)
+        assert math.isfinite(raised) and raised >= plain * (1 - 1e-9)
+        checked += 1
+    assert checked

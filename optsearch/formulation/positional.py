@@ -668,8 +668,8 @@ class _Tables:
         allowed = ~np.isnan(self.blocks.rows)
         self.marks = np.unique(self.blocks.rows[allowed])
         mixed, single = mixed_slowest_floor_s(f) if TYPE_BOUNDARY_FLOOR else (math.inf, True)
-        if math.isfinite(mixed) and len(self.marks) and mixed < self.marks[-1]:
-            self.marks = np.unique(np.append(self.marks, mixed))  # plans that mix types: bounded at M_mix at least
+        if math.isfinite(mixed) and len(self.marks):  # plans that mix types: bounded at M_mix at least (also where
+            self.marks = np.unique(np.append(self.marks, mixed))  # it lies above every t_lb: then it is the top)
         self.comm_marks = tuple(np.unique(rows[allowed]) for rows in self.blocks.comm_rows)
         _, per_stage = self.caps_of.both(self.marks)
         # A mark where some stage holds nothing on any type, or the stages cannot hold L layers, has no plan.
