@@ -590,6 +590,62 @@ def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.nda
     return whole * (1 - 1e-12), hide
 
 
+TYPE_BOUNDARY_FLOOR = True  # marks below the least slowest stage of a plan that mixes types admit one type only
+# (mixed_slowest_floor_s; round 18, costbound)
+
+
+def mixed_slowest_floor_s(f: Skeleton, compute: np.ndarray | None = None) -> tuple[float, bool]:
+    """(M_mix, single): every plan of the candidate that runs stages on two or more node types has a stage that takes
+    at least M_mix per micro-batch (math.inf where none can: one type, or pp = 1), and single is False where no plan
+    on one type alone exists (no type has the node supply for every stage, or some stage holds nothing on it). Round
+    18, costbound.
+
+    Why it holds. A plan on two or more types has a boundary j | j + 1 whose stages run on types g != h. Different
+    types never share a node (costmodel.place: send_same_node is False there), and stage j pays its forward send to
+    j + 1 while stage j + 1 pays its backward send to j, each at the inter-node time of the pair
+    (costmodel.estimate: stage_send_s(own, neighbour); the model's rows add_p2p: e[j] >= c_inter[g][h], paid by
+    both stages), v >= 1 of each. So t_j >= compute_j + pair(g, h) and t_{j+1} >= compute_{j+1} + pair(g, h), with
+    pair(g, h) = min(c_inter[g][h], c_inter[h][g]) (either orientation). compute_s is at least the least value of
+    _stage_times over the counts its position allows (the least mode that fits, block recomputation, the ends'
+    embedding and head: the positional bound's own rows); a middle stage also pays a send the other way, at least
+    the least send any stage of its type makes (inter in either orientation or intra). The slowest stage takes at
+    least the larger of the two, so at least the least of that over boundaries j and pairs g != h. Nothing assumes a
+    mode, pattern, optimizer setting, cp, the budget or the micro-batch count: only the stage times' parts.
+
+    How the bound uses it (_Tables): its argument holds at any M with max_s t_lb <= M <= the plan's slowest stage
+    (R, S, C and the McCormick sharpening at M bound every plan the programmes allow at M, and the hidden-reduce floor
+    needs only t_lb <= M <= T), so M_mix is added to the marks; a plan that mixes types and has max t_lb < M_mix is
+    bounded at M_mix. Where single is False every plan mixes types, and the marks below M_mix are dropped (no plan
+    lies there). Where a single-type plan may exist they stay. Megatron 1T on mixed-pool-3k, tp 2, cp 4, 129 stages:
+    128 p5 nodes, so some stage runs elsewhere, and the H100 stage beside it sends at the A100's 400 Gbit/s (2.1 ms
+    against 0.26 ms): the bound's slowest stage went 18.5 -> 20.3 ms, its bound $14.94M -> about the plan's
+    $16.35M."""
+    c, pp, uses = f.c, f.cand.pp, f.cand.uses
+    G = len(uses)
+    if pp <= 1 or G <= 1 or f.most is None:
+        return math.inf, True
+    if compute is None:
+        compute = _stage_times(f)
+    with np.errstate(invalid="ignore"):
+        least = np.where(np.isnan(compute).all(axis=2), np.inf, np.nanmin(np.where(np.isnan(compute), np.inf,
+                                                                                    compute), axis=2))  # [s, g]
+    inter = np.array(c.send_inter_s, dtype=float)
+    pair = np.minimum(inter, inter.T)  # [g, h]
+    other = np.minimum(np.minimum(inter.min(axis=1), inter.min(axis=0)), np.array(c.send_intra_s, dtype=float))
+    middle = ((np.arange(pp) > 0) & (np.arange(pp) < pp - 1)).astype(float)  # [s]: a send the other way too
+    time_at = least[:, :, None] + pair[None, :, :]  # [s, own g, other h]
+    time_at = time_at + (middle[:, None] * other[None, :])[:, :, None]
+    before = time_at[:-1]  # stage j on g beside j + 1 on h: [j, g, h]
+    after = time_at[1:].transpose(0, 2, 1)  # stage j + 1 on h beside j on g: [j, g, h]
+    both = np.maximum(before, after)
+    both[:, np.arange(G), np.arange(G)] = np.inf  # the same type on both sides: not a boundary between types
+    floor = float(both.min()) * (1 - 1e-12)
+    most = [u.node.num_nodes_available // u.nodes_per_block for u in uses]
+    single = any(-(-pp // u.stages_per_block) <= most[g] and np.isfinite(least[:, g]).all()
+                 for g, u in enumerate(uses))
+    return floor, single
+
+
 class _Tables:
     """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
     same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
@@ -611,10 +667,15 @@ class _Tables:
         self.sup = _supply(f)
         allowed = ~np.isnan(self.blocks.rows)
         self.marks = np.unique(self.blocks.rows[allowed])
+        mixed, single = mixed_slowest_floor_s(f) if TYPE_BOUNDARY_FLOOR else (math.inf, True)
+        if math.isfinite(mixed) and len(self.marks):  # plans that mix types: bounded at M_mix at least (also where
+            self.marks = np.unique(np.append(self.marks, mixed))  # it lies above every t_lb: then it is the top)
         self.comm_marks = tuple(np.unique(rows[allowed]) for rows in self.blocks.comm_rows)
         _, per_stage = self.caps_of.both(self.marks)
         # A mark where some stage holds nothing on any type, or the stages cannot hold L layers, has no plan.
         self.possible = (per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
+        if not single:  # every plan mixes types: none below M_mix (mixed_slowest_floor_s)
+            self.possible &= self.marks >= mixed
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.comm_o = np.full(n, np.nan)  # C_O(M) alone (the optimizer step's part of comm)
