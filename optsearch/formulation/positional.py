@@ -73,7 +73,7 @@ COMM_WAYS = 4  # values of C tried per pass of comm_at's search (one programme o
 LAST_END_EMBEDDING = True  # the sum programmes charge the last block its type's least tied-embedding all-reduce
 # in excess of the bound's E floor (embedding_last_rows; round 17, timerows)
 BUDGET_LAGRANGE = True  # time under a cost budget: each refined mark's iteration lifted by budget_time_lift (round 18)
-LAGRANGE_WEIGHTS = (0.0625, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0)  # the rent weights tried, in units of T0^2 / b
+LAGRANGE_WEIGHTS = (0.125, 0.25, 0.5)  # the rent weights tried, in units of T0^2 / b (budget_time_lift)
 
 
 class OutOfTime(Exception):
