@@ -739,9 +739,9 @@ def budget_time_lift(tab: _Tables, ix: np.ndarray, K: np.ndarray, iteration: np.
     the sum of stage times), iteration[M] = T0 >= K + S(M) (a floor on every plan's iteration at M), b = the budget x
     slack / (iterations per hour): a plan that meets it has rent x T <= b (cost = iterations / 3600 x rent x T).
 
-    The bound at a mark took the least time and the least rent of its layouts separately (R(M) and S(M)); the
-    fastest layouts of a deep candidate are often the dear ones, and the budget never entered its time (issue 14,
-    Megatron 1T on mixed-pool-3k: the bound held at the budget-free least time, round 17). For a rent weight
+    The bound at a mark took the least time and the least rent of its layouts separately (R(M) and S(M)); where the
+    fastest layouts are the dear ones the budget never entered its time (issue 14, item 3; round 18 found Megatron
+    1T on mixed-pool-3k held by the node supply instead, docs/solver.md "Round 18"). For a rent weight
     lam >= 0 let Phi(lam) = min over the layouts the programme allows at M of (sum + lam x rent) (combined_at, the
     McCormick bound's programme, with the same stage-0 shift). A plan X at M with rent r and iteration T has a
     layout whose programme sum s satisfies T >= K + s and s + lam r >= Phi(lam), and r <= b / T, so
