@@ -956,13 +956,13 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         j = stop
     if not math.isfinite(best_it):
         return None
-    ends = objective == "time" and _ends_time_walked(tab, max_cost_usd, max_usd_per_hour)  # round 18 (timerows2)
+    ends = objective == "time" and _ends_time_walked(tab)  # round 18 (timerows2)
     if ends and tab.whole_per_layer is None:
         best_it = max(best_it, _time_by_ends(tab, first, iterations, max_time_s))
     if objective == "time" and tab.whole_per_layer is not None:  # round 9: the largest whole reduce per interval
         # the cutoff raised by 1e-12: an interval decided at it stays above the solver's own test after the roundings
         cut = {"cutoff": cutoff_s / iterations * (1 + 1e-12)} if math.isfinite(cutoff_s) else {}
-        whole = whole_levels_iteration(tab, first, iterations, max_time_s, **cut, ends=ends)
+        whole = whole_levels_iteration(tab, first, iterations, max_time_s, **cut, **({"ends": True} if ends else {}))
         if whole is None:
             return None
         best_it = max(best_it, whole)
@@ -1116,12 +1116,14 @@ def ends_extra_s(problem: Problem, d: DegreeTerms, pp: int, cache: dict | None =
 INFLIGHT_ENDS_TIME = True  # round 18 (timerows2): the time walk charges the tied embedding by the end pairs admitted
 
 
-def _ends_time_walked(tab: InFlightTables, max_cost_usd: float | None, max_usd_per_hour: float | None) -> bool:
-    """Whether the time walk (no cost budget, no rent limit) takes the end pairs' embedding excess (_pair_excess):
-    INFLIGHT_ENDS_TIME, pp >= 2 and some pair's excess above 0 (tied embeddings whose all-reduce differs by the
-    ends' types)."""
-    return (INFLIGHT_ENDS_TIME and max_cost_usd is None and max_usd_per_hour is None and tab.ends_extra is not None
-            and len(tab.middle) >= 2 and float(tab.ends_extra.max()) > 0.0)
+def _ends_time_walked(tab: InFlightTables) -> bool:
+    """Whether inflight_bound's time walk (a cost budget takes _time_under_cost, unchanged) takes the end pairs'
+    embedding excess (_pair_excess): INFLIGHT_ENDS_TIME, pp >= 2 and some pair's excess above 0 (tied embeddings
+    whose all-reduce differs by the ends' types). Under a deadline or a rent limit too: the walk's intervals from its
+    first that meets the limits hold every plan that meets them, and the least over them is a bound whatever the
+    later intervals' limits."""
+    return (INFLIGHT_ENDS_TIME and tab.ends_extra is not None and len(tab.middle) >= 2
+            and float(tab.ends_extra.max()) > 0.0)
 
 
 def _pair_excess(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
