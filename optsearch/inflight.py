@@ -1587,8 +1587,9 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
                     open_ &= base + lo < cutoff
         value = np.maximum(tab.iteration[j:stop] + excess, base + lo)
         if tab.hide is not None:  # the hiding floor counts E at its least too: the excess adds to it
-            value = np.maximum(value, excess + _hiding_floor(tab, j, stop, caps,
-                                                             np.where(value < cutoff, cutoff - excess, -np.inf)))
+            with np.errstate(invalid="ignore"):  # inf - inf where an interval admits no pair: that row takes -inf
+                hide_cut = np.where(value < cutoff, cutoff - excess, -np.inf)
+            value = np.maximum(value, excess + _hiding_floor(tab, j, stop, caps, hide_cut))
         ok = np.ones(stop - j, dtype=bool)
         if max_time_s is not None:
             ok &= value * iterations <= max_time_s * slack
