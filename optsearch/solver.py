@@ -544,15 +544,8 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
             best = got
     if best is None:
         raise ValueError("_plain_then_wide needs a start")
-    wide_until = None if left is None else time.perf_counter() + WIDE_SHARE * left
-    end = _climb(memo, budget, bounded, best, wide_until, wide=True, ends=ends)
-    if SPLIT_REPAIR and end[1].virtual_stages == 1:  # the end's own layers moved at the ends (_split_descent)
-        plan, est = _split_descent(memo, end[1], end[2], None if left is None else
-                                   time.perf_counter() + SPLIT_END_SHARE * left)
-        moved = _best_meeting(budget, [(plan, est)])
-        if moved is not None and moved[0] < end[0] * (1 - INCUMBENT_REL):
-            return moved
-    return end
+    return _climb(memo, budget, bounded, best, None if left is None else time.perf_counter() + WIDE_SHARE * left,
+                  wide=True, ends=ends)
 
 
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
@@ -958,6 +951,15 @@ def _split_descent(memo: Memo, plan: Plan, est: Estimate, deadline: float | None
             break
         best, best_est = moved
     return best, best_est
+
+
+def _split_improved(memo: Memo, budget: Budget, priced: Priced, deadline: float | None = None) -> Priced:
+    """A priced plan that meets the budget, or the plan its _split_descent reaches where that one meets the budget
+    too and is better (at v = 1; an interleaved plan is returned as it is)."""
+    if priced[1].virtual_stages != 1:
+        return priced
+    moved = _best_meeting(budget, [_split_descent(memo, priced[1], priced[2], deadline)])
+    return moved if moved is not None and moved[0] < priced[0] * (1 - INCUMBENT_REL) else priced
 
 
 def _split_repaired(memo: Memo, budget: Budget, plans: list[tuple[Plan, Estimate]], beat: float,
@@ -2403,6 +2405,9 @@ def solve(
         if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends)
+            if SPLIT_REPAIR:  # the climbs' end, its own layers moved at the ends (_split_descent; round 18)
+                got = _split_improved(memo, budget, got, None if left is None else
+                                      time.perf_counter() + SPLIT_END_SHARE * left)
             if got[0] < incumbent[0]:
                 incumbent = (got[0], got[1], got[2], None)
         for n, begin in enumerate(starts if not plain_first else ()):
