@@ -520,7 +520,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 
 def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
-                     ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
+                     ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
+                     first_whole: bool = False) -> Priced:
     """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in
     turn, then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
     what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
@@ -533,12 +534,13 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     18B, 76B and 310B, while the later start's plain climb, which reaches the better plan (Llama-2 70B 8k: tp 2, dp 4,
     cp 8, 21 stages, and on towards the optimum's 27; 18B 3k: the optimum), was cut by its quarter share. Incumbents
     only: every plan is priced by the cost model and checked against the budget, as in _climb. left: the time left
-    (None: no limit)."""
+    (None: no limit). first_whole (round 18, DESCENT_CLIMB_FIRST): the first start's climb may take the whole plain
+    share; the later ones share what it leaves."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
         deadline = None if plain_until is None else time.perf_counter() + max(
-            0.0, plain_until - time.perf_counter()) / (len(starts) - n)
+            0.0, plain_until - time.perf_counter()) / (1 if first_whole and n == 0 else len(starts) - n)
         got = _climb(memo, budget, bounded, begin, deadline, wide=False, ends=ends)
         if best is None or got[0] < best[0]:
             best = got
@@ -907,6 +909,7 @@ RESHAPE_UNDER_B = True  # _climb tries _reshaped (twice / half as deep on the sa
 SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its layers moved at the ends (_split_repaired)
 SPLIT_NEAR = 0.02  # "a hair": its cost at most this fraction above B
 SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
+DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
 SPLIT_END_SHARE = 0.03  # of the time left before the climbs, at most, for the climbs' end's own _split_descent
 
 
@@ -2404,7 +2407,13 @@ def solve(
         plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
         if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-            got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends)
+            first_whole = DESCENT_CLIMB_FIRST and descent is not None and any(begin is descent for begin in starts)
+            if first_whole:  # the descent's plan climbed first, for up to the whole plain share (round 18): on
+                # every large time<=B row traced its plain climb reached the better end, and cut at half the share
+                # it stopped a move short (Megatron 310B, mixed-pool-3k: 1,208,119 s, not 996,737 s)
+                starts = [descent] + [begin for begin in starts if begin is not descent]
+            got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends,
+                                   first_whole)
             if SPLIT_REPAIR:  # the climbs' end, its own layers moved at the ends (_split_descent; round 18)
                 got = _split_improved(memo, budget, got, None if left is None else
                                       time.perf_counter() + SPLIT_END_SHARE * left)
