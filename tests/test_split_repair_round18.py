@@ -145,3 +145,25 @@ def test_climb_reshapes_under_b(switch, monkeypatch):
         assert not budget_violations(got[1], got[2], _time_under_b(B_76B_3K))
     else:
         assert got[0] == pytest.approx(404950.58, rel=1e-7)
+
+
+def test_plain_then_wide_first_start_whole_share(monkeypatch):
+    """first_whole (DESCENT_CLIMB_FIRST): the first start's plain climb may take the whole plain share, the next
+    what it leaves; without it the first gets half of two starts' share (round 17's order). The wide climb is as
+    before, from the best plain end. Fails on ecb0759 (no first_whole)."""
+    calls: list = []
+    end_of = {10.0: 5.0, 20.0: 3.0, 3.0: 2.5}  # each start's climb end (the values only)
+    clock = [100.0]
+
+    def fake_climb(memo, budget, bounded, start, deadline, wide, until=None, ends=None, by_key=None):
+        calls.append((start[0], wide, None if deadline is None else round(deadline - clock[0], 9)))
+        clock[0] += 0.5  # each climb takes half a second of the fake clock
+        return (end_of[start[0]], "plan", "est")
+    monkeypatch.setattr(solver_module, "_climb", fake_climb)
+    monkeypatch.setattr(solver_module.time, "perf_counter", lambda: clock[0])
+    plain = (solver_module.NEIGHBOUR_SHARE - solver_module.WIDE_SHARE) * 10.0
+    for whole, first in ((True, plain), (False, plain / 2)):
+        calls.clear()
+        got = solver_module._plain_then_wide(None, None, [], [(20.0, "d", "e"), (10.0, "s", "e")], 10.0, None, whole)
+        assert [(c[0], c[1]) for c in calls] == [(20.0, False), (10.0, False), (3.0, True)] and got[0] == 2.5
+        assert calls[0][2] == pytest.approx(first) and calls[1][2] == pytest.approx(plain - 0.5)
