@@ -904,7 +904,7 @@ def _layer_step_depths(plan: Plan, head: bool = False) -> list[int]:
 
 
 # Round 18 (budgetb2): time under a cost budget, the climbs' plans at the ends of the pipeline.
-LAYER_STEPS_HEAD = True  # _layer_step_depths also gives each layer-step depth plus one (a stage for the ends' work)
+LAYER_STEPS_HEAD = False  # off: more wide-climb neighbours, no row moved by it (Llama-2 70B 8k wide climb at its deadline); _layer_step_depths also gives each layer-step depth plus one (a stage for the ends' work)
 RESHAPE_UNDER_B = True  # _climb tries _reshaped (twice / half as deep on the same GPUs) minimizing time under B too
 SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its layers moved at the ends (_split_repaired)
 SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost Megatron 18B 3k 0.4 s for nothing)
