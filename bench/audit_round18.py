@@ -1,0 +1,225 @@
+"""Post-merge audit of round 18 (audit10): costbound (positional.mixed_slowest_floor_s, TYPE_BOUNDARY_FLOOR: the
+slowest stage of a plan that mixes node types, added to the positional bound's marks, the marks below it dropped where
+no type alone runs the pipeline) and the later merges of the round (see docs/solver.md, "Round 18 after the merges:
+the audit"). Not part of the test suite, e.g.
+
+    nice -n 5 python bench/audit_round18.py --kind boundary --seeds 0-199 --checks boundary --max-seconds 300
+    nice -n 5 python bench/audit_round18.py --kind tight --seeds 0-39 --checks boundary
+    nice -n 5 python bench/audit_round18.py --kind hypinter --seeds 0-19 --checks solve,clock
+
+kinds: bench/audit_round17's (random, offheavy, tight, each also -pipelined; hypinter, hypinter-off, hyptight, moe,
+moe1) and boundary / boundary-tight (tests/test_positional_type_boundary.boundary_instance: two or three types with
+NICs 10-3,200 Gbit/s and 1-3 nodes each, so the supply binds; draws over its plan limit are skipped), boundary-wide
+(the same widened: v = 2, cp = 2, a mixture of experts, block recomputation, the overlap on; boundary_wide). checks:
+  boundary  every candidate of the brute-forced space whose v = 1 sibling is in pattern mode: M_mix at or below the
+            slowest stage of every plan of the candidate on two or more types (v > 1 plans too: their stages pay v
+            sends); where `single` is False, no plan of the candidate runs on one type; and under edge budgets
+            (none; cost caps, deadlines and rents at plans' exact values; both), with slower_than_s 0 and at the
+            median plan's time (v = 1), and for v > 1 through the solver's interleaved_positional_bound: the
+            positional bound on fresh tables with the floor at least the bound without it (fresh tables too), at
+            or below every plan of the candidate that meets the budget, and the sequences it returns real plans of
+            the space (in_search_space, fit, priced as estimate prices them);
+  solve, clock  bench/audit_round17's (both backends against brute force at plans' exact budgets and 5 % above;
+            clocks that jump past the limit; every plan offered to solver._best_meeting honest).
+Prints one JSON line per failure and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time as real_time
+from dataclasses import replace
+from pathlib import Path
+from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import audit_round13  # noqa: E402
+import audit_round14  # noqa: E402
+import audit_round15  # noqa: E402
+import audit_round17  # noqa: E402
+from test_audit_dist_bounds import small  # noqa: E402
+from test_audit_round11 import KINDS  # noqa: E402
+
+from optsearch.bounds import interleaving_factor  # noqa: E402
+from optsearch.candidates import in_search_space  # noqa: E402
+from optsearch.costmodel import estimate  # noqa: E402
+from optsearch.formulation import positional  # noqa: E402
+from optsearch.search import budget_violations, objective_value  # noqa: E402
+from optsearch.solver import Memo, interleaved_positional_bound  # noqa: E402
+from optsearch.spec.budget import Budget  # noqa: E402
+
+REL = 1e-9
+
+
+def boundary_budgets(priced, rng) -> list[Budget]:
+    """audit_round14.edge_budgets, and a rent limit at a random plan's rent (each objective; the floor's caps and
+    marks matter under a rent limit too)."""
+    out = audit_round14.edge_budgets(priced, rng)
+    if priced:
+        est = rng.choice(priced)[2]
+        out += [Budget(objective=o, max_usd_per_hour=est.usd_per_hour) for o in ("time", "cost")]
+    return out
+
+
+def fresh_tables(sk, on: bool) -> None:
+    """The skeleton's positional tables built again with TYPE_BOUNDARY_FLOOR on or off (the switch is read when the
+    tables are built: kept tables keep the setting they were built under)."""
+    sk.positional = None
+    with mock.patch.object(positional, "TYPE_BOUNDARY_FLOOR", on):
+        positional.tables(sk)
+
+
+def _meeting(plans, budget, slower):
+    return [objective_value(e, budget.objective) for p, e in plans
+            if e.training_time_s > slower and not budget_violations(p, e, budget)]
+
+
+def _sequence_plans(problem, options, memo, sk, pos, stats) -> None:
+    for seq in pos.sequences:
+        found = memo.plan_of(sk, seq)
+        stats["boundary_sequences"] += 1
+        if found is not None:
+            plan, est = found
+            stats["boundary_sequence_plans"] += 1
+            assert in_search_space(problem, plan, options) and est.fits and est == estimate(problem, plan), plan
+
+
+def check_boundary(problem, options, seed, stats, budgets_kept: int | None = None):
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = boundary_budgets(priced, rng)[:budgets_kept]
+    times = sorted(e.training_time_s for _, _, e in priced)
+    median = times[len(times) // 2] * 0.999 if times else 0.0
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None:
+            stats["boundary_kinds_skipped"] += 1  # several layer kinds (T5): kinds_bound, no positional tables
+            continue
+        floor, single = positional.mixed_slowest_floor_s(sibling)
+        stats["boundary_candidates"] += 1
+        stats["boundary_finite"] += math.isfinite(floor)
+        stats["boundary_not_single"] += not single
+        for plan, est in plans:
+            mixed = len({s.node_type for s in plan.stages}) > 1
+            if mixed:
+                stats["boundary_mixed_plans"] += 1
+                slowest = max(s.time_s for s in est.stages)
+                assert slowest >= floor * (1 - REL), ("a mixed plan's slowest stage below M_mix", key, slowest,
+                                                      floor, str(plan))
+                stats["boundary_tight"] += slowest <= floor * 1.01
+            else:
+                assert single, ("single False, but a plan on one type exists", key, str(plan))
+        factor = 1.0 if cand.v == 1 else interleaving_factor(audit_round14._terms(memo, cand).m, cand.pp, cand.v)
+        got: dict = {}
+        for on in (True, False):
+            fresh_tables(sibling, on)  # one table per setting, kept across the budgets as the solver keeps it
+            for budget in budgets:
+                for slower in (0.0, median) if cand.v == 1 else (0.0,):
+                    if cand.v == 1:
+                        pos = positional.positional_bound(sibling, budget, slower_than_s=slower)
+                        got[(on, id(budget), slower)] = pos.bound
+                        if on:
+                            _sequence_plans(problem, options, memo, sibling, pos, stats)
+                    else:
+                        got[(on, id(budget), slower)] = interleaved_positional_bound(sibling, budget, factor)
+        sibling.positional = None
+        for budget in budgets:
+            for slower in (0.0, median) if cand.v == 1 else (0.0,):
+                have, want = got[(True, id(budget), slower)], got[(False, id(budget), slower)]
+                values = _meeting(plans, budget, slower)
+                where = (key, budget.model_dump(exclude_none=True), slower, have, want, min(values, default=None))
+                stats["boundary_bounds"] += 1
+                stats["boundary_interleaved"] += cand.v > 1
+                assert have >= want * (1 - 1e-12), ("the floor lowers the bound",) + where
+                stats["boundary_raised"] += have > want * (1 + REL)
+                if values:
+                    stats["boundary_below_plans"] += 1
+                    assert have <= min(values) * (1 + REL), ("above a plan",) + where
+                    stats["boundary_raised_at_plans"] += have > want * (1 + REL)
+
+
+def boundary_kind(tight: bool):
+    from test_positional_type_boundary import boundary_instance
+
+    def draw(seed):
+        return boundary_instance(seed + (100 if tight else 0), tight)
+    return draw
+
+
+def boundary_wide(seed: int):
+    """boundary_instance (roomy on even seeds, memory-tight on odd ones) widened where the floor's argument has
+    corners: interleaving (v = 2), cp = 2, a mixture of experts (one kind, every other draw), block recomputation,
+    --overlap-grad-reduce (stage 0's reduce floor and the hidden-reduce floor beside the new mark), up to four stages.
+    None when brute force would price more than MAX_PLANS plans."""
+    from optsearch.baselines.exhaustive import count_plans
+    from optsearch.profile import AnalyticProfile
+    from optsearch.problem import Problem
+    from optsearch.spec import LayerKindSpec
+    from test_audit_dist_bounds import MAX_PLANS
+    from test_positional_type_boundary import boundary_instance
+
+    made = boundary_instance(seed, seed % 2 == 1)
+    if made is None:
+        return None
+    problem, options = made
+    rng = random.Random(7_000 + seed)
+    model = problem.model
+    if rng.random() < 0.5:
+        model = model.model_copy(update={"layer_kinds": [LayerKindSpec(name="layer", num_layers=model.num_layers,
+                                                                       num_experts=4, moe_router_topk=2)]})
+    job = model.default_job.model_copy(update={"distributed_optimizer": None})
+    problem = Problem(model=model, cluster=problem.cluster, job=job, gpus=problem.gpus,
+                      profile=AnalyticProfile(model=model, gpus=problem.gpus), overlap_grad_reduce=rng.random() < 0.5)
+    options = replace(options, virtual_stages=(1, 2), context_parallel_sizes=(1, 2), micro_batch_sizes=(1,),
+                      block_recompute=options.uniform_recompute and rng.random() < 0.5)
+    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+        return None
+    return problem, options
+
+
+CHECKS = {"boundary": check_boundary, "solve": audit_round17.CHECKS["solve"], "clock": audit_round17.CHECKS["clock"]}
+EXTRA_KINDS = {"boundary": boundary_kind(False), "boundary-tight": boundary_kind(True), "boundary-wide": boundary_wide}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", default="boundary",
+                    choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1", *EXTRA_KINDS])
+    ap.add_argument("--seeds", default="0-19")
+    ap.add_argument("--checks", default="boundary")
+    ap.add_argument("--max-seconds", type=float, default=1e9)
+    args = ap.parse_args()
+    lo, _, hi = args.seeds.partition("-")
+    seeds = range(int(lo), int(hi or lo) + 1)
+    totals = audit_round14.Totals(instances=0, failures=0, skipped=0)
+    began = real_time.process_time()
+    if args.kind in EXTRA_KINDS:
+        instance = EXTRA_KINDS[args.kind]
+    else:
+        instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
+    for seed in seeds:
+        if real_time.process_time() - began > args.max_seconds:
+            break
+        drawn = instance(seed)
+        if drawn is None:  # a boundary draw over its plan limit (or past a drawn list's end)
+            totals["skipped"] += 1
+            continue
+        problem, options = drawn
+        if not small(problem, options):
+            totals["skipped"] += 1
+            continue
+        totals["instances"] += 1
+        audit_round13.run_checks(CHECKS, args, problem, options, seed, totals)
+    audit_round13.print_totals(args, totals, began)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
