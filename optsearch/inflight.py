@@ -956,10 +956,13 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
         j = stop
     if not math.isfinite(best_it):
         return None
+    ends = objective == "time" and _ends_time_walked(tab)  # round 18 (timerows2)
+    if ends and tab.whole_per_layer is None:
+        best_it = max(best_it, _time_by_ends(tab, first, iterations, max_time_s))
     if objective == "time" and tab.whole_per_layer is not None:  # round 9: the largest whole reduce per interval
         # the cutoff raised by 1e-12: an interval decided at it stays above the solver's own test after the roundings
         cut = {"cutoff": cutoff_s / iterations * (1 + 1e-12)} if math.isfinite(cutoff_s) else {}
-        whole = whole_levels_iteration(tab, first, iterations, max_time_s, **cut)
+        whole = whole_levels_iteration(tab, first, iterations, max_time_s, **cut, **({"ends": True} if ends else {}))
         if whole is None:
             return None
         best_it = max(best_it, whole)
@@ -1108,6 +1111,68 @@ def ends_extra_s(problem: Problem, d: DegreeTerms, pp: int, cache: dict | None =
         out.flags.writeable = False
         cache[key] = out
     return out
+
+
+INFLIGHT_ENDS_TIME = True  # round 18 (timerows2): the time walk charges the tied embedding by the end pairs admitted
+
+
+def _ends_time_walked(tab: InFlightTables) -> bool:
+    """Whether inflight_bound's time walk (a cost budget takes _time_under_cost, unchanged) takes the end pairs'
+    embedding excess (_pair_excess): INFLIGHT_ENDS_TIME, pp >= 2 and some pair's excess above 0 (tied embeddings
+    whose all-reduce differs by the ends' types). Under a deadline or a rent limit too: the walk's intervals from its
+    first that meets the limits hold every plan that meets them, and the least over them is a bound whatever the
+    later intervals' limits."""
+    return (INFLIGHT_ENDS_TIME and tab.ends_extra is not None and len(tab.middle) >= 2
+            and float(tab.ends_extra.max()) > 0.0)
+
+
+def _pair_excess(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[J] for caps [J, g, i] = k[g, i](M_j): the least ends_extra[a, b] over the pairs of end types (a, b) that a
+    plan of the interval can have (round 18, timerows2), inf where none can (no plan lies in the interval).
+
+    A plan of interval j with its first stage on a and its last on b puts n_i <= k[g_i, i](M_j) layers on each
+    position (its stage times are at most its slowest, below M_{j+1}, and the caps are constant on the interval),
+    every middle position at least one on a type whose cap is >= 1, so
+        L = sum_i n_i <= k[a, 0] + k[b, pp - 1] + sum over the middle positions of max_{g : k[g, i] >= 1} k[g, i];
+    and it takes one stage slot of a and one of b (two of a where a == b): slots[a] >= 1, slots[b] >= 1, and
+    slots[a] >= 2 where a == b. A pair that fails either is not the plan's. Its tied-embedding all-reduce is at least
+    least_embedding_allreduce_s + ends_extra[a, b] (ends_extra_s)."""
+    J, G, P = caps.shape
+    mid = caps[:, :, 1:P - 1]
+    best_mid = np.where(mid >= 1, mid, -np.inf).max(axis=1, initial=-np.inf) if P > 2 else np.zeros((J, 0))
+    some = np.isfinite(best_mid).all(axis=1)  # [J] every middle position usable on some type
+    held = np.where(np.isfinite(best_mid), best_mid, 0.0).sum(axis=1)  # whole layers: exact
+    first, last = np.maximum(caps[:, :, 0], 0.0), np.maximum(caps[:, :, P - 1], 0.0)
+    admitted = (first[:, :, None] + last[:, None, :] + held[:, None, None] >= tab.L) & some[:, None, None]
+    if tab.slots is not None:
+        slots = tab.slots
+        pairs = (slots[:, None] >= 1) & (slots[None, :] >= 1) & ~(np.eye(G, dtype=bool) & (slots[:, None] < 2))
+        admitted &= pairs[None]
+    return np.where(admitted, tab.ends_extra[None], np.inf).min(axis=(1, 2))
+
+
+def _time_by_ends(tab: InFlightTables, first: int, iterations: int, max_time_s: float | None = None) -> float:
+    """The time walk's iteration bound with each interval's least end-pair excess (round 18, timerows2):
+    min over j >= first of it(M_j) + _pair_excess(caps at M_j), over the intervals the plain walk keeps (from its
+    first that meets the limits, before the deadline drops them). it(M_j) counts the embedding all-reduce at its
+    least over every pair; a plan of interval j pays at least the excess of its own pair, which the interval admits
+    (_pair_excess), so its iteration is at least that interval's value. The excess only falls as j grows (caps only
+    grow) and it(M_j) only grows, so the walk stops once it(M_j) reaches the least value found: first one mark, then
+    chunks. Where no interval admits a pair (not expected: the plain walk's intervals hold L on their best types, and
+    the pair of those types is admitted unless supply forbids it), it(M_first): no infeasibility is claimed here."""
+    n = len(tab.marks)
+    best = math.inf
+    j = first
+    while j < n:
+        if tab.iteration[j] >= best:
+            break
+        if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * BOUND_SLACK:
+            break  # it grows with j: no later interval meets the deadline
+        stop = j + 1 if j == first else min(j + CHUNK, n)
+        value = tab.iteration[j:stop] + _pair_excess(tab, tab.caps[j:stop])
+        best = min(best, float(value.min()))
+        j = stop
+    return best if math.isfinite(best) else float(tab.iteration[first])
 
 
 ALLREDUCE_LEVELS = 12  # thresholds of the all-reduce per interval in the budget walk (any grid is valid)
@@ -1448,7 +1513,7 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
 
 
 def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None,
-                           cutoff: float = math.inf) -> float | None:
+                           cutoff: float = math.inf, ends: bool = False) -> float | None:
     """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
     (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
     j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
@@ -1468,7 +1533,12 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
     the value stays a valid bound. Every interval the search without the cutoff finds at or above it is found so
     with it (its lower end then fails at or above c, and the layouts hold more as the level grows, so c fails too);
     the cutoff's search may find more (it tries c itself, where the plain bisection's last failing level may lie
-    below c). Values below the cutoff may differ in the last steps of the bisection."""
+    below c). Values below the cutoff may differ in the last steps of the bisection.
+
+    ends (round 18, timerows2; _ends_time_walked): each interval's value also takes the least tied-embedding
+    excess over the end pairs its caps admit (_pair_excess), an additive term of every part of the value (each counts
+    E at its least; docs/solver.md "Round 18: the in-flight time walk by end pairs"); the cutoff's tries take it off
+    the level first (the value reaches the cutoff one excess sooner)."""
     per, n, v = tab.whole_per_layer, len(tab.marks), tab.v
     slack = BOUND_SLACK
     top = float(per.max()) * tab.L
@@ -1486,7 +1556,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
         caps = tab.caps[j:stop]  # [J, g, i]
         lo = np.full(stop - j, tab.whole_mean)  # X > lo (or X >= the mean)
         hi = np.full(stop - j, max(top, tab.whole_mean) * 2)
-        base = tab.whole_base[j:stop]
+        excess = _pair_excess(tab, caps) if ends else np.zeros(stop - j)  # round 18: >= 0, inf: no plan
+        base = tab.whole_base[j:stop] + np.where(np.isfinite(excess), excess, 0.0)
 
         def holds_at(level: np.ndarray) -> np.ndarray:
             limit = np.where(per[None] > 0, np.floor(level[:, None, None] / per[None] * ROUND_UP), np.inf)
@@ -1514,9 +1585,11 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
                 lo, hi = np.where(open_ & ~holds, mid, lo), np.where(open_ & holds, mid, hi)
                 if bounded:
                     open_ &= base + lo < cutoff
-        value = np.maximum(tab.iteration[j:stop], base + lo)
-        if tab.hide is not None:
-            value = np.maximum(value, _hiding_floor(tab, j, stop, caps, np.where(value < cutoff, cutoff, -np.inf)))
+        value = np.maximum(tab.iteration[j:stop] + excess, base + lo)
+        if tab.hide is not None:  # the hiding floor counts E at its least too: the excess adds to it
+            with np.errstate(invalid="ignore"):  # inf - inf where an interval admits no pair: that row takes -inf
+                hide_cut = np.where(value < cutoff, cutoff - excess, -np.inf)
+            value = np.maximum(value, excess + _hiding_floor(tab, j, stop, caps, hide_cut))
         ok = np.ones(stop - j, dtype=bool)
         if max_time_s is not None:
             ok &= value * iterations <= max_time_s * slack

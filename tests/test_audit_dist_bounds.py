@@ -27,9 +27,7 @@ from dataclasses import replace
 from unittest import mock
 
 from optsearch import megatron
-from optsearch.baselines.exhaustive import (
-    _least_recompute, _stage_counts, count_plans, partitions, solve_exhaustive, type_sequences,
-)
+from optsearch.baselines.exhaustive import _stage_counts, count_plans, partitions, type_sequences
 from optsearch.candidates import (
     SpaceOptions, context_parallel_candidates, dp_candidates, ep_candidates, in_search_space, micro_batch_candidates,
     node_uses, tp_candidates,
@@ -42,6 +40,7 @@ from optsearch.profile import AnalyticProfile
 from optsearch.search import budget_violations, objective_value
 from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, LayerKindSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.budget import Budget
+from priced import least_recompute, solve_exhaustive
 
 REL = 1e-9
 MAX_PLANS = 3000
@@ -126,8 +125,8 @@ def small(problem: Problem, options: SpaceOptions) -> bool:
 
 def space_plans(problem: Problem, options: SpaceOptions):
     """(Candidate, plan, estimate) of every plan of the space (every optimizer setting distributed_optimizer_choices
-    allows, as brute force enumerates), at its least recomputation (exhaustive._least_recompute; plans that fit in
-    no mode left out). The candidate is the one the plan belongs to: dist None where the plan's setting is the
+    allows, as brute force enumerates), at its least recomputation (exhaustive._least_recompute, priced once per
+    instance by priced.least_recompute, whose memo brute force reads too; plans that fit in no mode left out). The candidate is the one the plan belongs to: dist None where the plan's setting is the
     search's default (distributed_optimizer_on), else False."""
     L = problem.model.num_layers
     for tp in tp_candidates(problem):
@@ -150,7 +149,7 @@ def space_plans(problem: Problem, options: SpaceOptions):
                                         plan = candidate_plan(problem, cand, stages)
                                         if plan.distributed_optimizer != dist:
                                             continue  # dist None whose default is off (dp x cp = 1): the same plan
-                                        found = _least_recompute(problem, plan, options)
+                                        found = least_recompute(problem, plan, options)
                                         if found is not None:
                                             yield cand, found[0], found[1]
 

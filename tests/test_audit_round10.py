@@ -29,9 +29,9 @@ import pytest
 
 import optsearch.formulation.positional as _positional
 from optsearch import solver as solver_module
-from optsearch.baselines.exhaustive import solve_exhaustive
 from optsearch.costmodel import distributed_optimizer_on
 from optsearch.spec.budget import Budget
+from priced import solve_exhaustive
 
 from test_audit_dist_bounds import (
     MAX_PLANS, check_plan_honest, off_heavy_instance, random_instance, small, space_plans,

@@ -330,7 +330,7 @@ def test_both_backends_answer_brute_force_with_the_aggregate_first_everywhere(na
     ask): under no budget, a deadline at the fastest plan's exact time and a cost cap at the cheapest's exact cost,
     both backends' answers are brute force's, every plan re-priced to its value; with a clock that jumps a day
     at the solve's 5th and 40th reading (a 5 s limit) no answer is an unproven optimum or a bound above it."""
-    from optsearch.baselines.exhaustive import solve_exhaustive
+    from priced import solve_exhaustive
 
     problem, options = INSTANCES[name]()
     monkeypatch.setattr(solver_module, "AGGREGATE_FIRST_FROM", 1)

@@ -221,7 +221,7 @@ def test_the_solve_with_interleaved_quick_plans_answers_brute_force_with_a_jumpi
     every plan re-priced to it; with a clock that jumps a day at its 5th or 40th reading (a 5 s limit; CP-SAT under
     each budget, CBC under the cost cap) no answer is an unproven optimum or infeasible, no bound lies above the
     optimum, and every plan is re-priced to its value."""
-    from optsearch.baselines.exhaustive import solve_exhaustive
+    from priced import solve_exhaustive
 
     problem, options = _gpt_tight()
     priced = []

@@ -14,11 +14,11 @@ from collections import Counter
 from unittest import mock
 
 from optsearch import solver
-from optsearch.baselines.exhaustive import solve_exhaustive
 from optsearch.candidates import in_search_space
 from optsearch.costmodel import estimate
 from optsearch.search import budget_violations, objective_value
 from optsearch.spec.budget import Budget
+from priced import solve_exhaustive
 
 from tests.test_audit_dist_bounds import MAX_PLANS, check_plan_honest, random_instance, small, space_plans
 

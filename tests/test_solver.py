@@ -535,7 +535,11 @@ def _check_bounds_below_every_plan(problem: Problem, options: SpaceOptions, budg
 def test_candidate_bounds_lie_below_every_plan(case):
     """The outer loop skips a candidate on its bound alone, so every bound must hold for every plan (bounds.py)."""
     problem, options = case[:2]
-    assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)  # before _budget's brute force
+    # Draws up to MAX_DRAW_PLANS (round 18, trim4), before _budget's brute force. Every bound below every plan up to
+    # MAX_PLANS: under every budget kind on memory-tight instances in
+    # test_solver_memory.py::test_tight_memory_bounds_lie_below_every_plan, and on these instances() (three kinds,
+    # four stages) in test_overlap_solve.py::test_bounds_lie_below_every_plan_with_the_overlap.
+    assume(count_plans(problem, Budget(), options, limit=MAX_DRAW_PLANS) <= MAX_DRAW_PLANS)
     if len(case) == 5:
         problem, options, objective, kind, factor = case
         budget = _budget(problem, options, objective, kind, factor)

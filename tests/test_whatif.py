@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from optsearch import whatif
-from optsearch.baselines.exhaustive import solve_exhaustive
 from optsearch.candidates import SpaceOptions
 from optsearch.edits import apply_edits, edited_problem, parse_edit
 from optsearch.errors import SpecError
 from optsearch.problem import build_problem
 from optsearch.spec import ClusterSpec, JobSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.budget import Budget
+from priced import solve_exhaustive
 
 REL = 1e-9
 

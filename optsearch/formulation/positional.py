@@ -72,6 +72,8 @@ SUM_VECTOR_LIMIT = 20_000  # _least_sum takes every layer count of a group at on
 COMM_WAYS = 4  # values of C tried per pass of comm_at's search (one programme over all of them)
 LAST_END_EMBEDDING = True  # the sum programmes charge the last block its type's least tied-embedding all-reduce
 # in excess of the bound's E floor (embedding_last_rows; round 17, timerows)
+BUDGET_LAGRANGE = True  # time under a cost budget: each refined mark's iteration lifted by budget_time_lift (round 18)
+LAGRANGE_WEIGHTS = (0.125, 0.25, 0.5)  # the rent weights tried, in units of T0^2 / b (budget_time_lift)
 
 
 class OutOfTime(Exception):
@@ -791,6 +793,43 @@ class _Tables:
         return self.sequences[(i, weight)]
 
 
+def budget_time_lift(tab: _Tables, ix: np.ndarray, K: np.ndarray, iteration: np.ndarray, shift: np.ndarray | None,
+                     b: float, weights: tuple[float, ...] | None = None) -> np.ndarray:
+    """Minimizing time under a cost budget: a lower bound on the iteration of every plan at each mark (ix) that meets
+    the budget, at least `iteration`. K[M] = (m - 1) M + comm (the bound's floor on every term of the iteration but
+    the sum of stage times), iteration[M] = T0 >= K + S(M) (a floor on every plan's iteration at M), b = the budget x
+    slack / (iterations per hour): a plan that meets it has rent x T <= b (cost = iterations / 3600 x rent x T).
+
+    The bound at a mark took the least time and the least rent of its layouts separately (R(M) and S(M)); where the
+    fastest layouts are the dear ones the budget never entered its time (issue 14, item 3; round 18 found Megatron
+    1T on mixed-pool-3k held by the node supply instead, docs/solver.md "Round 18"). For a rent weight
+    lam >= 0 let Phi(lam) = min over the layouts the programme allows at M of (sum + lam x rent) (combined_at, the
+    McCormick bound's programme, with the same stage-0 shift). A plan X at M with rent r and iteration T has a
+    layout whose programme sum s satisfies T >= K + s and s + lam r >= Phi(lam), and r <= b / T, so
+
+        T >= K + s >= K + Phi(lam) - lam r >= K + Phi(lam) - lam b / T,
+
+    i.e. h(T) = T^2 - (K + Phi) T + lam b >= 0: T lies at or below the smaller root t1 or at or above the larger t2.
+    X also has T >= T0. Where T0 > t1 (h(T0) < 0: T0 lies between the roots), T <= t1 is impossible and T >= t2.
+    So max(T0, t2) over the weights where T0 > t1 bounds every plan at M that meets the budget, whatever its
+    mode, pattern, kind, degree or types: nothing is assumed beyond what the McCormick bound rests on (the
+    programme's sum of the plan's own layout is below its sum of stage times and K below the rest of its iteration,
+    its rent is the layout's rent). Any weights are valid; they are tried as multiples of T0^2 / b (the weight at
+    which the budget's rent b / T0 and the sum trade at par), all in one programme with a row per (mark, weight).
+    Float care: t1 is raised and t2 lowered by a relative 1e-9 before they are used."""
+    ws = np.asarray(LAGRANGE_WEIGHTS if weights is None else weights, dtype=float)
+    n, W = len(ix), len(ws)
+    lam = (iteration ** 2 / b)[:, None] * ws[None, :]  # [mark, weight]
+    phi = tab.combined_at(np.repeat(ix, W), lam.ravel(),
+                          None if shift is None else np.repeat(shift, W)).reshape(n, W)
+    a = K[:, None] + phi
+    disc = a * a - 4.0 * lam * b
+    root = np.sqrt(np.maximum(disc, 0.0))
+    t1, t2 = (a - root) / 2 * (1 + 1e-9), (a + root) / 2 * (1 - 1e-9)
+    usable = np.isfinite(a) & (disc > 0) & (iteration[:, None] > t1)
+    return np.maximum(iteration, np.where(usable, t2, -np.inf).max(axis=1))
+
+
 def tables(f: Skeleton) -> _Tables:
     if f.positional is None:
         f.positional = _Tables(f)
@@ -932,6 +971,13 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
                 if budget.max_cost_usd is not None:
                     value[sharpen] = np.where(mccormick > budget.max_cost_usd * slack,
                                               np.inf, value[sharpen])
+                if BUDGET_LAGRANGE and not is_cost and budget.max_cost_usd is not None:
+                    lift = sharpen & np.isfinite(value)
+                    if lift.any():  # round 18: the least time with the rent the budget leaves (budget_time_lift)
+                        lifted = budget_time_lift(tab, ix[lift], (c.m - 1) * Ms[lift] + comm[lift], iteration[lift],
+                                                  None if shift is None else shift[lift],
+                                                  budget.max_cost_usd * slack / per_hour)
+                        value[lift] = np.where(meets(rent[lift], lifted), c.iterations * lifted, np.inf)
         return value, weight
 
     found: list[tuple[float, int, float]] = []  # (bound, mark index, weight of the rent in the combined objective)
