@@ -23,22 +23,10 @@ def main() -> None:
 
     from optsearch import inflight
     from optsearch import solver as S
-    from optsearch.cli.options import space_from_target
-    from optsearch.edits import edited_problem
-    from optsearch.spec.budget import Budget
-    from optsearch.targets import engine_problem
+    from inflight_time_rows import refined_front
 
-    problem = engine_problem("megatron", edited_problem(args.model, args.cluster, []))
-    options = space_from_target("megatron", problem)
-    budget = Budget(objective="time")
-    memo = S.Memo(problem, options)
-    bounded, _ = S._candidates(memo, budget, 0.0, S.ALL)
-    refined = []
-    for item in bounded[:args.n]:
-        got = S._bounded(problem, budget, item.terms, item.cand, True,
-                         memo.refined_bound(item.terms, item.cand, budget))
-        if got is not None:
-            refined.append(got)
+    memo, budget, refined = refined_front(args.model, args.cluster, args.n)
+    problem, options = memo.problem, memo.options
     out, cpu = {}, {}
     for on in (False, True):
         inflight.INFLIGHT_ENDS_TIME = on

@@ -17,6 +17,30 @@ import math
 import time
 
 
+def refined_front(model: str, cluster: str, n: int):
+    """The grid's instance (megatron target), minimizing time with no budget: (its Memo, the budget, the first n
+    candidates of the solver's list, each refined; those the refined bound drops are left out). Shared with
+    bench/inflight_time_ends.py."""
+    from optsearch import solver as S
+    from optsearch.cli.options import space_from_target
+    from optsearch.edits import edited_problem
+    from optsearch.spec.budget import Budget
+    from optsearch.targets import engine_problem
+
+    problem = engine_problem("megatron", edited_problem(model, cluster, []))
+    options = space_from_target("megatron", problem)
+    budget = Budget(objective="time")
+    memo = S.Memo(problem, options)
+    bounded, _ = S._candidates(memo, budget, 0.0, S.ALL)
+    refined = []
+    for item in bounded[:n]:
+        got = S._bounded(problem, budget, item.terms, item.cand, True,
+                         memo.refined_bound(item.terms, item.cand, budget))
+        if got is not None:
+            refined.append(got)
+    return memo, budget, refined
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", required=True)
@@ -26,22 +50,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from optsearch import solver as S
-    from optsearch.cli.options import space_from_target
-    from optsearch.edits import edited_problem
-    from optsearch.spec.budget import Budget
-    from optsearch.targets import engine_problem
 
-    problem = engine_problem("megatron", edited_problem(args.model, args.cluster, []))
-    options = space_from_target("megatron", problem)
-    budget = Budget(objective="time")
-    memo = S.Memo(problem, options)
-    bounded, _ = S._candidates(memo, budget, 0.0, S.ALL)
-    refined = []
-    for item in bounded[:args.n]:
-        got = S._bounded(problem, budget, item.terms, item.cand, True,
-                         memo.refined_bound(item.terms, item.cand, budget))
-        if got is not None:
-            refined.append(got)
+    memo, budget, refined = refined_front(args.model, args.cluster, args.n)
     cpu0 = time.process_time()
     values = [S._inflight_bounded(memo, budget, item, 0.0, args.cutoff) for item in refined]
     cpu = time.process_time() - cpu0

@@ -520,7 +520,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 
 def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
-                     ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None) -> Priced:
+                     ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
+                     first_whole: bool = False) -> Priced:
     """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in
     turn, then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
     what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
@@ -533,12 +534,13 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     18B, 76B and 310B, while the later start's plain climb, which reaches the better plan (Llama-2 70B 8k: tp 2, dp 4,
     cp 8, 21 stages, and on towards the optimum's 27; 18B 3k: the optimum), was cut by its quarter share. Incumbents
     only: every plan is priced by the cost model and checked against the budget, as in _climb. left: the time left
-    (None: no limit)."""
+    (None: no limit). first_whole (round 18, DESCENT_CLIMB_FIRST): the first start's climb may take the whole plain
+    share; the later ones share what it leaves."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
         deadline = None if plain_until is None else time.perf_counter() + max(
-            0.0, plain_until - time.perf_counter()) / (len(starts) - n)
+            0.0, plain_until - time.perf_counter()) / (1 if first_whole and n == 0 else len(starts) - n)
         got = _climb(memo, budget, bounded, begin, deadline, wide=False, ends=ends)
         if best is None or got[0] < best[0]:
             best = got
@@ -585,6 +587,7 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     if by_key is None:
         by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
+    under_b = _capped_quantity(budget) == "cost"  # minimizing time under a cost budget (round 18 switches below)
     # minimizing time under a cost budget: every dp of the space between dp / 2 and 4 dp (_fill_dps)
     fill_dps = (sorted({item.cand.dp for item in bounded if item.cand.v == 1})
                 if CLIMB_FILL_DP and _capped_quantity(budget) == "cost" else None)
@@ -624,8 +627,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         tp, dp, b, pp, ep, cp, _, _ = at
         moved = None
         variants = _rescaled(memo.problem, best[1])  # the current plan itself on more (or fewer) replicas
-        if CLIMB_RESHAPE and budget.objective == "cost":  # and deeper on fewer GPUs a stage, or shallower on more
-            variants += _reshaped(memo.problem, best[1])
+        if CLIMB_RESHAPE and (budget.objective == "cost" or (RESHAPE_UNDER_B and under_b)):  # and deeper on fewer
+            variants += _reshaped(memo.problem, best[1])  # GPUs a stage, or shallower on more
         for variant in variants:
             if deadline is not None and time.perf_counter() > deadline:
                 return cut()
@@ -640,8 +643,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 return best
             continue
         depths = _climb_depths(pp) if wide else range(pp - 2, pp + 3)
-        if wide and LAYER_STEPS and _capped_quantity(budget) == "cost":  # minimizing time under a cost budget
-            depths = sorted(set(depths) | set(_layer_step_depths(best[1])))
+        if wide and LAYER_STEPS and under_b:  # minimizing time under a cost budget
+            depths = sorted(set(depths) | set(_layer_step_depths(best[1], LAYER_STEPS_HEAD)))
         near = sorted({(t, d, bb, q, e, c, 1, 0) for t in (tp // 2, tp, 2 * tp)
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
@@ -656,8 +659,11 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                                                    wide and budget_search):
                 continue  # its refined bound (kept for the loop) says no plan it would price beats the current one
             evals += 1
-            own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand) if wide
-                                else memo.quick_plans(memo.skeleton(by_key[key].cand)))
+            plans = (_climb_plans(memo, budget, by_key[key].cand) if wide
+                     else memo.quick_plans(memo.skeleton(by_key[key].cand)))
+            own = _best_meeting(budget, plans)
+            if SPLIT_REPAIR and under_b and (own is None or own[0] >= best[0] * (1 - INCUMBENT_REL)):
+                own = _split_repaired(memo, budget, plans, best[0] * (1 - INCUMBENT_REL), deadline) or own
             if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
                 moved = (own, key)
                 break  # the first improvement, in order of the neighbours' bounds
@@ -875,7 +881,7 @@ def _climb_depths(pp: int) -> list[int]:
 LAYER_STEPS = True  # time under B: the wide climb also tries the depths where the largest stage gains or loses a layer
 
 
-def _layer_step_depths(plan: Plan) -> list[int]:
+def _layer_step_depths(plan: Plan, head: bool = False) -> list[int]:
     """The pipeline depths at which a plan's largest stage count (k layers) changes by one: ceil(L / (k - 1)), the
     least depth whose stages can all hold at most k - 1 of the plan's L layers, and ceil(L / (k + 1)), the least that
     needs k + 1 (the wide climb's extra depths under a budget, LAYER_STEPS).
@@ -892,7 +898,118 @@ def _layer_step_depths(plan: Plan) -> list[int]:
     out = [-(-total // (most + 1))]
     if most > 1:
         out.append(-(-total // (most - 1)))
+    if head:  # LAYER_STEPS_HEAD: each of those depths with one stage more, for the ends' extra work (round 18)
+        out += [depth + 1 for depth in out]
     return out
+
+
+# Round 18 (budgetb2): time under a cost budget, the climbs' plans at the ends of the pipeline.
+LAYER_STEPS_HEAD = False  # off: more wide-climb neighbours, no row moved by it (Llama-2 70B 8k wide climb at its deadline); _layer_step_depths also gives each layer-step depth plus one (a stage for the ends' work)
+RESHAPE_UNDER_B = True  # _climb tries _reshaped (twice / half as deep on the same GPUs) minimizing time under B too
+SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its layers moved at the ends (_split_repaired)
+SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost Megatron 18B 3k 0.4 s for nothing)
+SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
+DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
+SPLIT_END_SHARE = 0.03  # of the time left before the climbs, at most, for the climbs' end's own _split_descent
+
+
+def _split_descent(memo: Memo, plan: Plan, est: Estimate, deadline: float | None = None) -> tuple[Plan, Estimate]:
+    """The plan with layers moved one at a time between its stages, each move taken where it makes the plan
+    faster, until none does (or SPLIT_MOVES_MOST moves, or the deadline).
+    The node types, degrees and modes of the stages stay; a move puts one layer from stage i on stage j where one
+    of the two is an end stage (the first or the last) and the other is among the first two and last two stages
+    and the first and last stages holding the most and the fewest layers. On a fixed node sequence the plan's rent
+    rate is fixed, so a faster plan is a cheaper one too. Memo.runnable prices each (in the space, fitting).
+
+    Why (round 18, budgetb2): the quick plans split the layers for the least slowest stage and break its ties by
+    the least layers on the last stages (heuristic.split_layers), which leaves the head alone on the last stage and
+    the embedding beside a full stage on the first. On Megatron 76B's time<=B optimum (tp 2, dp 7, cp 4, 21 p5
+    stages, mixed-pool-8k) that split is 3 x 20 + 0 layers, 233,253 s at $936,447, 0.29 % above B = $933,763;
+    moving one layer from stage 0 and one from stage 1 to the last stage (2, 2, 3 x 18, 2) gives 232,357 s at
+    $932,851, the optimum, which the loop found only from that candidate's model at 28 s of CPU. Incumbents only."""
+    best, best_est = plan, est
+    if plan.virtual_stages != 1 or len(plan.stages) < 2:
+        return best, best_est
+    for _ in range(SPLIT_MOVES_MOST):
+        stages = best.stages
+        pp, counts = len(stages), [stage.num_layers for stage in stages]
+        most, fewest = max(counts), min(counts)
+        near = [0, 1, pp - 2, pp - 1, counts.index(most), pp - 1 - counts[::-1].index(most),
+                counts.index(fewest), pp - 1 - counts[::-1].index(fewest)]
+        places = list(dict.fromkeys(s for s in near if 0 <= s < pp))
+        moves = [(i, j) for i in places for j in places if i != j and counts[i] > 0 and (i in (0, pp - 1) or
+                                                                                          j in (0, pp - 1))]
+        moved = None
+        for i, j in moves:
+            if _past(deadline):
+                return best, best_est
+            new = list(stages)
+            new[i] = replace(stages[i], num_layers=counts[i] - 1)
+            new[j] = replace(stages[j], num_layers=counts[j] + 1)
+            found = memo.runnable(replace(best, stages=tuple(new)))
+            if found is not None and found[1].training_time_s < best_est.training_time_s * (1 - INCUMBENT_REL):
+                moved = found
+                break
+        if moved is None:
+            break
+        best, best_est = moved
+    return best, best_est
+
+
+def _split_improved(memo: Memo, budget: Budget, priced: Priced, deadline: float | None = None) -> Priced:
+    """A priced plan that meets the budget, or the plan its _split_descent reaches where that one meets the budget
+    too and is better (at v = 1; an interleaved plan is returned as it is)."""
+    if priced[1].virtual_stages != 1:
+        return priced
+    moved = _best_meeting(budget, [_split_descent(memo, priced[1], priced[2], deadline)])
+    return moved if moved is not None and moved[0] < priced[0] * (1 - INCUMBENT_REL) else priced
+
+
+def _split_repaired(memo: Memo, budget: Budget, plans: list[tuple[Plan, Estimate]], beat: float,
+                    deadline: float | None = None) -> Priced | None:
+    """Minimizing time under a cost budget (SPLIT_REPAIR): the fastest of a neighbour's plans that would beat `beat`
+    but costs at most SPLIT_NEAR above the budget, its layers moved at the ends (_split_descent) until it meets
+    the budget and then on while that makes it faster; None where there is no such plan, or it still breaks the
+    budget or no longer beats `beat`. Incumbents only: the plan returned is priced and meets every limit."""
+    if budget.max_cost_usd is None:
+        return None
+    near = [(plan, est) for plan, est in plans if est.training_time_s < beat and plan.virtual_stages == 1
+            and est.cost_usd <= budget.max_cost_usd * (1 + SPLIT_NEAR)
+            and budget_violations(plan, est, budget) == ["max_cost"]]
+    if not near:
+        return None
+    plan, est = min(near, key=lambda pe: pe[1].training_time_s)
+    tried = [_split_descent(memo, plan, est, deadline)]
+    if END_RETYPE and budget_violations(*tried[0], budget):  # still above B: the last stage on a cheaper type
+        for variant in _end_retyped(memo.problem, plan) + _end_retyped(memo.problem, tried[0][0]):
+            if _past(deadline):
+                break
+            if (found := memo.runnable(variant)) is not None:
+                tried.append(_split_descent(memo, found[0], found[1], deadline))
+    got = _best_meeting(budget, tried)
+    return got if got is not None and got[0] < beat else None
+
+
+END_RETYPE = True  # _split_repaired: a plan still above B after its layer moves, its last stage on a cheaper type
+
+
+def _end_retyped(problem: Problem, plan: Plan) -> list[Plan]:
+    """The plan with its last stage on each node type of the cluster whose GPU-hour is cheaper than the stage's own
+    (the same layers, mode and degrees); Memo.runnable drops one that leaves the space, breaks node supply or does
+    not fit. The split descent that follows (_split_repaired) moves layers off the slower stage.
+
+    Why (round 18, budgetb2): on Megatron 310B, mixed-pool-3k, time under B = $3,315,193, the candidate tp 2, dp 5,
+    cp 4, 25 stages all on p5 (its quick plan, layers moved at the ends) costs $3,334,583, 0.58 % above B; the best
+    known plan (996,737 s, $3,312,008, from the loop's model at 63 s of CPU) is 24 p5 stages and a last stage of
+    one layer on p4d."""
+    types = {node.name: node for node in problem.cluster.node_types}
+    own = types.get(plan.stages[-1].node_type)
+    if own is None or plan.virtual_stages != 1:
+        return []
+    rate = own.price_usd_per_node_hour / own.gpus_per_node
+    return [replace(plan, stages=plan.stages[:-1] + (replace(plan.stages[-1], node_type=name),))
+            for name, node in types.items()
+            if name != own.name and node.price_usd_per_node_hour / node.gpus_per_node < rate]
 
 
 def _climb_plans(memo: Memo, budget: Budget, cand: Candidate) -> list[tuple[Plan, Estimate]]:
@@ -2290,7 +2407,16 @@ def solve(
         plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
         if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-            got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends)
+            first_whole = DESCENT_CLIMB_FIRST and descent is not None and any(begin is descent for begin in starts)
+            if first_whole:  # the descent's plan climbed first, for up to the whole plain share (round 18): on
+                # every large time<=B row traced its plain climb reached the better end, and cut at half the share
+                # it stopped a move short (Megatron 310B, mixed-pool-3k: 1,208,119 s, not 996,737 s)
+                starts = [descent] + [begin for begin in starts if begin is not descent]
+            got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends,
+                                   first_whole)
+            if SPLIT_REPAIR:  # the climbs' end, its own layers moved at the ends (_split_descent; round 18)
+                got = _split_improved(memo, budget, got, None if left is None else
+                                      time.perf_counter() + SPLIT_END_SHARE * left)
             if got[0] < incumbent[0]:
                 incumbent = (got[0], got[1], got[2], None)
         for n, begin in enumerate(starts if not plain_first else ()):

@@ -82,12 +82,15 @@ def test_the_1t_seed_climbs_to_the_best_known_plan(megatron_1t, monkeypatch):
     assert math.isclose(estimate(problem, end[1]).cost_usd, end[0], rel_tol=1e-12)
     monkeypatch.setattr(solver, "CLIMB_RESHAPE", False)
     assert solver._climb(solver.Memo(problem, options), budget, [], start, None, wide=False)[0] == start[0]
-    # a time budget's climb (time the objective) is left as it was
+    # a time budget's climb (time the objective) is left as it was without round 18's RESHAPE_UNDER_B (budgetb2)
     monkeypatch.setattr(solver, "CLIMB_RESHAPE", True)
     calls = []
     monkeypatch.setattr(solver, "_reshaped", lambda *a: calls.append(a) or [])
-    solver._climb(memo, Budget(objective="time", max_cost_usd=2 * start[0]), [], start, None, wide=False)
-    assert calls == []
+    for under_b in (False, True):
+        monkeypatch.setattr(solver, "RESHAPE_UNDER_B", under_b)
+        calls.clear()
+        solver._climb(memo, Budget(objective="time", max_cost_usd=2 * start[0]), [], start, None, wide=False)
+        assert (calls != []) is under_b
 
 
 @pytest.mark.parametrize("seed", [50, 57, 63])
