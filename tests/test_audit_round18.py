@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pytest
 
 from optsearch.bounds import interleaving_factor
@@ -197,3 +198,70 @@ def test_kept_tables_answer_as_fresh_tables_across_budgets():
             assert (have.bound, have.sequences) == (want.bound, want.sequences), (cand.key, budget)
             compared += 1
     assert compared > 0
+
+
+# ---- budgetbound (BUDGET_LAGRANGE) beside costbound's floor; timerows2 (INFLIGHT_ENDS_TIME); budgetb2 --------------
+
+def _totals():
+    from audit_round14 import Totals
+
+    return Totals()
+
+
+def test_the_lift_and_the_floor_together_lie_below_every_plan_and_above_each_alone():
+    """Time under a cost cap on supply that binds (boundary_wide: v = 2 and cp = 2 candidates among them), every
+    setting of (TYPE_BOUNDARY_FLOOR, BUDGET_LAGRANGE) on fresh tables: at or below every plan that meets the cap
+    (slower_than_s 0 and at the median time), both on at least each other setting (bench/audit_round18.check_lift)."""
+    from audit_round18 import check_lift
+
+    stats = _totals()
+    check_lift(*_wide(WIDE_SEED), WIDE_SEED, stats, budgets_kept=4)
+    assert stats["lift_below_plans"] > 0 and stats["lift_interleaved"] > 0, dict(stats)
+
+
+def test_a_lift_that_ignores_the_smaller_root_is_caught(monkeypatch):
+    """The lift's check can fail: the larger root taken whether or not T0 lies above the smaller one, at large
+    weights (budgetbound's own invalid variant), lies above a plan of some candidate."""
+    from audit_round18 import check_lift
+
+    real = positional.budget_time_lift
+
+    def careless(tab, ix, K, iteration, shift, b, weights=None):
+        lam = (iteration ** 2 / b)[:, None] * np.array([0.5, 1.0, 2.0, 4.0, 8.0])[None, :]
+        phi = tab.combined_at(np.repeat(ix, lam.shape[1]), lam.ravel(),
+                              None if shift is None else np.repeat(shift, lam.shape[1])).reshape(lam.shape)
+        a = K[:, None] + phi
+        t2 = (a + np.sqrt(np.maximum(a * a - 4.0 * lam * b, 0.0))) / 2
+        return np.maximum(real(tab, ix, K, iteration, shift, b, weights), np.where(np.isfinite(a), t2, -np.inf).max(axis=1))
+
+    monkeypatch.setattr(positional, "budget_time_lift", careless)
+    with pytest.raises(AssertionError, match="above a plan"):
+        check_lift(*_wide(WIDE_SEED), WIDE_SEED, _totals(), budgets_kept=4)
+
+
+def test_the_ends_walk_follows_its_switch_on_kept_tables_and_lies_below_every_plan():
+    """timerows2: solver._inflight_bounded minimizing time (no budget, a deadline at the cheapest plan's time),
+    INFLIGHT_ENDS_TIME on, off, and flipped at random before each call on one memo (its in-flight tables and call
+    caches kept under keys without the switch), with no cutoff and at the least plan's time: each answer is the fresh
+    answer of the setting it was asked under; on at least off; with no cutoff below every plan that meets the budget. random_instance(5): two types, tied
+    embeddings whose all-reduce differs by the end pair, interleaved candidates."""
+    from audit_round18 import check_ends
+    from test_audit_dist_bounds import random_instance
+
+    stats = _totals()
+    check_ends(*random_instance(5), 5, stats, budgets_kept=2, cutoffs=(1.0,), caps=False)
+    assert stats["ends_raised"] > 0 and stats["ends_below_plans"] > 0, dict(stats)
+
+
+def test_split_descents_and_repairs_give_real_plans_on_the_same_nodes():
+    """budgetb2: _split_descent from random plans of the space gives a plan of the space that fits, priced as
+    estimate prices it, on the same node types (the same rent), no slower and no dearer; _split_repaired gives None or
+    a plan that meets the cap and beats `beat`; _end_retyped keeps every stage but the last, put on a cheaper
+    GPU-hour (bench/audit_round18.check_split)."""
+    from audit_round18 import check_split
+    from test_audit_dist_bounds import random_instance
+
+    stats = _totals()
+    for seed in (0, 4):
+        check_split(*random_instance(seed), seed, stats, starts=15)
+    assert stats["split_moved"] > 0 and stats["split_repaired"] > 0 and stats["split_retyped"] > 0, dict(stats)
