@@ -22,6 +22,8 @@ NICs 10-3,200 Gbit/s and 1-3 nodes each, so the supply binds; draws over its pla
   lift      budgetbound's budget_time_lift (BUDGET_LAGRANGE) beside the floor: check_lift;
   ends      timerows2's in-flight time walk by end pairs (INFLIGHT_ENDS_TIME): check_ends;
   split     budgetb2's _split_descent, _end_retyped and _split_repaired on random plans of the space: check_split;
+  resume    bench/audit_round13's (climbs cut and resumed from a shared record end where lone climbs end), run with
+            round 18's RESHAPE_UNDER_B and SPLIT_REPAIR on (test_budgetgap's pin now runs with RESHAPE_UNDER_B off);
   solve, clock  bench/audit_round17's (both backends against brute force at plans' exact budgets and 5 % above;
             clocks that jump past the limit; every plan offered to solver._best_meeting honest).
 Prints one JSON line per failure and a summary."""
@@ -393,7 +395,8 @@ def _with_round18_counts(check):
 
 
 CHECKS = {"boundary": check_boundary, "lift": check_lift, "ends": check_ends, "split": check_split,
-          "solve": _with_round18_counts("solve"), "clock": _with_round18_counts("clock")}
+          "solve": _with_round18_counts("solve"), "clock": _with_round18_counts("clock"),
+          "resume": audit_round13.check_resume}
 EXTRA_KINDS = {"boundary": boundary_kind(False), "boundary-tight": boundary_kind(True), "boundary-wide": boundary_wide}
 
 
