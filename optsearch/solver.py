@@ -54,6 +54,7 @@ from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
+from optsearch.formulation.model import candidate_distributed_optimizer  # _inflight_bounded's terms check (fixinf)
 from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
 from optsearch import inflight as inflight_module
@@ -390,8 +391,16 @@ def _inflight_bounded(memo: Memo, budget: Budget, item: Bounded, slower_than_s: 
     (its in-flight chunks, sends and pipeline formula), not the v = 1 sibling's relaxed by f_v, which sat up to 25 %
     below the interleaved candidates' plans at the front of the queue (GPT-3 175B, mixed-pool-8k). cutoff: the
     incumbent's value (minimizing cost, the rent by end types is refined only as far as it decides against it;
-    minimizing time, round 12, the largest whole reduce's levels likewise: inflight.whole_levels_iteration)."""
+    minimizing time, round 12, the largest whole reduce's levels likewise: inflight.whole_levels_iteration).
+    item.terms must be at the candidate's distributed-optimizer setting (Memo.degree_terms(..., cand.dist)): the
+    default setting's terms (on where dp x cp > 1) under --overlap-grad-reduce floor the exposed reduce at the
+    all-gather, alpha_full x 2 / (g + 2) per parameter (bounds.grad_overlap_floor), which a dist = False plan does
+    not pay (round 18, fixinf: 0.24 % above a plan); a mismatch raises ConsistencyError instead of a bound."""
     cand, terms = item.cand, item.terms
+    if terms.distributed_optimizer is not None \
+            and terms.distributed_optimizer != candidate_distributed_optimizer(memo.problem, cand):
+        raise ConsistencyError(f"in-flight bound: terms at distributed optimizer {terms.distributed_optimizer} for "
+                               f"candidate {cand.key} (its setting: {candidate_distributed_optimizer(memo.problem, cand)})")
     cutoffs = _inflight_cutoffs(budget, slower_than_s, cutoff)
     ahead = memo.inflight_ahead.pop(cand.key, None)
     if ahead is not None and ahead[0] is budget and ahead[1] == cutoffs:  # the value sharpened gives, bit for bit

@@ -50,7 +50,7 @@ def _least_ratio(problem, options, monkeypatch=None, deadline: bool = True, cuto
     least, raised = math.inf, 0
     kept: dict = {}
     for cand, plan, est in space_plans(problem, options):
-        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, cand.cp)
+        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, cand.cp, cand.dist)
         value = est.training_time_s
         for budget in _budgets(est, deadline):
             assert not budget_violations(plan, est, budget)
