@@ -66,7 +66,7 @@ def _least_ratio(problem, options) -> float:
     memo = Memo(problem, options)
     least = float("inf")
     for cand, (plan, est) in _plans(problem, options):
-        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
         for budget in (Budget(objective="time", max_cost_usd=est.cost_usd),
                        Budget(objective="time", max_cost_usd=est.cost_usd, max_time_s=est.training_time_s)):
             assert not budget_violations(plan, est, budget)
@@ -116,7 +116,7 @@ def test_the_embedding_floor_lies_below_every_plans_embedding_allreduce():
         for cand, (plan, est) in _plans(prob, options):
             if cand.pp == 1:
                 continue
-            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
             floor = least_embedding_allreduce_s(prob, terms, cand.pp)
             assert 0.0 < floor <= est.embedding_allreduce_s * (1 + 1e-12), (plan, floor)
             seen += 1
@@ -145,7 +145,7 @@ def test_the_coupled_bound_binds_and_is_tight_on_a_fast_dear_and_a_cheap_slow_ne
     memo, plain = Memo(problem, options), Memo(problem, options)
     higher = 0
     for cand, (plan, est) in _plans(problem, options):
-        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
         budget = Budget(objective="time", max_cost_usd=est.cost_usd)
         got = sharpened(problem, memo.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), memo.calls)
         sharpened(problem, plain.inflight, terms, cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), plain.calls)

@@ -91,7 +91,7 @@ def _least_ratios(problem, options, only_pp: int | None = None) -> dict[str, flo
     for cand, (plan, est) in _plans(problem, options):
         if only_pp is not None and cand.pp != only_pp:
             continue
-        d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
         pp = cand.pp
         per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
         if pp > 1:

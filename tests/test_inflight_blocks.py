@@ -235,7 +235,7 @@ def test_the_inflight_cost_bound_under_cutoffs_lies_below_every_plan(case, space
     assume(count_plans(problem, Budget(), options, limit=MAX_PLANS) <= MAX_PLANS)
     memo = Memo(problem, options)
     for cand, (plan, est) in _plans(problem, options):
-        d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
         per_iteration = est.usd_per_hour * est.iteration_time_s / 3600
         for budget in (Budget(objective="cost"), Budget(objective="cost", max_time_s=est.training_time_s)):
             assert not budget_violations(plan, est, budget)

@@ -73,7 +73,7 @@ def _least_ratio(problem, options) -> float:
     least = float("inf")
     kept: dict = {}  # a candidate's bound under one budget: taken once (no limit, or a rent limit plans share)
     for cand, (plan, est) in _plans(problem, options):
-        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
         for budget in _budgets(est):
             assert not budget_violations(plan, est, budget)
             key = (cand, budget.objective, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour,

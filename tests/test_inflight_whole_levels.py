@@ -48,7 +48,7 @@ def _least_time_ratio(problem, options, strength: float = 1.0) -> tuple[float, f
     least, overlapped, raised = float("inf"), float("inf"), 0
     kept: dict = {}  # a candidate's bounds under one budget: taken once (no limit, or a rent limit plans share)
     for cand, (plan, est) in _plans(problem, options, as_searched=True):
-        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+        terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
         for budget in _budgets(est):
             if budget.objective != "time":
                 continue
@@ -145,7 +145,7 @@ def _per_candidate(problem, options) -> dict:
         key = (cand.tp, cand.dp, cand.pp)
         best[key] = min(best.get(key, float("inf")), est.iteration_time_s)
         if key not in bound:
-            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp)
+            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, 1, cand.cp, cand.dist)
             bound[key] = sharpened(problem, memo.inflight, terms, cand, Budget(objective="time"),
                                    CandidateBound(True, 0.0, 0.0, 0.0), memo.calls).iteration_s
     return {key: best[key] / bound[key] for key in best}
