@@ -94,14 +94,20 @@ def _sequence_plans(problem, options, memo, sk, pos, stats) -> None:
             assert in_search_space(problem, plan, options) and est.fits and est == estimate(problem, plan), plan
 
 
-def check_boundary(problem, options, seed, stats, budgets_kept: int | None = None):
+def _walk_setup(problem, options, seed, budgets_of, budgets_kept: int | None):
+    """check_boundary's and check_lift's start: (every plan by candidate, the budgets budgets_of draws from the priced
+    plans (the first budgets_kept), just below the median plan's time (a slower_than_s), a fresh Memo)."""
     rng = random.Random(seed)
     by_cand = audit_round14.plans_by_candidate(problem, options)
     priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
-    budgets = boundary_budgets(priced, rng)[:budgets_kept]
+    budgets = budgets_of(priced, rng)[:budgets_kept]
     times = sorted(e.training_time_s for _, _, e in priced)
     median = times[len(times) // 2] * 0.999 if times else 0.0
-    memo = Memo(problem, options)
+    return by_cand, budgets, median, Memo(problem, options)
+
+
+def check_boundary(problem, options, seed, stats, budgets_kept: int | None = None):
+    by_cand, budgets, median, memo = _walk_setup(problem, options, seed, boundary_budgets, budgets_kept)
     for key, (cand, plans) in by_cand.items():
         sibling = memo.skeleton(replace(cand, v=1))
         if sibling.most is None:
@@ -175,13 +181,7 @@ def check_lift(problem, options, seed, stats, budgets_kept: int | None = None):
     budget (v = 1 with slower_than_s 0 and at the median plan's time; v > 1 through interleaved_positional_bound);
     both on at least each of the others (neither lowers the bound, nor the lift the floor's, nor the floor the
     lift's); the sequences with both on real plans of the space."""
-    rng = random.Random(seed)
-    by_cand = audit_round14.plans_by_candidate(problem, options)
-    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
-    budgets = lift_budgets(priced, rng)[:budgets_kept]
-    times = sorted(e.training_time_s for _, _, e in priced)
-    median = times[len(times) // 2] * 0.999 if times else 0.0
-    memo = Memo(problem, options)
+    by_cand, budgets, median, memo = _walk_setup(problem, options, seed, lift_budgets, budgets_kept)
     for key, (cand, plans) in by_cand.items():
         sibling = memo.skeleton(replace(cand, v=1))
         if sibling.most is None:
