@@ -120,6 +120,7 @@ DEGREE_FLOORS = True  # and takes the floors of every pp of the candidate's degr
 DEGREE_FLOORS_FROM = 2  # the ask of a degree's refined bound under a budget that builds its floors (before it: one pp)
 REFINED_ARRAYS = True  # Memo.refined_bound: the aggregate refined bounds of every pp of a degree at once (costbound)
 REFINED_TABLES_FROM = 2  # the ask of a degree's aggregate refined bound that builds its tables (before it: scalar)
+KEEP_REFINED = True  # Memo.refined_bound keeps a v = 1 candidate's bound per budget for its v > 1 siblings (round 19)
 # The loop's cheap -> refined step takes a candidate's aggregate refined bound from its degree's tables before its
 # per-composition bound, where that one is not yet computed; a candidate the aggregate lifts past the queue's front
 # goes back in without its per-composition work (round 15, aggfirst; Memo.aggregate_first). Budgets without a cost
@@ -132,6 +133,14 @@ AGGREGATE_FIRST_FROM = 8  # listed compositions from which it is tried (fewer: t
 # 0-4-4-4-4-4-4-0, came only from that candidate's model probe at 6.3 s of CPU; its own quick plans give it in 5 ms).
 # Incumbents only, never a bound.
 INTERLEAVED_QUICK = True
+
+
+def _kept_key(cand: Candidate, budget: Budget) -> tuple:
+    """Memo.kept_refined's key: the candidate and every field of the budget that the refined bound reads (the
+    objective and the four limits); the bound is a function of these, the memo's problem and the terms, which are
+    the candidate's degree's (Memo.degree_terms, one per degree and setting)."""
+    return (cand.key, budget.objective, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour,
+            budget.max_gpus)
 
 
 def _degree_key(cand: Candidate) -> tuple[int, ...]:
@@ -174,6 +183,8 @@ class Memo:
     # Candidate.key -> the Candidate of the lists' rows (SHARED_CANDIDATES): a key's candidate is built once per memo
     # (a budget search lists the same candidates under both objectives; the part's are the whole list's)
     candidates: dict[tuple[int, ...], Candidate] = field(default_factory=dict)
+    # (Candidate.key at v = 1, the budget's objective and limits) -> its refined bound (KEEP_REFINED; round 19, cheapq)
+    kept_refined: dict[tuple, CandidateBound] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -200,11 +211,24 @@ class Memo:
     def refined_bound(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
                       slower_than_s: float = 0.0) -> CandidateBound:
         """The refined bound under the budget (bounds.candidate_bound). With few node types its budget-free part, one
-        bound per composition, is kept; then slower_than_s bounds each composition's time and cost by itself."""
+        bound per composition, is kept; then slower_than_s bounds each composition's time and cost by itself.
+        With KEEP_REFINED, a v = 1 candidate's bound (slower_than_s = 0) is kept per budget (kept_refined): its
+        interleaved siblings (v > 1, the same pp) ask for it again under the same scaled limits."""
         if cand.v > 1:  # the v = 1 bound under the budget / f_v, relaxed (interleaved_positional_bound's argument)
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             return interleaved_bound(base, terms.m, cand.pp, cand.v)
+        if KEEP_REFINED and slower_than_s == 0.0:
+            kept = _kept_key(cand, budget)
+            got = self.kept_refined.get(kept)
+            if got is None:
+                got = self.kept_refined[kept] = self._refined_bound_v1(terms, cand, budget, 0.0)
+            return got
+        return self._refined_bound_v1(terms, cand, budget, slower_than_s)
+
+    def _refined_bound_v1(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
+                          slower_than_s: float) -> CandidateBound:
+        """refined_bound at v = 1, computed (not kept_refined's)."""
         limits = (budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour, slower_than_s)
         if cand.key not in self.compositions and BUDGET_FLOORS and budget.max_cost_usd is not None and DEGREE_FLOORS:
             # Under a cost budget (a deadline alone: the whole list, as before; with the degree's floors GPT-3 175B
