@@ -130,9 +130,9 @@ def test_each_boundarys_own_send_alone_at_the_bounds_own_supply(monkeypatch):
     assert finite and slowest >= 1 - 1e-9 and least >= 1 - 1e-9
 
 
-def _next_value_up(f, blocks):
+def _next_value_up(f, blocks, start=-math.inf):
     """An invalid floor: the least t_lb above M_pair (the search's answer one value too high)."""
-    floor = _FLOOR(f, blocks)
+    floor = _FLOOR(f, blocks, start)
     if not math.isfinite(floor):
         return floor
     above = blocks.rows[blocks.rows > floor * (1 + 1e-9)]  # NaN > x is False
@@ -145,6 +145,6 @@ def test_an_invalid_floor_fails(monkeypatch, invalid):
     if invalid == "next value":
         monkeypatch.setattr(positional, "pair_cover_floor_s", _next_value_up)
     else:
-        monkeypatch.setattr(positional, "pair_cover_floor_s", lambda f, blocks: _FLOOR(f, blocks) * 1.3)
+        monkeypatch.setattr(positional, "pair_cover_floor_s", lambda f, blocks, start=-math.inf: _FLOOR(f, blocks, start) * 1.3)
     slowest, least, _, _ = _walk(*next(_cases(ROOMY)), compare=False)
     assert least < 1 - 1e-9 or slowest < 1 - 1e-9

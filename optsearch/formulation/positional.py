@@ -653,12 +653,13 @@ PAIR_COVER = True  # marks below the least slowest stage with each boundary's ow
 PAIR_COVER_STATES = 4096  # the most supply states (the counted types' block counts) pair_cover_floor_s takes
 PAIR_COVER_WAYS = 8  # values of M tried per pass of pair_cover_floor_s's search (one programme over all of them)
 PAIR_COVER_ONLY_WIDER = True  # only where its index counts more binding types than the bound's own (_supply)
+PAIR_COVER_WORK = 10_000_000  # the most (block variant x state x M) sums per pass; above it the floor is not run
 
 
-def pair_cover_floor_s(f: Skeleton, blocks: _Blocks) -> float:
+def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
-    search is not run: one type, pp = 1, or no binding type that the bound's own supply index leaves out). Round 19,
-    supply1t.
+    search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
+    per pass than PAIR_COVER_WORK). Round 19, supply1t.
 
     The rows. A block of type g whose last stage j is followed by a block of type h pays, on stage j, the forward
     send across nodes of the pair: at least pair(g, h) = min(c_inter[g][h], c_inter[h][g]) (costmodel.estimate:
@@ -709,9 +710,12 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks) -> float:
     lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _ in variants])
     v_offsets = np.cumsum([blocks.stages[b] for b, _ in variants]) - np.array([blocks.stages[b] for b, _ in variants])
     values = np.unique(stacked[~np.isnan(stacked)])
+    values = values[values >= start]  # below the least mark the bound allows, a floor changes nothing
     if len(values) == 0:
         return -math.inf
     U = wide.size
+    if len(variants) * U * PAIR_COVER_WAYS > PAIR_COVER_WORK:  # its time is not the bound's to spend (no deadline
+        return -math.inf  # inside _Tables): Megatron 1T 3k's 66 stages are 5.2 M a pass, about 20 ms
     by_start: list[list[tuple[int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, g, q, next type)
     for i, (b, h) in enumerate(variants):
         by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), -1 if ends[b] else h))
@@ -733,7 +737,9 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks) -> float:
             H[s] = best
         return H[0][:, :, :U].max(axis=(1, 2))
 
-    lo, hi = 0, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
+    if most_held(values[:1])[0] >= L:  # the least value already holds L: no mark the bound allows is dropped
+        return -math.inf
+    lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
     while lo < hi:
         points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
         ok = most_held(values[points]) >= L
@@ -773,8 +779,9 @@ class _Tables:
         self.possible = (per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
         if not single:  # every plan mixes types: none below M_mix (mixed_slowest_floor_s)
             self.possible &= self.marks >= mixed
-        paired = pair_cover_floor_s(f, self.blocks)  # round 19: every plan's slowest stage is at least M_pair
-        if paired > -math.inf and len(self.marks):
+        least = self.marks[self.possible][:1]
+        paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf  # round 19:
+        if paired > -math.inf:  # every plan's slowest stage is at least M_pair
             self.marks = np.unique(np.append(self.marks, paired)) if math.isfinite(paired) else self.marks
             _, per_stage = self.caps_of.both(self.marks)
             self.possible = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
