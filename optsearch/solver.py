@@ -1788,14 +1788,17 @@ def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str
             if len(ix) == 0:
                 continue
             it, rt, co = iteration[ix], rate[ix], cost[ix]
-            if BUDGET_WORK_LIFT and budget.objective == "time" and budget.max_cost_usd is not None:
+            lifted = BUDGET_WORK_LIFT and budget.objective == "time" and budget.max_cost_usd is not None
+            if lifted:
                 it = _work_lifted(problem, terms, budget, ix, it, rt, factors[ix] if v > 1 else None)
             if v > 1:  # bounds.interleaved_bound, the same operations
                 factor = factors[ix]
                 it, co = it * factor, co * factor
             time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
             cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
-            keep = np.isfinite(time_lb)  # (budget_work_lift: inf where no plan meets the cost budget)
+            keep = np.ones(len(ix), dtype=bool)
+            if lifted:  # budget_work_lift: inf where no plan meets the cost budget
+                keep &= np.isfinite(time_lb)
             if budget.max_time_s is not None:
                 keep &= ~(time_lb > budget.max_time_s * slack)
             if budget.max_cost_usd is not None:

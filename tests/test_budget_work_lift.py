@@ -71,13 +71,16 @@ def test_the_lift_lies_below_every_plan_that_meets_the_budget():
     assert changed > 0  # the lift raised or dropped some rows: the check above is not vacuous
 
 
-def test_the_lift_lies_below_every_plan_with_experts_and_interleaving():
-    for seed in (5, 11):  # 5: a mixture of experts on two types; 11: interleaved candidates (v = 2)
-        problem, options = random_instance(seed)
-        assert _check(problem, options)[0] >= 1 - 1e-9
+def test_the_lift_lies_below_every_plan_with_experts_interleaving_and_small_gpus():
+    # random_instance: small GPUs, long sequences, the overlap on, the optimizer setting open; 7: a mixture of experts
+    # on two types, 22: interleaved candidates (v = 2), 25: three types (the lift changed 86, 17 and 176 rows)
+    for seed in (7, 22, 25):
+        least, changed = _check(*random_instance(seed))
+        assert least >= 1 - 1e-9
+        assert changed > 0
 
 
-@settings(max_examples=draws(3), derandomize=True, database=None, deadline=None,
+@settings(max_examples=draws(2), derandomize=True, database=None, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 @given(tight_instances())
 def test_the_lift_lies_below_every_plan_on_memory_tight_instances(case):
