@@ -1212,6 +1212,8 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)  # [q, g]
     best = math.inf
     j = 0
+    if BUDGET_FLOOR_STOP:  # round 19 (budgetlow): the intervals whose floor rent x iteration fits, before any rent
+        n = _fitting_intervals(tab, budget, n)
     while j < n:
         if tab.iteration[j] >= best:
             break  # it grows with j
@@ -1246,6 +1248,27 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         j = stop
     return None if not math.isfinite(best) else best
 
+
+
+BUDGET_FLOOR_STOP = True  # _time_under_cost walks only the intervals where R(inf) x it(M_j) fits (round 19, budgetlow)
+
+
+def _fitting_intervals(tab: InFlightTables, budget: float, n: int) -> int:
+    """The number of leading intervals j (of n) where R(inf) x it(M_j) <= budget (USD-s per hour of one iteration):
+    _time_under_cost's walk keeps a bucket (j, q) only where R(M_j) x its time <= budget, its time is at least
+    it(M_j), R(M_j) >= R(inf) (InFlightTables.floor_rent: no interval's rent is below it, as the cost walks use it)
+    and it(M_j) grows with j; so from the first interval where R(inf) x it(M_j) breaks the budget no bucket is kept,
+    and the walk's value is the same with them left out (bit for bit: the same rows are priced the same way). Where
+    none is left, no plan of the candidate meets the budget, and R(M_j) and the buckets' rent programmes are never
+    asked (Megatron 39B on mixed-pool-8k, time<=B: most candidates the in-flight step rules out walk every interval
+    before; one rent programme of one row instead)."""
+    if n == 0:
+        return 0
+    floor = _floor_rent(tab)
+    if not math.isfinite(floor):
+        return 0  # no layout holds the layers at any mark: no interval's rent is finite
+    over = np.flatnonzero(floor * tab.iteration[:n] > budget)
+    return int(over[0]) if len(over) else n
 
 
 def _meets(rent: np.ndarray, it: np.ndarray, iterations: int, max_time_s: float | None, max_cost_usd: float | None,

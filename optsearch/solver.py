@@ -34,6 +34,7 @@ from optsearch.bounds import (
 )
 from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate first (round 15, aggfirst)
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
+from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -1811,12 +1812,17 @@ def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str
             if len(ix) == 0:
                 continue
             it, rt, co = iteration[ix], rate[ix], cost[ix]
+            lifted = BUDGET_WORK_LIFT and budget.objective == "time" and budget.max_cost_usd is not None
+            if lifted:
+                it = _work_lifted(problem, terms, budget, ix, it, rt, factors[ix] if v > 1 else None)
             if v > 1:  # bounds.interleaved_bound, the same operations
                 factor = factors[ix]
                 it, co = it * factor, co * factor
             time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
             cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
             keep = np.ones(len(ix), dtype=bool)
+            if lifted:  # budget_work_lift: inf where no plan meets the cost budget
+                keep &= np.isfinite(time_lb)
             if budget.max_time_s is not None:
                 keep &= ~(time_lb > budget.max_time_s * slack)
             if budget.max_cost_usd is not None:
@@ -1831,6 +1837,21 @@ def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str
         total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses,
                               memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
     return total
+
+
+BUDGET_WORK_LIFT = False  # time<=B: the cheap rows' time lifted by bounds.budget_work_lift (round 19, budgetlow)
+
+
+def _work_lifted(problem: Problem, terms: DegreeTerms, budget: Budget, ix: np.ndarray, it: np.ndarray,
+                 rate: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    """The v = 1 cheap iterations it (at pp = ix + 1) lifted by bounds.budget_work_lift under the cost budget; with
+    v > 1 (factor: f_v per row) under the budget / f_v, the caller then multiplying by f_v: every plan of the
+    interleaved candidate is a plan of its v = 1 sibling with the same rent, at least f_v times its time and cost,
+    so one that meets B is a sibling plan that meets B / f_v (interleaved_positional_bound's argument). inf: no plan
+    meets the budget."""
+    b = budget.max_cost_usd * BOUND_SLACK * SECONDS_PER_HOUR / problem.iterations
+    limit = np.full(len(ix), b) if factor is None else b / factor
+    return budget_work_lift(problem, terms, ix + 1, it, rate, limit)
 
 
 def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple[int, ...],
