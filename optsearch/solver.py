@@ -530,7 +530,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
                      ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
-                     first_whole: bool = False, both: bool = False, steps: bool = False) -> Priced:
+                     first_whole: bool = False, both: bool = False, steps: bool = False,
+                     plain_ends: list[Priced] | None = None) -> Priced:
     """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in
     turn, then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
     what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
@@ -547,9 +548,10 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     share; the later ones share what it leaves. both (round 19, RESHAPE_BOTH): where the first start's climb moved to
     a _reshaped variant, a second climb without the variants (its own ends) goes on from the plan it left by the
     first such move: the climb from the first start that never takes one (the moves before it are the same), right
-    after the first climb and, with first_whole, for what is left of the whole plain share. steps (round 19,
+    after the first climb, for RESHAPE_BOTH_SHARE x left (added to the plain share) and its part of what is left of
+    the plain share as a later start's (the later starts share what it leaves). steps (round 19,
     DEEPER_STEPS): before the wide climb, the best plain end's _deeper_steps, for DEEPER_STEPS_SHARE x left at most;
-    the wide climb starts from the better plan."""
+    the wide climb starts from the better plan. plain_ends: where given, every plain climb's end is appended."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
@@ -560,11 +562,17 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
                      **({"forks": forks} if both and n == 0 else {}))
         if best is None or got[0] < best[0]:
             best = got
+        if plain_ends is not None:
+            plain_ends.append(got)
         if forks:  # the same start's climb without the reshaped variants, from before the first one taken
-            deadline = None if plain_until is None else time.perf_counter() + max(
-                0.0, plain_until - time.perf_counter()) / (1 if first_whole else len(starts) - n)
+            if plain_until is not None:  # its own share, beside its part of what is left of the plain share
+                plain_until += RESHAPE_BOTH_SHARE * left
+            deadline = None if plain_until is None else time.perf_counter() + RESHAPE_BOTH_SHARE * left + max(
+                0.0, plain_until - RESHAPE_BOTH_SHARE * left - time.perf_counter()) / (len(starts) - n)
             got = _climb(memo, budget, bounded, forks[0], deadline, wide=False,
                          ends=None if ends is None else {}, reshape=False)
+            if plain_ends is not None:
+                plain_ends.append(got)
             if got[0] < best[0]:
                 best = got
     if best is None:
@@ -1015,6 +1023,8 @@ SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost
 SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
 DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
 RESHAPE_BOTH = True  # time under B: _plain_then_wide's first start climbed without _reshaped too (round 19)
+RESHAPE_BOTH_SHARE = 0.15  # of the time left before the climbs, added to the plain share for that second climb
+DEEPER_ALL_ENDS = True  # time under B: _deeper_interleaved from every plain climb's end too, DEEPER_SHARE each
 SPLIT_END_SHARE = 0.03  # of the time left before the climbs, at most, for the climbs' end's own _split_descent
 
 
@@ -2510,6 +2520,7 @@ def solve(
             # where a climb from it reaches 86,429 s (budgetrows).
             starts = [incumbent]
         plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
+        plain_ends: list[Priced] = []  # the plain climbs' ends (_plain_then_wide), each end's deeper plans below too
         if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             first_whole = DESCENT_CLIMB_FIRST and descent is not None and any(begin is descent for begin in starts)
@@ -2518,7 +2529,8 @@ def solve(
                 # it stopped a move short (Megatron 310B, mixed-pool-3k: 1,208,119 s, not 996,737 s)
                 starts = [descent] + [begin for begin in starts if begin is not descent]
             got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends,
-                                   first_whole, RESHAPE_BOTH and RESHAPE_UNDER_B and CLIMB_RESHAPE, DEEPER_STEPS)
+                                   first_whole, RESHAPE_BOTH and RESHAPE_UNDER_B and CLIMB_RESHAPE, DEEPER_STEPS,
+                                   plain_ends)
             if SPLIT_REPAIR:  # the climbs' end, its own layers moved at the ends (_split_descent; round 18)
                 got = _split_improved(memo, budget, got, None if left is None else
                                       time.perf_counter() + SPLIT_END_SHARE * left)
@@ -2529,10 +2541,20 @@ def solve(
             if got[0] < incumbent[0]:
                 incumbent = got
         left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-        deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3],
-                                     None if left is None else time.perf_counter() + DEEPER_SHARE * left)
+        deeper_until = None if left is None else time.perf_counter() + DEEPER_SHARE * left
+        deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3], deeper_until)
         if deeper[0] < incumbent[0]:
             incumbent = (deeper[0], deeper[1], deeper[2], None)
+        done = {incumbent[1]}
+        for end in sorted(plain_ends, key=lambda e: e[0]) if DEEPER_ALL_ENDS else ():  # the other plain ends' too,
+            if end[1] not in done:  # each for DEEPER_SHARE of the time left (Megatron 175B 3k: the better plain end
+                done.add(end[1])  # cannot interleave, the other can)
+                left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+                deeper = _deeper_interleaved(memo, budget, bounded, end[:3],
+                                             None if left is None else time.perf_counter() + DEEPER_SHARE * left)
+                if deeper[0] < incumbent[0]:
+                    incumbent = (deeper[0], deeper[1], deeper[2], None)
+                    break  # (the loop has the rest)
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
