@@ -551,7 +551,9 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     after the first climb, for RESHAPE_BOTH_SHARE x left (added to the plain share) and its part of what is left of
     the plain share as a later start's (the later starts share what it leaves). steps (round 19,
     DEEPER_STEPS): before the wide climb, the best plain end's _deeper_steps, for DEEPER_STEPS_SHARE x left at most;
-    the wide climb starts from the better plan. plain_ends: where given, every plain climb's end is appended."""
+    the wide climb starts from the better plan. plain_ends: where given, every plain climb's end is appended, with
+    whether it is RESHAPE_BOTH's second climb's. That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of
+    its time (Megatron 310B, mixed-pool-3k: from its fork no neighbour improves, 1.1 s of CPU to find it out)."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
@@ -563,16 +565,21 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
         if best is None or got[0] < best[0]:
             best = got
         if plain_ends is not None:
-            plain_ends.append(got)
+            plain_ends.append((got, False))
         if forks:  # the same start's climb without the reshaped variants, from before the first one taken
             if plain_until is not None:  # its own share, beside its part of what is left of the plain share
                 plain_until += RESHAPE_BOTH_SHARE * left
             deadline = None if plain_until is None else time.perf_counter() + RESHAPE_BOTH_SHARE * left + max(
                 0.0, plain_until - RESHAPE_BOTH_SHARE * left - time.perf_counter()) / (len(starts) - n)
-            got = _climb(memo, budget, bounded, forks[0], deadline, wide=False,
-                         ends=None if ends is None else {}, reshape=False)
+            patience = None if deadline is None else time.perf_counter() + RESHAPE_BOTH_PATIENCE * (
+                deadline - time.perf_counter())  # its first move by then, or it stops there
+            got = _climb(memo, budget, bounded, forks[0], patience, wide=False, reshape=False,
+                         until=lambda priced: priced[0] < forks[0][0] * (1 - INCUMBENT_REL))
+            if got[0] < forks[0][0] * (1 - INCUMBENT_REL):
+                got = _climb(memo, budget, bounded, got, deadline, wide=False, ends=None if ends is None else {},
+                             reshape=False)
             if plain_ends is not None:
-                plain_ends.append(got)
+                plain_ends.append((got, True))
             if got[0] < best[0]:
                 best = got
     if best is None:
@@ -1022,9 +1029,10 @@ SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its laye
 SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost Megatron 18B 3k 0.4 s for nothing)
 SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
 DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
-RESHAPE_BOTH = True  # time under B: _plain_then_wide's first start climbed without _reshaped too (round 19)
+RESHAPE_BOTH = False  # off (a trade, measured: docs/solver.md round 19): time under B, _plain_then_wide's first start climbed without _reshaped too
 RESHAPE_BOTH_SHARE = 0.15  # of the time left before the climbs, added to the plain share for that second climb
-DEEPER_ALL_ENDS = True  # time under B: _deeper_interleaved from every plain climb's end too, DEEPER_SHARE each
+RESHAPE_BOTH_PATIENCE = 0.3  # of its time, at most, for that climb's first move (else it stops)
+DEEPER_OTHER_END = True  # time under B: where that climb gave the best plain end, _deeper_interleaved from the others' too
 SPLIT_END_SHARE = 0.03  # of the time left before the climbs, at most, for the climbs' end's own _split_descent
 
 
@@ -2520,7 +2528,7 @@ def solve(
             # where a climb from it reaches 86,429 s (budgetrows).
             starts = [incumbent]
         plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
-        plain_ends: list[Priced] = []  # the plain climbs' ends (_plain_then_wide), each end's deeper plans below too
+        plain_ends: list[tuple[Priced, bool]] = []  # the plain climbs' ends (_plain_then_wide; DEEPER_OTHER_END)
         if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             first_whole = DESCENT_CLIMB_FIRST and descent is not None and any(begin is descent for begin in starts)
@@ -2545,16 +2553,15 @@ def solve(
         deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3], deeper_until)
         if deeper[0] < incumbent[0]:
             incumbent = (deeper[0], deeper[1], deeper[2], None)
-        done = {incumbent[1]}
-        for end in sorted(plain_ends, key=lambda e: e[0]) if DEEPER_ALL_ENDS else ():  # the other plain ends' too,
-            if end[1] not in done:  # each for DEEPER_SHARE of the time left (Megatron 175B 3k: the better plain end
-                done.add(end[1])  # cannot interleave, the other can)
-                left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-                deeper = _deeper_interleaved(memo, budget, bounded, end[:3],
-                                             None if left is None else time.perf_counter() + DEEPER_SHARE * left)
-                if deeper[0] < incumbent[0]:
-                    incumbent = (deeper[0], deeper[1], deeper[2], None)
-                    break  # (the loop has the rest)
+        others = [end for end, off in plain_ends if not off]
+        if DEEPER_OTHER_END and others and min(end[0] for end, _ in plain_ends) < min(end[0] for end in others):
+            # RESHAPE_BOTH's climb gave the best plain end: the deeper pipelines of the best of the others as well
+            # (the plan the step started from before; Megatron 175B 3k: the better plain end cannot interleave)
+            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            deeper = _deeper_interleaved(memo, budget, bounded, min(others, key=lambda e: e[0])[:3],
+                                         None if left is None else time.perf_counter() + DEEPER_SHARE * left)
+            if deeper[0] < incumbent[0]:
+                incumbent = (deeper[0], deeper[1], deeper[2], None)
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known

@@ -124,19 +124,20 @@ def test_climb_records_the_fork_of_its_first_reshaped_move():
 
 def test_plain_then_wide_climbs_the_fork_without_reshaping(monkeypatch):
     """both (RESHAPE_BOTH): the first start's climb reports a fork; a second plain climb goes from the fork with
-    reshape=False and ends of its own (not the shared dict), for RESHAPE_BOTH_SHARE x left beside its part of what
-    is left of the plain share; the later start shares what is left; the wide climb starts from the best plain end,
-    here the second climb's; every plain end is in plain_ends. Without both: round 18's calls. Fails on 523dd76
-    (no `both`)."""
+    reshape=False, first until its first move (for RESHAPE_BOTH_PATIENCE of its time), then on with ends of its own
+    (not the shared dict), for RESHAPE_BOTH_SHARE x left beside its part of what is left of the plain share; the later
+    start shares what is left; the wide climb starts from the best plain end, here the second climb's; every plain end
+    is in plain_ends, marked where it is the second climb's. A fork that makes no first move stops there. Without
+    both: round 18's calls. Fails on 523dd76 (no `both`)."""
     calls: list = []
     shared: dict = {}
-    end_of = {(20.0, None): 9.0, (15.0, False): 5.0, (10.0, None): 8.0, (5.0, None): 4.0}
+    end_of = {(20.0, None): 9.0, (15.0, False): 6.0, (6.0, False): 5.0, (10.0, None): 8.0}
     clock = [100.0]
 
     def fake_climb(memo, budget, bounded, start, deadline, wide, until=None, ends=None, by_key=None, reshape=None,
                    forks=None):
-        calls.append((start[0], wide, reshape, ends is shared, None if deadline is None else
-                      round(deadline - clock[0], 9)))
+        calls.append((start[0], wide, reshape, ends is shared, until is not None,
+                      None if deadline is None else round(deadline - clock[0], 9)))
         if forks is not None:
             forks.append((15.0, "fork", "e"))
         clock[0] += 0.5
@@ -148,12 +149,20 @@ def test_plain_then_wide_climbs_the_fork_without_reshaping(monkeypatch):
     ends: list = []
     got = solver_module._plain_then_wide(None, None, [], [(20.0, "d", "e"), (10.0, "s", "e")], 10.0, shared,
                                          True, True, False, ends)
-    assert [c[:4] for c in calls] == [(20.0, False, None, True), (15.0, False, False, False),
-                                      (10.0, False, None, True), (5.0, True, None, True)]
-    assert calls[0][4] == pytest.approx(plain)  # first_whole
-    assert calls[1][4] == pytest.approx(extra + (plain - 0.5) / 2)
-    assert calls[2][4] == pytest.approx(plain + extra - 1.0)  # what the two climbs left
-    assert got[0] == 4.0 and [e[0] for e in ends] == [9.0, 5.0, 8.0]
+    assert [c[:5] for c in calls] == [(20.0, False, None, True, False), (15.0, False, False, False, True),
+                                      (6.0, False, False, False, False), (10.0, False, None, True, False),
+                                      (5.0, True, None, True, False)]
+    assert calls[0][5] == pytest.approx(plain)  # first_whole
+    second = extra + (plain - 0.5) / 2  # the second climb's time
+    assert calls[1][5] == pytest.approx(solver_module.RESHAPE_BOTH_PATIENCE * second)
+    assert calls[2][5] == pytest.approx(second - 0.5)
+    assert calls[3][5] == pytest.approx(plain + extra - 1.5)  # what the climbs left
+    assert got[0] == 4.0 and [(e[0], off) for e, off in ends] == [(9.0, False), (5.0, True), (8.0, False)]
+    calls.clear()
+    end_of[(15.0, False)] = 15.0  # no first move from the fork: the second climb stops there
+    solver_module._plain_then_wide(None, None, [], [(20.0, "d", "e"), (10.0, "s", "e")], 10.0, shared, True, True)
+    assert [c[:3] for c in calls] == [(20.0, False, None), (15.0, False, False), (10.0, False, None),
+                                      (8.0, True, None)]
     calls.clear()
     solver_module._plain_then_wide(None, None, [], [(20.0, "d", "e"), (10.0, "s", "e")], 10.0, shared, True)
     assert [c[:3] for c in calls] == [(20.0, False, None), (10.0, False, None), (8.0, True, None)]
