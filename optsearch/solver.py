@@ -973,9 +973,11 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
     priced, each skipped where its cheap or refined bound (_refined_at_least) reaches the current plan's value; then
     (SPLIT_REPAIR) the candidates whose plans hold one at most SPLIT_NEAR above B, the fastest such plan first, each
     through _split_repaired (as in _climb; after all keys, since one repair costs as much as many candidates'
-    quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is kept. Order: first the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within B, then
-    the others, each part in order of the cheap bounds (in bound order alone the deepest pipelines on the most GPUs
-    came first, 0.1-0.3 s of CPU each on Megatron 145B, and broke B).
+    quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is kept. Only
+    the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within SPLIT_NEAR of B are tried,
+    in order of their cheap bounds (a guess at their least cost on the plan's types, not a bound: plans on cheaper
+    types are left out; in bound order alone the deepest pipelines on the most GPUs came first, 0.1-0.3 s of CPU
+    each on Megatron 145B, and broke B; on rows where no key gives a plan, the step took 0.3-0.7 s of the loop's).
 
     Why (round 19, budgetinc3): a plan's iteration follows its slowest stage, and where the stages are many and light
     a deeper pipeline can be faster and cheaper at once; the plans between (one layer fewer a stage) may break B, so
@@ -993,10 +995,9 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
     # the plan's rent per GPU-second: a key's cheap bound on time x its GPUs x that rent is about the least cost of
     # its plans on the plan's types (an order only, never a bound)
     rent = start[2].cost_usd / (tp * plan.dp * cp * len(plan.stages) * start[2].training_time_s)
-    keys = sorted({k for k in ((tp, d, b, q, ep, cp, 1, 0) for d in dps for q in _deeper_step_depths(plan))
-                   if k in by_key}, key=lambda k: (
-                       rent * k[0] * k[1] * k[5] * k[3] * by_key[k].lower_bound > budget.max_cost_usd,
-                       by_key[k].lower_bound, k))
+    keys = sorted((k for k in {(tp, d, b, q, ep, cp, 1, 0) for d in dps for q in _deeper_step_depths(plan)}
+                   if k in by_key and rent * k[0] * k[1] * k[5] * k[3] * by_key[k].lower_bound
+                   <= budget.max_cost_usd * (1 + SPLIT_NEAR)), key=lambda k: (by_key[k].lower_bound, k))
     best = start
     repair: list[tuple[float, tuple[int, ...], list[tuple[Plan, Estimate]]]] = []  # (fastest near plan, key, plans)
     for key in keys:
@@ -1029,7 +1030,7 @@ SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its laye
 SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost Megatron 18B 3k 0.4 s for nothing)
 SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
 DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
-RESHAPE_BOTH = False  # off (a trade, measured: docs/solver.md round 19): time under B, _plain_then_wide's first start climbed without _reshaped too
+RESHAPE_BOTH = False  # off (a trade, docs/solver.md round 19): time under B, the first start climbed without _reshaped too
 RESHAPE_BOTH_SHARE = 0.15  # of the time left before the climbs, added to the plain share for that second climb
 RESHAPE_BOTH_PATIENCE = 0.3  # of its time, at most, for that climb's first move (else it stops)
 DEEPER_OTHER_END = True  # time under B: where that climb gave the best plain end, _deeper_interleaved from the others' too
