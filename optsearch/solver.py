@@ -973,8 +973,8 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
     priced, each skipped where its cheap or refined bound (_refined_at_least) reaches the current plan's value; then
     (SPLIT_REPAIR) the candidates whose plans hold one at most SPLIT_NEAR above B, the fastest such plan first, each
     through _split_repaired (as in _climb; after all keys, since one repair costs as much as many candidates'
-    quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is kept. Only
-    the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within SPLIT_NEAR of B are tried,
+    quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is kept.
+    Only the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within SPLIT_NEAR of B are tried,
     in order of their cheap bounds (a guess at their least cost on the plan's types, not a bound: plans on cheaper
     types are left out; in bound order alone the deepest pipelines on the most GPUs came first, 0.1-0.3 s of CPU
     each on Megatron 145B, and broke B; on rows where no key gives a plan, the step took 0.3-0.7 s of the loop's).
@@ -1030,10 +1030,10 @@ SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its laye
 SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost Megatron 18B 3k 0.4 s for nothing)
 SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
 DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
-RESHAPE_BOTH = False  # off (a trade, docs/solver.md round 19): time under B, the first start climbed without _reshaped too
+RESHAPE_BOTH = False  # off (a trade, docs/solver.md round 19): time under B, the first start climbed unreshaped too
 RESHAPE_BOTH_SHARE = 0.15  # of the time left before the climbs, added to the plain share for that second climb
 RESHAPE_BOTH_PATIENCE = 0.3  # of its time, at most, for that climb's first move (else it stops)
-DEEPER_OTHER_END = True  # time under B: where that climb gave the best plain end, _deeper_interleaved from the others' too
+DEEPER_OTHER_END = True  # time under B: where that climb gave the best plain end, the others' _deeper_interleaved too
 SPLIT_END_SHARE = 0.03  # of the time left before the climbs, at most, for the climbs' end's own _split_descent
 
 
