@@ -552,7 +552,8 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     the plain share as a later start's (the later starts share what it leaves). steps (round 19,
     DEEPER_STEPS): before the wide climb, the best plain end's _deeper_steps, for DEEPER_STEPS_SHARE x left at most;
     the wide climb starts from the better plan. plain_ends: where given, every plain climb's end is appended, with
-    whether it is RESHAPE_BOTH's second climb's. That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of
+    whether it is RESHAPE_BOTH's second climb's (or _deeper_steps' plan, where that is better: both mark a plan the
+    climbs did not reach, from which _deeper_interleaved may find less than from the others, DEEPER_OTHER_END). That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of
     its time (Megatron 310B, mixed-pool-3k: from its fork no neighbour improves, 1.1 s of CPU to find it out)."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
@@ -585,8 +586,11 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     if best is None:
         raise ValueError("_plain_then_wide needs a start")
     if steps:
-        best = _deeper_steps(memo, budget, bounded, best,
-                             None if left is None else time.perf_counter() + DEEPER_STEPS_SHARE * left)
+        stepped = _deeper_steps(memo, budget, bounded, best,
+                                None if left is None else time.perf_counter() + DEEPER_STEPS_SHARE * left)
+        if stepped is not best and plain_ends is not None:  # (marked as the second climb's: DEEPER_OTHER_END)
+            plain_ends.append((stepped, True))
+        best = stepped
     return _climb(memo, budget, bounded, best, None if left is None else time.perf_counter() + WIDE_SHARE * left,
                   wide=True, ends=ends)
 
@@ -953,6 +957,7 @@ def _layer_step_depths(plan: Plan, head: bool = False) -> list[int]:
 
 
 DEEPER_STEPS = True  # time under B: before the wide climb, the plain end's deeper pipelines, two or more layer steps
+DEEPER_STEPS_DP = 2  # on dp up to this many times the plan's (the cost guess below drops the dear ones)
 DEEPER_STEPS_SHARE = 0.1  # of the time left before the climbs, at most, for them (_plain_then_wide)
 
 
@@ -969,7 +974,7 @@ def _deeper_step_depths(plan: Plan) -> list[int]:
 def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
                   deadline: float | None) -> Priced:
     """Minimizing time under a cost budget, from a plain climb's end at v = 1: the same tp, b, ep and cp on each dp of
-    _fill_dps no larger than the plan's, at each depth of _deeper_step_depths, each such candidate's quick plans
+    _fill_dps up to DEEPER_STEPS_DP times the plan's, at each depth of _deeper_step_depths, each such candidate's quick plans
     priced, each skipped where its cheap or refined bound (_refined_at_least) reaches the current plan's value; then
     (SPLIT_REPAIR) the candidates whose plans hold one at most SPLIT_NEAR above B, the fastest such plan first, each
     through _split_repaired (as in _climb; after all keys, since one repair costs as much as many candidates'
@@ -991,7 +996,7 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
         return start
     by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     tp, b, ep, cp = plan.tp, plan.micro_batch_size, plan.ep, plan.cp
-    dps = [d for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key})) if 1 <= d <= plan.dp]
+    dps = [d for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key})) if 1 <= d <= DEEPER_STEPS_DP * plan.dp]
     # the plan's rent per GPU-second: a key's cheap bound on time x its GPUs x that rent is about the least cost of
     # its plans on the plan's types (an order only, never a bound)
     rent = start[2].cost_usd / (tp * plan.dp * cp * len(plan.stages) * start[2].training_time_s)
@@ -2556,8 +2561,9 @@ def solve(
             incumbent = (deeper[0], deeper[1], deeper[2], None)
         others = [end for end, off in plain_ends if not off]
         if DEEPER_OTHER_END and others and min(end[0] for end, _ in plain_ends) < min(end[0] for end in others):
-            # RESHAPE_BOTH's climb gave the best plain end: the deeper pipelines of the best of the others as well
-            # (the plan the step started from before; Megatron 175B 3k: the better plain end cannot interleave)
+            # RESHAPE_BOTH's climb or _deeper_steps gave the best plain end: the deeper pipelines of the best of the
+            # others as well (the plan the step started from before; Megatron 175B 3k: dp 6, 20 stages, 615,444 s,
+            # cannot interleave; dp 8, 14 stages, 647,934 s, gives dp 8, 16 stages, v = 3, 574,121 s)
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             deeper = _deeper_interleaved(memo, budget, bounded, min(others, key=lambda e: e[0])[:3],
                                          None if left is None else time.perf_counter() + DEEPER_SHARE * left)
