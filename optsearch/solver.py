@@ -36,6 +36,7 @@ from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate 
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
+from optsearch import bounds as _bounds  # the refined bound's module limits (Memo.kept_refined's key)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
     interleaving_allowed, max_stages, micro_batch_candidates, node_uses, one_mode_variants, tp_candidates,
@@ -137,11 +138,14 @@ INTERLEAVED_QUICK = True
 
 
 def _kept_key(cand: Candidate, budget: Budget) -> tuple:
-    """Memo.kept_refined's key: the candidate and every field of the budget that the refined bound reads (the
-    objective and the four limits); the bound is a function of these, the memo's problem and the terms, which are
-    the candidate's degree's (Memo.degree_terms, one per degree and setting)."""
+    """Memo.kept_refined's key: the candidate, every field of the budget that the refined bound reads (the
+    objective and the four limits) and the module limits and switches its value depends on (bounds' slack and
+    composition limit, the ways it is computed: audit11 found a bound kept across a patched BOUND_SLACK); the bound
+    is a function of these, the memo's problem and the terms, which are the candidate's degree's (Memo.degree_terms,
+    one per degree and setting)."""
     return (cand.key, budget.objective, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour,
-            budget.max_gpus)
+            budget.max_gpus, _bounds.BOUND_SLACK, _bounds.MAX_COMPOSITIONS, _bounds.OVER_ARRAYS, REFINED_ARRAYS,
+            DEGREE_FLOORS, BUDGET_FLOORS, UNDER_COST_TABLES, AGGREGATE_FIRST)
 
 
 def _degree_key(cand: Candidate) -> tuple[int, ...]:
