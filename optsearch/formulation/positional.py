@@ -648,6 +648,107 @@ def mixed_slowest_floor_s(f: Skeleton, compute: np.ndarray | None = None) -> tup
     return floor, single
 
 
+PAIR_COVER = True  # marks below the least slowest stage with each boundary's own send and two types' supply are
+# dropped (pair_cover_floor_s; round 19, supply1t)
+PAIR_COVER_STATES = 4096  # the most supply states (the counted types' block counts) pair_cover_floor_s takes
+PAIR_COVER_WAYS = 8  # values of M tried per pass of pair_cover_floor_s's search (one programme over all of them)
+PAIR_COVER_ONLY_WIDER = True  # only where its index counts more binding types than the bound's own (_supply)
+PAIR_COVER_WORK = 10_000_000  # the most (block variant x state x M) sums per pass; above it the floor is not run
+
+
+def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
+    """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
+    search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
+    per pass than PAIR_COVER_WORK). Round 19, supply1t.
+
+    The rows. A block of type g whose last stage j is followed by a block of type h pays, on stage j, the forward
+    send across nodes of the pair: at least pair(g, h) = min(c_inter[g][h], c_inter[h][g]) (costmodel.estimate:
+    stage_send_s(own, next); the model's rows add_p2p: e[j] >= c_inter[g][h], paid by stage j). The bound's rows
+    (_blocks) charge it the least over every next type, inter_out[g]; here the row of the block followed by h charges
+    max(inter_out[g], pair(g, h)). Every other part of the row is the bound's own t_lb (the least mode that fits at
+    the position, block recomputation, the ends, the send in at its least over the types before): so every stage of
+    a plan takes at least its row, and its slowest stage at least X = max over its stages of these rows.
+
+    The programme. Over blocks in pipeline order from the last, with the type of the block that follows as part of
+    the state (so each block's last stage pays the send to the type that really follows it) and the node supply of
+    the binding types counted (_supply with PAIR_COVER_STATES states: two of three types of 128 nodes at four nodes a
+    stage, where the bound's index counts one), the most layers blocks hold with every row <= X, each stage from its
+    least count (lo) up. The plan's own blocks are such a sequence at its X, holding L layers, so the most at X is at
+    least L. The most grows with X (a larger X allows every count a smaller one does), so the least X among the
+    rows' values at which it reaches L, M_pair, is at most the plan's X, hence at most its slowest stage. No mode,
+    pattern, optimizer setting, cp, budget or micro-batch count enters but through the bound's own rows.
+
+    How the bound uses it (_Tables): as M_mix (mixed_slowest_floor_s): the bound's argument holds at any M with
+    max_s t_lb <= M <= the plan's slowest stage, so M_pair joins the marks and every mark below it is dropped (a plan
+    whose max t_lb lies below it is bounded at M_pair). Megatron 1T on mixed-pool-3k, tp 4, dp 4, cp 2, 66 stages:
+    at most 32 stages of each type, so two or more A10G stages (100 Gbit/s); the stage beside one pays about 8.4 ms of
+    send on top of compute its neighbours cannot take over."""
+    c, pp, uses = f.c, f.cand.pp, f.cand.uses
+    G = len(uses)
+    if not PAIR_COVER or pp <= 1 or G <= 1 or len(blocks) == 0:
+        return -math.inf
+    base, wide = _supply(f), _supply(f, PAIR_COVER_STATES)
+    if PAIR_COVER_ONLY_WIDER and wide.size == base.size:  # no binding type counted beyond the bound's own index
+        return -math.inf
+    L = f.c.kind_layers[0]
+    inter = np.array(c.send_inter_s, dtype=float)
+    pair = np.minimum(inter, inter.T)  # [g, h]
+    inter_out = inter.min(axis=1)
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends = blocks.start + blocks.stages == pp  # the block that ends the pipeline sends nothing forward
+    # variant h of block b: its rows with the last stage's send out at the pair (b's type, h); one variant (h = 0,
+    # the same rows) for a block that ends the pipeline
+    variants = [(b, h) for b in range(len(blocks)) for h in (range(G) if not ends[b] else (0,))]
+    rows = []
+    for b, h in variants:
+        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
+        if not ends[b]:
+            g = int(blocks.g[b])
+            r[-1] += max(pair[g, h] - inter_out[g], 0.0)
+        rows.append(r)
+    stacked = np.concatenate(rows)
+    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _ in variants])
+    v_offsets = np.cumsum([blocks.stages[b] for b, _ in variants]) - np.array([blocks.stages[b] for b, _ in variants])
+    values = np.unique(stacked[~np.isnan(stacked)])
+    values = values[values >= start]  # below the least mark the bound allows, a floor changes nothing
+    if len(values) == 0:
+        return -math.inf
+    U = wide.size
+    if len(variants) * U * PAIR_COVER_WAYS > PAIR_COVER_WORK:  # its time is not the bound's to spend (no deadline
+        return -math.inf  # inside _Tables): Megatron 1T 3k's 66 stages are 5.2 M a pass, about 20 ms
+    by_start: list[list[tuple[int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, g, q, next type)
+    for i, (b, h) in enumerate(variants):
+        by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), -1 if ends[b] else h))
+
+    def most_held(Xs: np.ndarray) -> np.ndarray:
+        fit = stacked[:, :, None] <= Xs[None, None, :]  # NaN <= X is False
+        k = fit.sum(axis=1)  # [row, X]: allowed counts from lo that fit (a prefix: rows grow with n)
+        cap = np.add.reduceat(lows[:, None] + k - 1, v_offsets, axis=0)
+        cap = np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)  # [variant, X]
+        nX = len(Xs)
+        H: list[np.ndarray | None] = [None] * (pp + 1)
+        H[pp] = np.full((nX, G, U + 1), -np.inf)
+        H[pp][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
+        for s in range(pp - 1, -1, -1):
+            best = np.full((nX, G, U + 1), -np.inf)
+            for i, g, q, h in by_start[s]:
+                got = H[s + q][:, max(h, 0), wide.src[g]]  # [X, u]: the blocks after, starting on h, one g fewer
+                np.maximum(best[:, g, :U], cap[i][:, None] + got, out=best[:, g, :U])
+            H[s] = best
+        return H[0][:, :, :U].max(axis=(1, 2))
+
+    if most_held(values[:1])[0] >= L:  # the least value already holds L: no mark the bound allows is dropped
+        return -math.inf
+    lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
+    while lo < hi:
+        points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
+        ok = most_held(values[points]) >= L
+        hi = int(points[ok].min()) if ok.any() else hi
+        lo = max(lo, int(points[~ok].max()) + 1) if (~ok).any() else lo
+        lo = min(lo, hi)
+    return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
+
+
 class _Tables:
     """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
     same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
@@ -678,6 +779,13 @@ class _Tables:
         self.possible = (per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
         if not single:  # every plan mixes types: none below M_mix (mixed_slowest_floor_s)
             self.possible &= self.marks >= mixed
+        least = self.marks[self.possible][:1]
+        paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf  # round 19:
+        if paired > -math.inf:  # every plan's slowest stage is at least M_pair
+            self.marks = np.unique(np.append(self.marks, paired)) if math.isfinite(paired) else self.marks
+            _, per_stage = self.caps_of.both(self.marks)
+            self.possible = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
+                             & (self.marks >= paired) & (self.marks >= (mixed if not single else -math.inf)))
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.comm_o = np.full(n, np.nan)  # C_O(M) alone (the optimizer step's part of comm)
