@@ -142,6 +142,8 @@ def _kept_listed(problem, options, budgets, rng, stats):
             want = Memo(problem, options).refined_bound(item.terms, item.cand, budgets[i])
             stats["kept_listed"] += 1
             stats["kept_listed_gather"] += item.cand.gather
+            stats["kept_listed_off"] += item.cand.dist is not None
+            stats["kept_listed_interleaved"] += item.cand.v > 1
             assert have == want, ("a listed item's kept bound differs", item.cand.key,
                                   budgets[i].model_dump(exclude_none=True), str(have), str(want))
 
@@ -153,14 +155,14 @@ def _fresh(sk, **flags):
         positional.tables(sk)
 
 
-def check_pair(problem, options, seed, stats):
+def check_pair(problem, options, seed, stats, budgets_kept: int | None = None, gate_on: bool | None = None):
     if not hasattr(positional, "PAIR_COVER"):
         stats["pair_absent"] += 1
         return
     rng = random.Random(seed)
     by_cand = audit_round14.plans_by_candidate(problem, options)
     priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
-    budgets = round19_budgets(priced, rng)
+    budgets = round19_budgets(priced, rng)[:budgets_kept]
     times = sorted(e.training_time_s for _, _, e in priced)
     median = times[len(times) // 2] * 0.999 if times else 0.0
     memo = Memo(problem, options)
@@ -170,9 +172,10 @@ def check_pair(problem, options, seed, stats):
             stats["pair_kinds_skipped"] += 1
             continue
         if cand.v == 1:  # the floor itself against every plan of the candidate
-            for wider in (True, False):
+            for wider, states in ((True, positional.PAIR_COVER_STATES), (False, positional.PAIR_COVER_STATES),
+                                  (False, rng.choice([1, 2, 3]))):  # the wide index cut short too
                 _fresh(sibling, PAIR_COVER=False)
-                with mock.patch.object(positional, "PAIR_COVER_ONLY_WIDER", wider):
+                with mock.patch.multiple(positional, PAIR_COVER_ONLY_WIDER=wider, PAIR_COVER_STATES=states):
                     floor = positional.pair_cover_floor_s(sibling, sibling.positional.blocks)
                 stats["pair_floors"] += 1
                 stats["pair_finite"] += math.isfinite(floor)
@@ -186,7 +189,8 @@ def check_pair(problem, options, seed, stats):
         factor = 1.0 if cand.v == 1 else interleaving_factor(audit_round14._terms(memo, cand).m, cand.pp, cand.v)
         got = {}
         for on in (True, False):
-            _fresh(sibling, PAIR_COVER=on, PAIR_COVER_ONLY_WIDER=rng.random() < 0.5 if on else True)
+            gate = (rng.random() < 0.5 if gate_on is None else gate_on) if on else True
+            _fresh(sibling, PAIR_COVER=on, PAIR_COVER_ONLY_WIDER=gate)
             for i, budget in enumerate(budgets):
                 for slower in (0.0, median) if cand.v == 1 else (0.0,):
                     if cand.v == 1:
