@@ -1874,3 +1874,67 @@ def _aggregate_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int,
             return CandidateBound(False)
         iteration = max(iteration, under)
     return CandidateBound(True, iteration, float(tab.rate_usd_per_hour[i]), cost_rate_s / SECONDS_PER_HOUR)
+
+
+# ---- Time under a cost budget at the cheap level: the layers' work priced and timed by one assignment (round 19) ----
+def budget_work_lift(problem: Problem, d: DegreeTerms, pps: np.ndarray, iteration: np.ndarray, rate: np.ndarray,
+                     max_cost_rate_s: np.ndarray) -> np.ndarray:
+    """[P] a lower bound on the iteration time (s) of every plan with pps[i] stages (v = 1) whose rent x iteration
+    (USD/h x s) is at most max_cost_rate_s[i] (a cost budget: B x slack x 3600 / iterations), at least iteration[i]
+    (the cheap bound, `cheap_bounds`); inf where no plan meets it. rate: the cheap bound's rent floor (w x the pp
+    cheapest slots). One layer kind only (elsewhere the iteration is returned unchanged).
+
+    The cheap bound takes the least time with every layer on its fastest type and the least cost with every layer on
+    its cheapest per unit of work, separately: a fast, dear type gives both at once. Here one assignment pays both.
+    A plan puts x_g layers on type g (sum x_g = L; x_g = 0 where NMAX[g] = 0), each taking at least s_g =
+    step_min[g] in any mode. With W = sum_g x_g s_g and P = sum_g x_g p_g s_g, its stages satisfy
+    sum_s t_s >= W + E_t (E_t = the cheapest embedding and head plus 2 (pp - 1) e_min: the cheap bound's `total`
+    less its layer work) and sum_s p_s t_s >= P + E_p (E_p = min_g p_g emb[g] + min_g p_g head[g] +
+    2 (pp - 1) p_min e_min). Its iteration T >= (m - 1) max t + sum t + comm, comm the cheap bound's all-reduce and
+    optimizer floor, and as in the module docstring rent x (T - comm) >= w (m sum_s p_s t_s + (pp - 1) p_min sum_s t_s),
+    rent >= rate. Meeting the budget, rent x T <= b, so
+        sum_g x_g a_g <= beta,   a_g = s_g (m p_g + (pp - 1) p_min),
+        beta = (b - rate x comm) / w - m E_p - (pp - 1) p_min E_t.
+    W is then at least the least W over the x that satisfy this and sum x_g = L (a linear programme), which by
+    weak duality is at least, for every lam >= 0, L min_g (s_g + lam a_g) - lam beta (the maximum over lam lies at
+    lam = 0 or where two types tie; all are tried, any is valid); if L min_g a_g > beta no x satisfies it and no plan
+    meets the budget. The iteration is then at least max((m - 1) (W + E_t) / pp, (m - 1) slowest) + W + E_t + comm
+    (slowest: `slowest_floor`), as the cheap bound's with W in place of the least layer work. Nothing is assumed
+    about a plan's mode, pattern, degree or interleaving beyond what the cheap bound rests on (per-layer steps at
+    least step_min, every send at least e_min, the ends at least their cheapest type's). Interleaved candidates take
+    f_v x the bound of the v = 1 sibling under the budget / f_v (bounds.interleaved_bound's argument; the caller).
+    Float care: infeasibility needs a margin of a relative 1e-9, and the bound is lowered by a relative 1e-9."""
+    pps = np.asarray(pps, dtype=np.int64)
+    iteration = np.asarray(iteration, dtype=float)
+    if len(problem.model.kinds) != 1 or len(pps) == 0:
+        return iteration
+    L = problem.model.num_layers
+    usable = [g for g in range(len(d.slots)) if d.max_layers_per_stage[g] > 0]
+    if not usable:
+        return iteration
+    s = np.array([d.step_min_s[g] for g in usable], dtype=float)  # [G']
+    p = np.array([d.price_per_gpu_hour[g] for g in usable], dtype=float)
+    p_min = min(d.price_per_gpu_hour)
+    all_params = np.where(pps > 1, d.layer_params + d.ends_params[1], d.layer_params + d.ends_params[0])
+    comm = (np.where(pps > 1, d.alpha_min_at(2), d.alpha_min) + d.beta_min) * all_params / pps
+    sends = 2 * (pps - 1) * d.send_min_s
+    e_t = d.end_work_min_s + sends
+    e_p = (min(q * t for q, t in zip(d.price_per_gpu_hour, d.emb_s))
+           + min(q * t for q, t in zip(d.price_per_gpu_hour, d.head_s)) + p_min * sends)
+    beta = (np.asarray(max_cost_rate_s, dtype=float) - np.asarray(rate, dtype=float) * comm) / d.w \
+        - d.m * e_p - (pps - 1) * p_min * e_t  # [P]
+    a = s[None, :] * (d.m * p[None, :] + ((pps - 1) * p_min)[:, None])  # [P, G']
+    need = L * a.min(axis=1)
+    none = need - beta > 1e-9 * (np.abs(need) + np.abs(beta))
+    # the multipliers: 0 and every positive tie (s_h - s_g) / (a_g - a_h) of two types
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ties = (s[None, None, :] - s[None, :, None]) / (a[:, :, None] - a[:, None, :])  # [P, g, h]
+    ties = np.where(np.isfinite(ties) & (ties > 0), ties, 0.0).reshape(len(pps), -1)
+    lams = np.concatenate([np.zeros((len(pps), 1)), ties], axis=1)  # [P, K]
+    dual = L * (s[None, None, :] + lams[:, :, None] * a[:, None, :]).min(axis=2) - lams * beta[:, None]
+    work = np.maximum(dual.max(axis=1), L * s.min())
+    slowest = slowest_floor(d, L, pps)
+    with np.errstate(invalid="ignore"):
+        lifted = (np.maximum((d.m - 1) * (work + e_t) / pps, (d.m - 1) * np.where(np.isfinite(slowest), slowest, 0.0))
+                  + work + e_t + comm) * (1 - 1e-9)
+    return np.where(none, math.inf, np.maximum(iteration, lifted))

@@ -432,7 +432,11 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     # then node supply (round 6), which also only passes from some mark on; where it does not bind (most candidates
     # minimizing cost) one check at lo settles it, the bisection costs about 1 ms a candidate
     if lo < len(marks) and not _holds_within_supply(tab, caps_at(marks[lo:lo + 1]))[0]:
-        lo = first_passing(_holds_within_supply, lo + 1)
+        lo = (_first_within_supply(tab, caps_at, marks, lo + 1) if SUPPLY_BY_CHUNKS
+              else first_passing(_holds_within_supply, lo + 1))
+    if JOINT_SUPPLY and lo < len(marks) and tab.slots is not None and (tab.slots < pp).sum() >= 2 and not (
+            _holds_within_joint_supply(tab, caps_at(marks[lo:lo + 1]))[0]):  # round 19: the binding types together
+        lo = _first_within_supply(tab, caps_at, marks, lo + 1, _holds_within_joint_supply)
     tab.rent[:lo] = np.inf
     tab.holds_from = lo
     # caps only grow with M: at M = inf each is the count of finite times, rounded down to a multiple of v
@@ -441,6 +445,33 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
 
 
 FIRST_BY_ORDER = True  # inflight_tables' least mark that holds L from order statistics, not bisection (round 14)
+SUPPLY_BY_CHUNKS = True  # and the least mark within node supply by probes of many marks at once (round 19, timepark)
+SUPPLY_PROBES = 16  # marks per probe of _first_within_supply
+
+
+def _first_within_supply(tab: "InFlightTables", caps_at, marks: np.ndarray, lo: int, check=None) -> int:
+    """The least index j >= lo with check(caps at marks[j]) (check: _holds_within_supply by default; len(marks)
+    where none): the index inflight_tables' bisection (first_passing) finds, with fewer calls (round 19, timepark).
+
+    _holds_within_supply passes from some index on (caps only grow with M, and U_g and the forced count are
+    monotone in the caps), so the index is the first passing one of any probe set that contains it. For a check
+    that is only valid (its failure proves no plan at that mark; _holds_within_joint_supply), the index returned is
+    lo itself or one past a probe that failed, so every index below it lies at or below a failing probe or below the
+    starting lo, where no plan lies either (the exact answer only passes more as M grows). Each round probes up to
+    SUPPLY_PROBES indices spread evenly over the open range [lo, hi - 1] in one vectorized call (the last one always
+    among them): the first passing probe p gives hi = p, the failing probe before it lo = that probe + 1; none
+    passing, lo = hi. The range shrinks about SUPPLY_PROBES-fold a round: 2-3 calls where the bisection made 10-12
+    (GPT-2 large, mixed-pool-3k, time: 4,395 calls on 702 tables, about 7 % of the solve's CPU under cProfile)."""
+    hi = len(marks)
+    while lo < hi:
+        probes = np.unique(np.linspace(lo, hi - 1, min(SUPPLY_PROBES, hi - lo)).round().astype(np.int64))
+        passing = (check or _holds_within_supply)(tab, caps_at(marks[probes]))
+        if not passing.any():
+            return hi
+        first = int(np.argmax(passing))
+        hi = int(probes[first])
+        lo = lo if first == 0 else int(probes[first - 1]) + 1
+    return lo
 
 
 def _first_holding(times: np.ndarray, marks: np.ndarray, middle: np.ndarray, L: int, v: int) -> int:
@@ -525,6 +556,92 @@ def _holds_within_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
     base = np.where(forced, 0.0, others).sum(axis=2)
     bound = base + np.where(room, gain, 0.0).sum(axis=2)
     return ok & (bound >= tab.L).all(axis=1)
+
+
+JOINT_SUPPLY = True  # inflight_tables' holds_from and the walks' supply test also take every binding type's
+# supply at once (_holds_within_joint_supply; round 19, timepark)
+JOINT_FROM_ZERO = False  # a second descent from lam = 0 (the brute-force sweep: no interval more decided)
+JOINT_ROUNDS = 0  # rounds of multiplier updates over the binding types (any multipliers give a valid test)
+
+
+def _holds_within_joint_supply(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
+    """[M] _holds_within_supply's test and, where it passes and two or more types' supply binds,
+    _joint_supply_holds's (both necessary for a plan in the interval)."""
+    held = _holds_within_supply(tab, caps)
+    binds = np.nonzero(tab.slots < caps.shape[2])[0]
+    if len(binds) >= 2 and held.any():
+        usable = (caps[held] >= 1) | ~tab.middle[None, None, :]
+        held[held] = _joint_supply_holds(tab, np.where(usable, np.maximum(caps[held], 0.0), -np.inf), binds)
+    return held
+
+
+def _supply_test():
+    """The walks' node-supply test: _holds_within_joint_supply with JOINT_SUPPLY, else _holds_within_supply."""
+    return _holds_within_joint_supply if JOINT_SUPPLY else _holds_within_supply
+
+
+def _joint_supply_holds(tab: InFlightTables, k: np.ndarray, binds: np.ndarray) -> np.ndarray:
+    """[M] False where no assignment of types to positions within node supply holds L layers, tested with every
+    binding type's supply row at once (round 19, timepark). k [M, g, i]: each type's cap at each position, -inf
+    where the type may not take it (a middle position's cap below 1); binds: the types with slots[g] < positions.
+
+    The most layers such an assignment a (a_i a usable type at i, #{i : a_i = g} <= slots[g]) holds is at most
+        U(lam) = sum_g lam_g slots[g] + sum_i max_g (k[g, i] - lam_g)
+    for any lam >= 0 with lam_g = 0 on the types whose supply does not bind: sum_i k[a_i, i] = sum_i (k[a_i, i] -
+    lam_{a_i}) + sum_g lam_g #{i : a_i = g} <= sum_i max_g (k[g, i] - lam_g) + sum_g lam_g slots[g] (weak duality of
+    the supply rows, each lam_g >= 0 and #{i : a_i = g} <= slots[g]). U(lam) < L for one lam: no assignment holds
+    L, so no plan lies in the interval (the plan's types at its positions are such an assignment: the premise of
+    _holds_within_supply). Any lam >= 0 is valid, so the multipliers are a heuristic: lam_g = g's own slots[g]-th
+    largest cap over the positions (its slots filled at that price, the positions left to the others; 0 for the
+    types that do not bind), then JOINT_ROUNDS rounds (default 0) over the binding types, each setting lam_g to its
+    best value with the others fixed (U is convex and piecewise linear in lam_g with slope slots[g] - f -
+    #{i : d_i > lam_g}, d_i = k[g, i] - max_{h != g} (k[h, i] - lam_h), f the positions only g may take: lam_g = the
+    (slots[g] - f + 1)-th largest d_i, at least 0; f > slots[g]: none holds), and the least U seen is the test
+    (JOINT_FROM_ZERO: a second descent from lam = 0). _holds_within_supply's test is lam with one binding type's
+    multiplier and the others' at 0: on mixed-pool-3k (128 nodes of each of three types) a stage of 32 nodes lets
+    4 stages of each type, and one type at a time lets the other types take every other position; Megatron 39B,
+    tp 2, dp 32, cp 4, pp 10 (optimizer off): 4 x 8 H100 + 4 x 3 A100 + 0 on the two A10G ends = 44 < 48 layers,
+    where one type at a time finds 50. Caps are whole numbers, so the sums are exact. The least U over lam would
+    be exact (the assignment with supply rows is a transportation problem, whose LP is integral); the heuristic is
+    not: on 4,000 brute-force tables it closes 1,751 of the 12,879 (table, L) pairs that one type at a time leaves
+    open and the exact assignment closes (4,371 with JOINT_ROUNDS = 1, whose in-flight step cost about twice as
+    much on Megatron 39B, mixed-pool-3k). The test's verdict need not be monotone in the caps (lam depends
+    on them): a failing verdict at a mark still proves that no plan lies there, and the searches that use it
+    (_first_within_supply, the walks' level bisections) rule out only marks and levels at or below one whose
+    verdict failed, where the caps are no larger (the exact answer is monotone)."""
+    M, G, P = k.shape
+    slots = tab.slots.astype(float)
+    best = np.full(M, np.inf)
+    # the second start: each binding type's multiplier at its own slots[g]-th largest cap (its slots filled at that
+    # price, the positions left to the others), where descent from 0 can stop at a kink short of the least U
+    own_caps = -np.sort(-np.where(np.isfinite(k), k, -np.inf), axis=2)  # [M, g, i] descending
+    start = np.zeros((M, G))
+    for g in binds:
+        at = own_caps[:, g, int(tab.slots[g]) - 1] if tab.slots[g] >= 1 else np.zeros(M)
+        start[:, g] = np.maximum(np.where(np.isfinite(at), at, 0.0), 0.0)
+    for lam in ((np.zeros((M, G)), start) if JOINT_FROM_ZERO else (start,)):
+        with np.errstate(invalid="ignore"):
+            value = (lam * slots[None, :]).sum(axis=1) + (k - lam[:, :, None]).max(axis=1).sum(axis=1)
+            best = np.minimum(best, np.where(np.isnan(value), -np.inf, value))
+            for _ in range(JOINT_ROUNDS):
+                for g in binds:
+                    adj = k - lam[:, :, None]
+                    adj[:, g, :] = -np.inf
+                    others = adj.max(axis=1)  # [M, i]
+                    own = k[:, g, :]
+                    forced = ~np.isfinite(others) & np.isfinite(own)  # only g may take it
+                    d = np.where(np.isfinite(others) & np.isfinite(own), own - others, -np.inf)
+                    free = int(slots[g]) - forced.sum(axis=1)  # [M]
+                    dead = free < 0
+                    order = -np.sort(-d, axis=1)  # descending, -inf last
+                    at = np.clip(free, 0, P - 1)
+                    pick = np.take_along_axis(order, at[:, None], axis=1)[:, 0]
+                    pick = np.where(free >= P, 0.0, pick)  # every position may take g: lam_g = 0
+                    lam[:, g] = np.where(dead, lam[:, g], np.maximum(np.where(np.isfinite(pick), pick, 0.0), 0.0))
+                    value = (lam * slots[None, :]).sum(axis=1) + (k - lam[:, :, None]).max(axis=1).sum(axis=1)
+                    value = np.where(dead, -np.inf, np.where(np.isnan(value), -np.inf, value))
+                    best = np.minimum(best, value)
+    return best >= tab.L
 
 
 def _least_rent(tab: InFlightTables, caps: np.ndarray) -> np.ndarray:
@@ -1212,6 +1329,8 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)  # [q, g]
     best = math.inf
     j = 0
+    if BUDGET_FLOOR_STOP:  # round 19 (budgetlow): the intervals whose floor rent x iteration fits, before any rent
+        n = _fitting_intervals(tab, budget, n)
     while j < n:
         if tab.iteration[j] >= best:
             break  # it grows with j
@@ -1246,6 +1365,27 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         j = stop
     return None if not math.isfinite(best) else best
 
+
+
+BUDGET_FLOOR_STOP = True  # _time_under_cost walks only the intervals where R(inf) x it(M_j) fits (round 19, budgetlow)
+
+
+def _fitting_intervals(tab: InFlightTables, budget: float, n: int) -> int:
+    """The number of leading intervals j (of n) where R(inf) x it(M_j) <= budget (USD-s per hour of one iteration):
+    _time_under_cost's walk keeps a bucket (j, q) only where R(M_j) x its time <= budget, its time is at least
+    it(M_j), R(M_j) >= R(inf) (InFlightTables.floor_rent: no interval's rent is below it, as the cost walks use it)
+    and it(M_j) grows with j; so from the first interval where R(inf) x it(M_j) breaks the budget no bucket is kept,
+    and the walk's value is the same with them left out (bit for bit: the same rows are priced the same way). Where
+    none is left, no plan of the candidate meets the budget, and R(M_j) and the buckets' rent programmes are never
+    asked (Megatron 39B on mixed-pool-8k, time<=B: most candidates the in-flight step rules out walk every interval
+    before; one rent programme of one row instead)."""
+    if n == 0:
+        return 0
+    floor = _floor_rent(tab)
+    if not math.isfinite(floor):
+        return 0  # no layout holds the layers at any mark: no interval's rent is finite
+    over = np.flatnonzero(floor * tab.iteration[:n] > budget)
+    return int(over[0]) if len(over) else n
 
 
 def _meets(rent: np.ndarray, it: np.ndarray, iterations: int, max_time_s: float | None, max_cost_usd: float | None,
@@ -1564,7 +1704,7 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
             if v > 1:  # [J, g, i]
                 limit = np.floor(limit / v) * v
             capped = np.minimum(caps, limit)
-            return _holds(tab, capped) & _holds_within_supply(tab, capped)
+            return _holds(tab, capped) & _supply_test()(tab, capped)
 
         with np.errstate(divide="ignore", invalid="ignore"):
             bounded = math.isfinite(cutoff)
@@ -1691,7 +1831,7 @@ def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray,
                      np.floor((level[:, None, None] + h[:, None, :]) / full[None, :, None] * ROUND_UP), np.inf)
         b = np.where(rest[None, :, None] > 0, np.floor(level[:, None, None] / rest[None, :, None] * ROUND_UP), np.inf)
         capped = np.minimum(caps, np.minimum(a, b))  # [J, g, i]
-        return _holds(tab, capped) & _holds_within_supply(tab, capped)
+        return _holds(tab, capped) & _supply_test()(tab, capped)
 
     with np.errstate(divide="ignore", invalid="ignore"):
         finite = cutoff < np.inf  # -inf included: such a row is not searched

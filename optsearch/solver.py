@@ -34,6 +34,7 @@ from optsearch.bounds import (
 )
 from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate first (round 15, aggfirst)
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
+from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -554,7 +555,8 @@ def _neighbour_search(memo: Memo, budget: Budget, bounded: list[Bounded], start:
 
 def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts: list[Priced], left: float | None,
                      ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
-                     first_whole: bool = False) -> Priced:
+                     first_whole: bool = False, both: bool = False, steps: bool = False,
+                     plain_ends: list[Priced] | None = None) -> Priced:
     """A time-under-B search's climbs (PLAIN_CLIMBS_FIRST): the plain climb (_climb, wide=False) from every start in
     turn, then one wide climb from the best end. The plain climbs share (NEIGHBOUR_SHARE - WIDE_SHARE) x left: each gets
     what is left of it divided by the starts not yet climbed from (a climb that ends early leaves its time to the
@@ -568,17 +570,52 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     cp 8, 21 stages, and on towards the optimum's 27; 18B 3k: the optimum), was cut by its quarter share. Incumbents
     only: every plan is priced by the cost model and checked against the budget, as in _climb. left: the time left
     (None: no limit). first_whole (round 18, DESCENT_CLIMB_FIRST): the first start's climb may take the whole plain
-    share; the later ones share what it leaves."""
+    share; the later ones share what it leaves. both (round 19, RESHAPE_BOTH): where the first start's climb moved to
+    a _reshaped variant, a second climb without the variants (its own ends) goes on from the plan it left by the
+    first such move: the climb from the first start that never takes one (the moves before it are the same), right
+    after the first climb, for RESHAPE_BOTH_SHARE x left (added to the plain share) and its part of what is left of
+    the plain share as a later start's (the later starts share what it leaves). steps (round 19,
+    DEEPER_STEPS): before the wide climb, the best plain end's _deeper_steps, for DEEPER_STEPS_SHARE x left at most;
+    the wide climb starts from the better plan. plain_ends: where given, every plain climb's end is appended, with
+    whether it is RESHAPE_BOTH's second climb's (or _deeper_steps' plan, where that is better: both mark a plan the
+    climbs did not reach, from which _deeper_interleaved may find less than from the others, DEEPER_OTHER_END). That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of
+    its time (Megatron 310B, mixed-pool-3k: from its fork no neighbour improves, 1.1 s of CPU to find it out)."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
         deadline = None if plain_until is None else time.perf_counter() + max(
             0.0, plain_until - time.perf_counter()) / (1 if first_whole and n == 0 else len(starts) - n)
-        got = _climb(memo, budget, bounded, begin, deadline, wide=False, ends=ends)
+        forks: list[Priced] = []
+        got = _climb(memo, budget, bounded, begin, deadline, wide=False, ends=ends,
+                     **({"forks": forks} if both and n == 0 else {}))
         if best is None or got[0] < best[0]:
             best = got
+        if plain_ends is not None:
+            plain_ends.append((got, False))
+        if forks:  # the same start's climb without the reshaped variants, from before the first one taken
+            if plain_until is not None:  # its own share, beside its part of what is left of the plain share
+                plain_until += RESHAPE_BOTH_SHARE * left
+            deadline = None if plain_until is None else time.perf_counter() + RESHAPE_BOTH_SHARE * left + max(
+                0.0, plain_until - RESHAPE_BOTH_SHARE * left - time.perf_counter()) / (len(starts) - n)
+            patience = None if deadline is None else time.perf_counter() + RESHAPE_BOTH_PATIENCE * (
+                deadline - time.perf_counter())  # its first move by then, or it stops there
+            got = _climb(memo, budget, bounded, forks[0], patience, wide=False, reshape=False,
+                         until=lambda priced: priced[0] < forks[0][0] * (1 - INCUMBENT_REL))
+            if got[0] < forks[0][0] * (1 - INCUMBENT_REL):
+                got = _climb(memo, budget, bounded, got, deadline, wide=False, ends=None if ends is None else {},
+                             reshape=False)
+            if plain_ends is not None:
+                plain_ends.append((got, True))
+            if got[0] < best[0]:
+                best = got
     if best is None:
         raise ValueError("_plain_then_wide needs a start")
+    if steps:
+        stepped = _deeper_steps(memo, budget, bounded, best,
+                                None if left is None else time.perf_counter() + DEEPER_STEPS_SHARE * left)
+        if stepped is not best and plain_ends is not None:  # (marked as the second climb's: DEEPER_OTHER_END)
+            plain_ends.append((stepped, True))
+        best = stepped
     return _climb(memo, budget, bounded, best, None if left is None else time.perf_counter() + WIDE_SHARE * left,
                   wide=True, ends=ends)
 
@@ -586,7 +623,8 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
            wide: bool, until: Callable[[Priced], bool] | None = None,
            ends: dict[tuple[bool, Plan], Priced | ClimbCut] | None = None,
-           by_key: "_LazyNeighbours | None" = None) -> Priced:
+           by_key: "_LazyNeighbours | None" = None, reshape: bool | None = None,
+           forks: list[Priced] | None = None) -> Priced:
     """One hill-climb of _neighbour_search, until deadline (time.perf_counter()). wide: the pipeline depth also
     halved, doubled and x 4 (_climb_depths) and each neighbour's quick plans with their interleaved variants
     (_climb_plans); a budget search runs it from where the plain climb stops (budgetrows: the wide steps cost about
@@ -604,7 +642,10 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
     for every plan on its path, and a later climb that steps on one goes on from there with the cut climb's `seen`
     and evaluations: the moves it would make alone (round 13, budgetgap: on Megatron 18B and Llama-2 70B, time
     under B, the first wide climb stopped at its share and the later starts' wide climbs began it again).
-    by_key: the v = 1 candidates by key, where not bounded's (_LazyNeighbours: the whole space's, built as asked)."""
+    by_key: the v = 1 candidates by key, where not bounded's (_LazyNeighbours: the whole space's, built as asked).
+    reshape: minimizing time under a cost budget, whether the current plan's _reshaped variants are tried (None:
+    RESHAPE_UNDER_B). forks: where given, each plan from which the climb moved to a _reshaped variant is appended
+    (the plan before the move: RESHAPE_BOTH climbs on from the first without the variants)."""
     if not CLIMB_ENDS or until is not None:
         ends = None
     if _past(deadline):  # nothing priced, and not the keys below either: 0.1-0.2 s on the large pools' lists, for each
@@ -660,15 +701,19 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         tp, dp, b, pp, ep, cp, _, _ = at
         moved = None
         variants = _rescaled(memo.problem, best[1])  # the current plan itself on more (or fewer) replicas
-        if CLIMB_RESHAPE and (budget.objective == "cost" or (RESHAPE_UNDER_B and under_b)):  # and deeper on fewer
+        rescaled = len(variants)
+        if CLIMB_RESHAPE and (budget.objective == "cost" or (
+                (RESHAPE_UNDER_B if reshape is None else reshape) and under_b)):  # and deeper on fewer
             variants += _reshaped(memo.problem, best[1])  # GPUs a stage, or shallower on more
-        for variant in variants:
+        for n, variant in enumerate(variants):
             if deadline is not None and time.perf_counter() > deadline:
                 return cut()
             own = _best_meeting(budget, [found] if (found := memo.runnable(variant)) else [])
             if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
                 moved = (own, (variant.tp, variant.dp, variant.micro_batch_size, len(variant.stages), variant.ep,
                                variant.cp, 1, 0))
+                if forks is not None and n >= rescaled:
+                    forks.append(best)
                 break
         if moved is not None:
             best, at = moved
@@ -936,6 +981,78 @@ def _layer_step_depths(plan: Plan, head: bool = False) -> list[int]:
     return out
 
 
+DEEPER_STEPS = True  # time under B: before the wide climb, the plain end's deeper pipelines, two or more layer steps
+DEEPER_STEPS_DP = 2  # on dp up to this many times the plan's (the cost guess below drops the dear ones)
+DEEPER_STEPS_SHARE = 0.1  # of the time left before the climbs, at most, for them (_plain_then_wide)
+
+
+def _deeper_step_depths(plan: Plan) -> list[int]:
+    """The pipeline depths deeper than the plan's at which its largest stage count (k layers) falls by two or more:
+    ceil(L / j) for j = 1 .. k - 2, each also with one stage more (a stage for the ends' work); the one-layer step
+    is LAYER_STEPS's."""
+    total = sum(stage.num_layers for stage in plan.stages)
+    most = max(stage.num_layers for stage in plan.stages)
+    depths = {q for j in range(1, most - 1) for q in (-(-total // j), -(-total // j) + 1)}
+    return sorted(q for q in depths if q > len(plan.stages))
+
+
+def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
+                  deadline: float | None) -> Priced:
+    """Minimizing time under a cost budget, from a plain climb's end at v = 1: the same tp, b, ep and cp on each dp of
+    _fill_dps up to DEEPER_STEPS_DP times the plan's, at each depth of _deeper_step_depths, each such candidate's quick plans
+    priced, each skipped where its cheap or refined bound (_refined_at_least) reaches the current plan's value; then
+    (SPLIT_REPAIR) the candidates whose plans hold one at most SPLIT_NEAR above B, the fastest such plan first, each
+    through _split_repaired (as in _climb; after all keys, since one repair costs as much as many candidates'
+    quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is kept.
+    Only the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within SPLIT_NEAR of B are tried,
+    in order of their cheap bounds (a guess at their least cost on the plan's types, not a bound: plans on cheaper
+    types are left out; in bound order alone the deepest pipelines on the most GPUs came first, 0.1-0.3 s of CPU
+    each on Megatron 145B, and broke B; on rows where no key gives a plan, the step took 0.3-0.7 s of the loop's).
+
+    Why (round 19, budgetinc3): a plan's iteration follows its slowest stage, and where the stages are many and light
+    a deeper pipeline can be faster and cheaper at once; the plans between (one layer fewer a stage) may break B, so
+    no climb step reaches it. Megatron 145B (80 layers), mixed-pool-3k, B = $1,589,379: the climbs stop at tp 1,
+    dp 8, cp 4, 17 stages of at most 5 layers (852,529 s, $1,583,279); 20 or 21 stages of 4 break B ($1,631,957,
+    $1,594,561); the optimum is the same degrees in 27 stages of 3 (3 x 26, 2: 536,007 s, $1,581,006), which the
+    loop found at 20 s of CPU. On mixed-pool-8k the same from tp 2, dp 8, 17 stages to dp 6, 27 stages (369,707 s).
+    Incumbents only: every plan is priced by the cost model and checked against the budget."""
+    plan = start[1]
+    if _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or _past(deadline):
+        return start
+    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    tp, b, ep, cp = plan.tp, plan.micro_batch_size, plan.ep, plan.cp
+    dps = [d for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key})) if 1 <= d <= DEEPER_STEPS_DP * plan.dp]
+    # the plan's rent per GPU-second: a key's cheap bound on time x its GPUs x that rent is about the least cost of
+    # its plans on the plan's types (an order only, never a bound)
+    rent = start[2].cost_usd / (tp * plan.dp * cp * len(plan.stages) * start[2].training_time_s)
+    keys = sorted((k for k in {(tp, d, b, q, ep, cp, 1, 0) for d in dps for q in _deeper_step_depths(plan)}
+                   if k in by_key and rent * k[0] * k[1] * k[5] * k[3] * by_key[k].lower_bound
+                   <= budget.max_cost_usd * (1 + SPLIT_NEAR)), key=lambda k: (by_key[k].lower_bound, k))
+    best = start
+    repair: list[tuple[float, tuple[int, ...], list[tuple[Plan, Estimate]]]] = []  # (fastest near plan, key, plans)
+    for key in keys:
+        if _past(deadline):
+            break
+        if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
+            continue
+        if CLIMB_REFINED and _refined_at_least(memo, budget, by_key[key], best[0] * (1 - INCUMBENT_REL)):
+            continue
+        plans = memo.quick_plans(memo.skeleton(by_key[key].cand))
+        own = _best_meeting(budget, plans)
+        if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+            best = own
+        near = [est.training_time_s for _, est in plans if est.cost_usd <= budget.max_cost_usd * (1 + SPLIT_NEAR)]
+        if SPLIT_REPAIR and near:
+            repair.append((min(near), key, plans))
+    for fastest, _, plans in sorted(repair, key=lambda r: r[:2]):  # then the repairs, the fastest near plan first
+        if _past(deadline) or fastest >= best[0] * (1 - INCUMBENT_REL):
+            break
+        own = _split_repaired(memo, budget, plans, best[0] * (1 - INCUMBENT_REL), deadline)
+        if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+            best = own
+    return best
+
+
 # Round 18 (budgetb2): time under a cost budget, the climbs' plans at the ends of the pipeline.
 LAYER_STEPS_HEAD = False  # off: more wide-climb neighbours, no row moved by it (Llama-2 70B 8k wide climb at its deadline); _layer_step_depths also gives each layer-step depth plus one (a stage for the ends' work)
 RESHAPE_UNDER_B = True  # _climb tries _reshaped (twice / half as deep on the same GPUs) minimizing time under B too
@@ -943,6 +1060,10 @@ SPLIT_REPAIR = True  # _climb: a neighbour's faster plan a hair over B, its laye
 SPLIT_NEAR = 0.01  # "a hair": its cost at most this fraction above B (0.02 cost Megatron 18B 3k 0.4 s for nothing)
 SPLIT_MOVES_MOST = 8  # layer moves made by one _split_descent at most
 DESCENT_CLIMB_FIRST = True  # time under B: _plain_then_wide climbs from the descent's plan first (solve)
+RESHAPE_BOTH = False  # off (a trade, docs/solver.md round 19): time under B, the first start climbed unreshaped too
+RESHAPE_BOTH_SHARE = 0.15  # of the time left before the climbs, added to the plain share for that second climb
+RESHAPE_BOTH_PATIENCE = 0.3  # of its time, at most, for that climb's first move (else it stops)
+DEEPER_OTHER_END = True  # time under B: where that climb gave the best plain end, the others' _deeper_interleaved too
 SPLIT_END_SHARE = 0.03  # of the time left before the climbs, at most, for the climbs' end's own _split_descent
 
 
@@ -1811,12 +1932,17 @@ def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str
             if len(ix) == 0:
                 continue
             it, rt, co = iteration[ix], rate[ix], cost[ix]
+            lifted = BUDGET_WORK_LIFT and budget.objective == "time" and budget.max_cost_usd is not None
+            if lifted:
+                it = _work_lifted(problem, terms, budget, ix, it, rt, factors[ix] if v > 1 else None)
             if v > 1:  # bounds.interleaved_bound, the same operations
                 factor = factors[ix]
                 it, co = it * factor, co * factor
             time_lb = np.maximum(iterations * it, slower_than_s)  # _bounded, for every pp at once
             cost_lb = np.maximum(iterations * co, rt * slower_than_s / SECONDS_PER_HOUR)
             keep = np.ones(len(ix), dtype=bool)
+            if lifted:  # budget_work_lift: inf where no plan meets the cost budget
+                keep &= np.isfinite(time_lb)
             if budget.max_time_s is not None:
                 keep &= ~(time_lb > budget.max_time_s * slack)
             if budget.max_cost_usd is not None:
@@ -1831,6 +1957,21 @@ def _degree_rows(memo: Memo, budget: Budget, slower_than_s: float, settings: str
         total += _gather_rows(memo, budget, slower_than_s, (tp, dp, mbs, ep, cp), uses,
                               memo.degree_terms(tp, dp, mbs, uses, ep, cp, None), pps, rows)
     return total
+
+
+BUDGET_WORK_LIFT = False  # time<=B: the cheap rows' time lifted by bounds.budget_work_lift (round 19, budgetlow)
+
+
+def _work_lifted(problem: Problem, terms: DegreeTerms, budget: Budget, ix: np.ndarray, it: np.ndarray,
+                 rate: np.ndarray, factor: np.ndarray | None) -> np.ndarray:
+    """The v = 1 cheap iterations it (at pp = ix + 1) lifted by bounds.budget_work_lift under the cost budget; with
+    v > 1 (factor: f_v per row) under the budget / f_v, the caller then multiplying by f_v: every plan of the
+    interleaved candidate is a plan of its v = 1 sibling with the same rent, at least f_v times its time and cost,
+    so one that meets B is a sibling plan that meets B / f_v (interleaved_positional_bound's argument). inf: no plan
+    meets the budget."""
+    b = budget.max_cost_usd * BOUND_SLACK * SECONDS_PER_HOUR / problem.iterations
+    limit = np.full(len(ix), b) if factor is None else b / factor
+    return budget_work_lift(problem, terms, ix + 1, it, rate, limit)
 
 
 def _gather_rows(memo: Memo, budget: Budget, slower_than_s: float, degree: tuple[int, ...],
@@ -2438,6 +2579,7 @@ def solve(
             # where a climb from it reaches 86,429 s (budgetrows).
             starts = [incumbent]
         plain_first = PLAIN_CLIMBS_FIRST and _capped_quantity(budget) == "cost"  # time under B (cost<=D as before)
+        plain_ends: list[tuple[Priced, bool]] = []  # the plain climbs' ends (_plain_then_wide; DEEPER_OTHER_END)
         if plain_first:
             left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
             first_whole = DESCENT_CLIMB_FIRST and descent is not None and any(begin is descent for begin in starts)
@@ -2446,7 +2588,8 @@ def solve(
                 # it stopped a move short (Megatron 310B, mixed-pool-3k: 1,208,119 s, not 996,737 s)
                 starts = [descent] + [begin for begin in starts if begin is not descent]
             got = _plain_then_wide(memo, budget, bounded, [begin[:3] for begin in starts], left, climb_ends,
-                                   first_whole)
+                                   first_whole, RESHAPE_BOTH and RESHAPE_UNDER_B and CLIMB_RESHAPE, DEEPER_STEPS,
+                                   plain_ends)
             if SPLIT_REPAIR:  # the climbs' end, its own layers moved at the ends (_split_descent; round 18)
                 got = _split_improved(memo, budget, got, None if left is None else
                                       time.perf_counter() + SPLIT_END_SHARE * left)
@@ -2457,10 +2600,20 @@ def solve(
             if got[0] < incumbent[0]:
                 incumbent = got
         left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-        deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3],
-                                     None if left is None else time.perf_counter() + DEEPER_SHARE * left)
+        deeper_until = None if left is None else time.perf_counter() + DEEPER_SHARE * left
+        deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3], deeper_until)
         if deeper[0] < incumbent[0]:
             incumbent = (deeper[0], deeper[1], deeper[2], None)
+        others = [end for end, off in plain_ends if not off]
+        if DEEPER_OTHER_END and others and min(end[0] for end, _ in plain_ends) < min(end[0] for end in others):
+            # RESHAPE_BOTH's climb or _deeper_steps gave the best plain end: the deeper pipelines of the best of the
+            # others as well (the plan the step started from before; Megatron 175B 3k: dp 6, 20 stages, 615,444 s,
+            # cannot interleave; dp 8, 14 stages, 647,934 s, gives dp 8, 16 stages, v = 3, 574,121 s)
+            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            deeper = _deeper_interleaved(memo, budget, bounded, min(others, key=lambda e: e[0])[:3],
+                                         None if left is None else time.perf_counter() + DEEPER_SHARE * left)
+            if deeper[0] < incumbent[0]:
+                incumbent = (deeper[0], deeper[1], deeper[2], None)
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known

@@ -27,7 +27,7 @@ from optsearch.solver import Memo
 
 from test_audit_dist_bounds import space_plans
 from test_inflight_bound import _budgets
-from test_positional_type_boundary import boundary_instance
+from test_positional_type_boundary import bound_with_off, boundary_instance
 
 _SUPPLY = positional._supply  # the functions under test, before any monkeypatch
 _FLOOR = positional.pair_cover_floor_s
@@ -71,17 +71,7 @@ def _walk(problem, options, compare: bool = True) -> tuple[float, float, int, in
             if key not in bounds:
                 bounds[key] = positional.positional_bound(sk, budget).bound
                 if compare:
-                    if cand.key not in plain:
-                        positional.PAIR_COVER = False
-                        try:
-                            plain[cand.key] = positional._Tables(sk)
-                        finally:
-                            positional.PAIR_COVER = True
-                    kept, sk.positional = sk.positional, plain[cand.key]
-                    try:
-                        raised += bounds[key] > positional.positional_bound(sk, budget).bound * (1 + 1e-9)
-                    finally:
-                        sk.positional = kept
+                    raised += bounds[key] > bound_with_off(sk, budget, "PAIR_COVER", plain) * (1 + 1e-9)
             got = bounds[key]
             least = min(least, objective_value(est, budget.objective) / got if got > 0 else math.inf)
     finite = sum(math.isfinite(x) for x in floors.values())

@@ -71,6 +71,22 @@ def _cases(seeds, tight=False):
             yield made
 
 
+def bound_with_off(sk, budget, switch: str, plain: dict) -> float:
+    """The positional bound of sk under the budget from its tables built with positional.<switch> off (kept in plain
+    by candidate key); sk's own tables are put back."""
+    if sk.cand.key not in plain:
+        setattr(positional, switch, False)
+        try:
+            plain[sk.cand.key] = positional._Tables(sk)
+        finally:
+            setattr(positional, switch, True)
+    kept, sk.positional = sk.positional, plain[sk.cand.key]
+    try:
+        return positional.positional_bound(sk, budget).bound
+    finally:
+        sk.positional = kept
+
+
 def _least_ratio(problem, options, compare: bool = True) -> tuple[float, int, float]:
     """(the least plan value / positional bound over every plan of every v = 1 candidate and every budget of
     _budgets, how many (candidate, budget) bounds the floor raised (compare), the least slowest stage / M_mix over
@@ -93,17 +109,7 @@ def _least_ratio(problem, options, compare: bool = True) -> tuple[float, int, fl
             if key not in bounds:
                 bounds[key] = positional.positional_bound(sk, budget).bound
                 if compare:
-                    if cand.key not in plain:
-                        positional.TYPE_BOUNDARY_FLOOR = False
-                        try:
-                            plain[cand.key] = positional._Tables(sk)
-                        finally:
-                            positional.TYPE_BOUNDARY_FLOOR = True
-                    kept, sk.positional = sk.positional, plain[cand.key]
-                    try:
-                        raised += bounds[key] > positional.positional_bound(sk, budget).bound * (1 + 1e-9)
-                    finally:
-                        sk.positional = kept
+                    raised += bounds[key] > bound_with_off(sk, budget, "TYPE_BOUNDARY_FLOOR", plain) * (1 + 1e-9)
             got = bounds[key]
             value = objective_value(est, budget.objective)
             least = min(least, value / got if got > 0 else math.inf)
