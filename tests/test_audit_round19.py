@@ -6,8 +6,9 @@
 - supply1t (positional.pair_cover_floor_s, PAIR_COVER): M_pair at or below the slowest stage of every v = 1 plan of
   its candidate, with the gate PAIR_COVER_ONLY_WIDER off and the wide index cut to two states too; the positional
   bound with the floor at least the bound without it and at or below every plan that meets the budget;
-- timepark (inflight.JOINT_SUPPLY, SUPPLY_BY_CHUNKS) and budgetlow (inflight.BUDGET_FLOOR_STOP): see below, where
-  merged.
+- budgetlow (inflight.BUDGET_FLOOR_STOP: the same bits on and off, with timepark's JOINT_SUPPLY on; BUDGET_WORK_LIFT
+  turned on: valid). timepark's JOINT_SUPPLY is checked by the bench's sweep only (its raises need instances too
+  large for this file's CPU; tests/test_inflight_joint_supply.py checks it against brute-force assignments).
 On 523dd76 (the session's base) none of KEEP_REFINED, pair_cover_floor_s, JOINT_SUPPLY, BUDGET_FLOOR_STOP exists:
 every test here fails there on the import or the switch."""
 
@@ -101,3 +102,16 @@ def test_an_invalid_pair_floor_is_caught():
     problem, options = boundary_instance(9)
     with mock.patch.object(positional, "pair_cover_floor_s", up), pytest.raises(AssertionError, match="above"):
         audit_round19.check_pair(problem, options, 9, _stats(), budgets_kept=2, gate_on=False)
+
+
+def test_budget_floor_stop_same_bits_and_the_work_lift_below_the_plans():
+    """budgetlow: the in-flight bound under cost caps at plans' exact costs and 5 % above (time minimized; cutoff inf
+    and at the candidate's best plan) with BUDGET_FLOOR_STOP on equals off bit for bit, JOINT_SUPPLY on (timepark's
+    change to the same module's tables: the seam); and BUDGET_WORK_LIFT turned on (off in the solver) never lowers a
+    cheap row and leaves every candidate with a plan that meets the cap at or below that plan."""
+    from optsearch.inflight import BUDGET_FLOOR_STOP, JOINT_SUPPLY  # noqa: F401  (absent on the base)
+
+    problem, options = boundary_instance(9)
+    stats = _stats()
+    audit_round19.check_stop(problem, options, 9, stats)
+    assert stats["stop_same_compared"] > 0 and stats["lift_below_plans"] > 0
