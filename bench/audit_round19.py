@@ -8,7 +8,8 @@ docs/solver.md, "Round 19 after the merges: the audit". Not part of the test sui
     nice -n 5 python bench/audit_round19.py --kind tight --seeds 0-19 --checks solve,clock
 
 kinds: bench/audit_round18's (random, offheavy, tight, each also -pipelined; hypinter, hypinter-off, hyptight, moe,
-moe1; boundary, boundary-tight, boundary-wide). checks:
+moe1; boundary, boundary-tight, boundary-wide) and boundary-deep (boundary_deep: 6-8 layers, one GPU a node, 1-4
+nodes of each type, up to six stages). checks:
   kept   every candidate brute force prices (v > 1, dist = False and gather copies included) under edge budgets
          (none; cost caps, deadlines and rents at plans' exact values and 5 % above; both), asked in ONE random order
          over (candidate, budget) on one memo with KEEP_REFINED (a what-if sweep's memo): each bound equals, bit for
@@ -26,6 +27,8 @@ moe1; boundary, boundary-tight, boundary-wide). checks:
   stop   budgetlow's BUDGET_FLOOR_STOP: the in-flight bound on equals off bit for bit (time under cost caps at plans'
          exact costs and 5 % above); and BUDGET_WORK_LIFT (off in the solver) turned on: every cheap row of
          _candidates at or below the candidate's plans that meet the budget, none left out;
+  steps  budgetinc3's _deeper_steps called from random v = 1 plans that meet cost caps (time minimized): its plan a
+         real plan of the space, meeting the cap, priced as the cost model prices it, never worse than its start;
   solve, clock  bench/audit_round18's (both backends against brute force at plans' exact budgets and 5 % above;
          clocks that jump past the limit; every plan offered to solver._best_meeting honest), with round 19's
          incumbent sources counted (_deeper_steps) and run once more with RESHAPE_BOTH on (off in the solver).
@@ -309,6 +312,33 @@ def check_stop(problem, options, seed, stats):
                 assert have <= min(values) * (1 + REL), ("the lifted row above a plan",) + where
 
 
+# ---- steps: budgetinc3's _deeper_steps from random starts ------------------------------------------------------
+def check_steps(problem, options, seed, stats, starts: int = 6):
+    """Time under cost caps (plans' exact costs and 5 % above): _deeper_steps from random v = 1 plans of the space
+    that meet the cap (DEEPER_STEPS_DP and SPLIT_REPAIR as set): its plan is a real plan of the space (in_search_space,
+    fits, priced as estimate prices it), meets the cap, its value the objective's, never worse than the start, and
+    never below brute force's optimum."""
+    rng = random.Random(seed)
+    priced = [(c, p, e) for c, p, e in audit_round13.space_plans(problem, options)]
+    for budget in _cost_caps(priced, rng):
+        memo = Memo(problem, options)
+        bounded, _ = solver_module._candidates(memo, budget, 0.0)
+        meeting = [(p, e) for _, p, e in priced if p.virtual_stages == 1 and not budget_violations(p, e, budget)]
+        if not meeting:
+            continue
+        best = min(objective_value(e, "time") for _, e in meeting)
+        for plan, est in rng.sample(meeting, min(starts, len(meeting))):
+            start = (objective_value(est, "time"), plan, est)
+            got = solver_module._deeper_steps(memo, budget, bounded, start, None)
+            stats["steps_calls"] += 1
+            stats["steps_gave"] += got[0] < start[0]
+            p, e = got[1], got[2]
+            assert solver_module.in_search_space(problem, p, options) and e.fits and e == solver_module.estimate(
+                problem, p), ("not a plan of the space", str(p))
+            assert not budget_violations(p, e, budget) and got[0] == objective_value(e, "time"), str(p)
+            assert got[0] <= start[0] and got[0] >= best * (1 - REL), (got[0], start[0], best)
+
+
 # ---- solve / clock ----------------------------------------------------------------------------------------------
 ROUND19_SOURCES = ("_deeper_steps", "_deeper_interleaved", "_split_repaired")
 
@@ -346,7 +376,34 @@ def _with_round19_counts(check, reshape_both: bool):
     return run
 
 
-CHECKS = {"kept": check_kept, "pair": check_pair, "joint": check_joint, "stop": check_stop,
+def boundary_deep(seed: int):
+    """boundary_instance's draw (roomy on even seeds, memory-tight on odd ones) with 6-8 layers, one GPU a node and
+    pipelines of up to six stages (more boundaries for pair_cover_floor_s's pairs and the supply of two or three
+    types); None when brute force would price more than MAX_PLANS plans."""
+    from optsearch.baselines.exhaustive import count_plans
+    from optsearch.problem import Problem
+    from optsearch.profile import AnalyticProfile
+    from test_audit_dist_bounds import MAX_PLANS
+    from test_positional_type_boundary import boundary_instance
+
+    made = boundary_instance(seed, seed % 2 == 1)
+    if made is None:
+        return None
+    problem, options = made
+    rng = random.Random(9_000 + seed)
+    model = problem.model.model_copy(update={"num_layers": rng.randint(6, 8)})
+    cluster = problem.cluster.model_copy(update={"node_types": [
+        t.model_copy(update={"gpus_per_node": 1, "num_nodes_available": rng.randint(1, 4)})
+        for t in problem.cluster.node_types]})
+    problem = Problem(model=model, cluster=cluster, job=problem.job, gpus=problem.gpus,
+                      profile=AnalyticProfile(model=model, gpus=problem.gpus))
+    options = replace(options, max_stages=6, micro_batch_sizes=(1,))
+    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+        return None
+    return problem, options
+
+
+CHECKS = {"kept": check_kept, "pair": check_pair, "joint": check_joint, "stop": check_stop, "steps": check_steps,
           "solve": _with_round19_counts("solve", False), "clock": _with_round19_counts("clock", False),
           "solve-both": _with_round19_counts("solve", True)}
 
@@ -354,7 +411,8 @@ CHECKS = {"kept": check_kept, "pair": check_pair, "joint": check_joint, "stop": 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="boundary",
-                    choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1", *audit_round18.EXTRA_KINDS])
+                    choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1", *audit_round18.EXTRA_KINDS,
+                             "boundary-deep"])
     ap.add_argument("--seeds", default="0-19")
     ap.add_argument("--checks", default="kept")
     ap.add_argument("--max-seconds", type=float, default=1e9)
@@ -363,7 +421,9 @@ def main() -> int:
     seeds = range(int(lo), int(hi or lo) + 1)
     totals = audit_round14.Totals(instances=0, failures=0, skipped=0)
     began = real_time.process_time()
-    if args.kind in audit_round18.EXTRA_KINDS:
+    if args.kind == "boundary-deep":
+        instance = boundary_deep
+    elif args.kind in audit_round18.EXTRA_KINDS:
         instance = audit_round18.EXTRA_KINDS[args.kind]
     else:
         instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
