@@ -25,6 +25,7 @@ from optsearch import solver as solver_module
 from optsearch.formulation import positional
 from optsearch.formulation.positional import PAIR_COVER, pair_cover_floor_s  # noqa: F401  (absent on the base)
 from optsearch.solver import KEEP_REFINED  # noqa: F401  (absent on the base)
+from optsearch.spec.budget import Budget
 
 from test_positional_type_boundary import boundary_instance
 
@@ -115,3 +116,28 @@ def test_budget_floor_stop_same_bits_and_the_work_lift_below_the_plans():
     stats = _stats()
     audit_round19.check_stop(problem, options, 9, stats)
     assert stats["stop_same_compared"] > 0 and stats["lift_below_plans"] > 0
+
+
+@pytest.mark.xfail(strict=True, reason="audit11's find: Memo.kept_refined's key (_kept_key) leaves out the module "
+                   "limits the refined bound reads (bounds.BOUND_SLACK here; MAX_COMPOSITIONS, OVER_ARRAYS, "
+                   "REFINED_ARRAYS, DEGREE_FLOORS likewise): patched between two asks on one memo, the kept bound is "
+                   "the old setting's, where the base (KEEP_REFINED off) recomputes it. Constant within a solve or a "
+                   "sweep, so no production bound is wrong; a hazard for tests and benches that patch a switch on a "
+                   "memo they keep")
+def test_a_kept_bound_follows_a_patched_bound_slack():
+    from optsearch import bounds
+
+    problem, options = boundary_instance(9)
+    by_cand = audit_round19.audit_round14.plans_by_candidate(problem, options)
+    times = sorted(e.training_time_s for _, plans in by_cand.values() for _, e in plans)
+    budget = Budget(objective="cost", max_time_s=times[len(times) // 3])
+    memo = solver_module.Memo(problem, options)
+    stale = 0
+    for cand, _ in by_cand.values():
+        terms = audit_round19.audit_round14._terms(memo, cand)
+        memo.refined_bound(terms, cand, budget)
+        with mock.patch.object(bounds, "BOUND_SLACK", 0.5):
+            again = memo.refined_bound(terms, cand, budget)
+            fresh = solver_module.Memo(problem, options)
+            stale += again != fresh.refined_bound(audit_round19.audit_round14._terms(fresh, cand), cand, budget)
+    assert stale == 0
