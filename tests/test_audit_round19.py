@@ -118,13 +118,9 @@ def test_budget_floor_stop_same_bits_and_the_work_lift_below_the_plans():
     assert stats["stop_same_compared"] > 0 and stats["lift_below_plans"] > 0
 
 
-@pytest.mark.xfail(strict=True, reason="audit11's find: Memo.kept_refined's key (_kept_key) leaves out the module "
-                   "limits the refined bound reads (bounds.BOUND_SLACK here; MAX_COMPOSITIONS, OVER_ARRAYS, "
-                   "REFINED_ARRAYS, DEGREE_FLOORS likewise): patched between two asks on one memo, the kept bound is "
-                   "the old setting's, where the base (KEEP_REFINED off) recomputes it. Constant within a solve or a "
-                   "sweep, so no production bound is wrong; a hazard for tests and benches that patch a switch on a "
-                   "memo they keep")
 def test_a_kept_bound_follows_a_patched_bound_slack():
+    """audit11's find, fixed: Memo.kept_refined's key (_kept_key) holds the module limits the refined bound reads;
+    BOUND_SLACK patched between two asks on one memo gives the fresh memo's bound, not the old setting's."""
     from optsearch import bounds
 
     problem, options = boundary_instance(9)
