@@ -582,8 +582,9 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     DEEPER_STEPS): before the wide climb, the best plain end's _deeper_steps, for DEEPER_STEPS_SHARE x left at most;
     the wide climb starts from the better plan. plain_ends: where given, every plain climb's end is appended, with
     whether it is RESHAPE_BOTH's second climb's (or _deeper_steps' plan, where that is better: both mark a plan the
-    climbs did not reach, from which _deeper_interleaved may find less than from the others, DEEPER_OTHER_END). That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of
-    its time (Megatron 310B, mixed-pool-3k: from its fork no neighbour improves, 1.1 s of CPU to find it out)."""
+    climbs did not reach, from which _deeper_interleaved may find less than from the others, DEEPER_OTHER_END).
+    That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of its time (Megatron 310B, mixed-pool-3k:
+    from its fork no neighbour improves, 1.1 s of CPU to find it out)."""
     best = None
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
@@ -1003,15 +1004,15 @@ def _deeper_step_depths(plan: Plan) -> list[int]:
 def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
                   deadline: float | None) -> Priced:
     """Minimizing time under a cost budget, from a plain climb's end at v = 1: the same tp, b, ep and cp on each dp of
-    _fill_dps up to DEEPER_STEPS_DP times the plan's, at each depth of _deeper_step_depths, each such candidate's quick plans
-    priced, each skipped where its cheap or refined bound (_refined_at_least) reaches the current plan's value; then
-    (SPLIT_REPAIR) the candidates whose plans hold one at most SPLIT_NEAR above B, the fastest such plan first, each
-    through _split_repaired (as in _climb; after all keys, since one repair costs as much as many candidates'
-    quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is kept.
-    Only the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within SPLIT_NEAR of B are tried,
-    in order of their cheap bounds (a guess at their least cost on the plan's types, not a bound: plans on cheaper
-    types are left out; in bound order alone the deepest pipelines on the most GPUs came first, 0.1-0.3 s of CPU
-    each on Megatron 145B, and broke B; on rows where no key gives a plan, the step took 0.3-0.7 s of the loop's).
+    _fill_dps up to DEEPER_STEPS_DP times the plan's, at each depth of _deeper_step_depths, each such candidate's
+    quick plans priced, each skipped where its cheap or refined bound (_refined_at_least) reaches the current plan's
+    value; then (SPLIT_REPAIR) the candidates whose plans hold one at most SPLIT_NEAR above B, the fastest such plan
+    first, each through _split_repaired (as in _climb; after all keys, since one repair costs as much as many
+    candidates' quick plans: 0.4 s of CPU on a 27-stage plan of Megatron 145B); the best that meets the budget is
+    kept. Only the keys whose cheap bound on time x GPUs x the plan's rent per GPU-second is within SPLIT_NEAR of B
+    are tried, in order of their cheap bounds (a guess at their least cost on the plan's types, not a bound: plans on
+    cheaper types are left out; in bound order alone the deepest pipelines on the most GPUs came first, 0.1-0.3 s of
+    CPU each on Megatron 145B, and broke B; on rows where no key gives a plan, the step took 0.3-0.7 s of the loop's).
 
     Why (round 19, budgetinc3): a plan's iteration follows its slowest stage, and where the stages are many and light
     a deeper pipeline can be faster and cheaper at once; the plans between (one layer fewer a stage) may break B, so
@@ -2604,17 +2605,17 @@ def solve(
             if got[0] < incumbent[0]:
                 incumbent = got
         left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-        deeper_until = None if left is None else time.perf_counter() + DEEPER_SHARE * left
-        deeper = _deeper_interleaved(memo, budget, bounded, incumbent[:3], deeper_until)
-        if deeper[0] < incumbent[0]:
-            incumbent = (deeper[0], deeper[1], deeper[2], None)
+        froms = [incumbent[:3]]
         others = [end for end, off in plain_ends if not off]
         if DEEPER_OTHER_END and others and min(end[0] for end, _ in plain_ends) < min(end[0] for end in others):
             # RESHAPE_BOTH's climb or _deeper_steps gave the best plain end: the deeper pipelines of the best of the
             # others as well (the plan the step started from before; Megatron 175B 3k: dp 6, 20 stages, 615,444 s,
             # cannot interleave; dp 8, 14 stages, 647,934 s, gives dp 8, 16 stages, v = 3, 574,121 s)
-            left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
-            deeper = _deeper_interleaved(memo, budget, bounded, min(others, key=lambda e: e[0])[:3],
+            froms.append(min(others, key=lambda e: e[0])[:3])
+        for n, begin in enumerate(froms):
+            if n:
+                left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
+            deeper = _deeper_interleaved(memo, budget, bounded, begin,
                                          None if left is None else time.perf_counter() + DEEPER_SHARE * left)
             if deeper[0] < incumbent[0]:
                 incumbent = (deeper[0], deeper[1], deeper[2], None)
