@@ -78,6 +78,12 @@ def main() -> None:
     timed(S, "_model_probe", "model probe")
     timed(S, "_solve_model", "model solve")
     timed(S.Memo, "quick_plans", "quick plans")
+    if hasattr(S, "_quick_within"):  # round 20
+        timed(S, "_quick_within", "quick plans within B")
+        timed(S, "_sibling_floor", "sibling floor")
+    timed(S, "_with_interleaved", "interleaved variants")
+    timed(S.Memo, "skeleton", "skeleton")
+    timed(S.Memo, "runnable", "runnable (priced)")
 
     class LoopTimes(dict):
         snap = None

@@ -57,12 +57,13 @@ from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
+from optsearch.formulation.model import candidate_plan  # a type sequence's rent (_quick_plans_by_rate; round 20)
 from optsearch.formulation.model import candidate_distributed_optimizer  # _inflight_bounded's terms check (fixinf)
 from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
 from optsearch import inflight as inflight_module
 from optsearch.inflight import sharpened, sharpened_many
-from optsearch.plan import Plan
+from optsearch.plan import Plan, Stage
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK, BUDGET_REL, SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
@@ -520,13 +521,31 @@ def _quick_within(memo: Memo, budget: Budget, sk: Skeleton, floor_s: float) -> l
             sk.cand.v > 1 and not INTERLEAVED_QUICK):
         return memo.quick_plans(sk)
     limit = budget.max_cost_usd * (1 + BUDGET_REL) * (1 + QUICK_RATE_MARGIN)
+    return [found for plan in _quick_plans_by_rate(memo.problem, sk, lambda rate: rate * floor_s / SECONDS_PER_HOUR
+                                                   > limit) if (found := memo.runnable(plan)) is not None]
+
+
+def _quick_plans_by_rate(problem: Problem, sk: Skeleton, breaks) -> list[Plan]:
+    """heuristic.quick_plans(sk) less the plans of the type sequences whose rent (USD per hour; _usd_per_hour of the
+    sequence's stages: the rent of every plan of those types per stage, whatever its layers, modes and v) `breaks`
+    says True of, before their layers are split (heuristic.split_layers: most of the heuristic's work). The same
+    loop as heuristic.quick_plans over _type_sequences, plan_of and PARAM_SPLIT (tests/test_budget_loop_round20.py
+    pins that with nothing left out it gives quick_plans' list)."""
+    if sk.patterns is None:
+        return []
     out = []
-    for plan in quick_plans(sk):
-        rate = None if plan is None else _usd_per_hour(memo.problem, plan)
-        if rate is not None and rate * floor_s / SECONDS_PER_HOUR > limit:
-            continue  # no plan of these stages meets B
-        if (found := memo.runnable(plan)) is not None:
-            out.append(found)
+    for seq in _heuristic._type_sequences(sk):
+        stages = tuple(Stage(node_type=sk.cand.uses[g].name, num_layers=1, recompute="none") for g in seq)
+        rate = _usd_per_hour(problem, candidate_plan(problem, sk.cand, stages))
+        if rate is not None and breaks(rate):
+            continue  # no plan of these types per stage meets B
+        plan = plan_of(sk, seq)
+        if plan is None:
+            continue
+        out.append(plan)
+        if _heuristic.PARAM_SPLIT and sk.cand.v > 1 and (other := plan_of(sk, seq, by_params=True)) is not None \
+                and other != plan:
+            out.append(other)
     return out
 
 

@@ -144,6 +144,22 @@ def test_the_quick_plans_left_out_all_break_the_budget():
     assert wrong > 0  # leaves out plans that meet the budget, and the check sees it
 
 
+def test_the_plans_by_rate_with_nothing_left_out_are_the_heuristics_own():
+    from optsearch.formulation.heuristic import quick_plans
+    problem, options = _coupled(layers=4, stages=2)
+    options = replace(options, virtual_stages=(1, 2))
+    budget = Budget(objective="time", max_cost_usd=1e9)
+    memo = solver.Memo(problem, options)
+    seen = 0
+    for item in solver._candidates(memo, budget, 0.0, solver.ALL)[0]:
+        sk = memo.skeleton(item.cand)
+        whole = quick_plans(sk)
+        assert solver._quick_plans_by_rate(problem, sk, lambda rate: False) == whole
+        assert solver._quick_plans_by_rate(problem, sk, lambda rate: True) == []
+        seen += len(whole)
+    assert seen > 0
+
+
 def test_the_switches_off_give_the_old_paths():
     problem, options = _coupled(layers=4, stages=2)
     options = replace(options, virtual_stages=(1, 2))
