@@ -77,9 +77,10 @@ def _inflight_values(problem, options, budget, cutoffs, on: bool, rows: list) ->
         inflight.BUDGET_CUTOFF, inflight._least_rent = switch, least_rent
 
 
-def test_the_cutoff_takes_the_same_decisions_and_keeps_the_values_below_it():
-    spared = compared = 0
-    for problem, options in _instances():
+def _cutoff_check(instances) -> tuple[int, int, int]:
+    """(asks compared, asks where the switch on breaks the claim, budgets where it spared rent rows)."""
+    spared = compared = wrong = 0
+    for problem, options in instances:
         priced = list(space_plans(problem, options))
         for budget, cutoffs in _budgets(priced):
             rows_on, rows_off = [0], [0]
@@ -89,13 +90,26 @@ def test_the_cutoff_takes_the_same_decisions_and_keeps_the_values_below_it():
             for (cut, a), (_, b) in zip(off, on):
                 test = cut * (1 - solver.INCUMBENT_REL)
                 if a is not None and a < test:
-                    assert b == a  # the same float below the cutoff
+                    wrong += b != a  # the same float below the cutoff
                 else:
-                    assert b is None or b >= test  # ruled out both ways
+                    wrong += not (b is None or b >= test)  # ruled out both ways
                 compared += 1
             assert rows_on[0] <= rows_off[0]
             spared += rows_on[0] < rows_off[0]
+    return compared, wrong, spared
+
+
+def test_the_cutoff_takes_the_same_decisions_and_keeps_the_values_below_it():
+    compared, wrong, spared = _cutoff_check(_instances())
+    assert wrong == 0
     assert compared > 50 and spared > 0  # the cutoff spared rent rows somewhere: the check is not vacuous
+
+
+def test_a_cut_below_the_incumbent_is_caught(monkeypatch):
+    cut = inflight._budget_cut
+    monkeypatch.setattr(inflight, "_budget_cut", lambda cutoff_s, iterations: 0.5 * cut(cutoff_s, iterations))
+    _, wrong, _ = _cutoff_check([next(_instances())])  # invalid: values between half the cut and it come back lower
+    assert wrong > 0
 
 
 def _floors(memo, budget, item, scale: float):
