@@ -536,7 +536,10 @@ def _quick_plans_by_rate(problem: Problem, sk: Skeleton, breaks) -> list[Plan]:
     out = []
     for seq in _heuristic._type_sequences(sk):
         stages = tuple(Stage(node_type=sk.cand.uses[g].name, num_layers=1, recompute="none") for g in seq)
-        rate = _usd_per_hour(problem, candidate_plan(problem, sk.cand, stages))
+        try:
+            rate = _usd_per_hour(problem, candidate_plan(problem, sk.cand, stages))
+        except OptsearchError:  # not expected: then no sequence is left out
+            rate = None
         if rate is not None and breaks(rate):
             continue  # no plan of these types per stage meets B
         plan = plan_of(sk, seq)
