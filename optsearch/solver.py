@@ -488,7 +488,7 @@ def _inflight_ahead(memo: Memo, budget: Budget, item: Bounded, heap: list, slowe
         memo.inflight_ahead[b.cand.key] = (budget, cutoffs, bound)
 
 
-QUICK_RATE_SKIP = True  # time under B, the loop's interleaved quick plans whose rent x bound breaks B not priced (round 20)
+QUICK_RATE_SKIP = True  # time under B: interleaved quick plans whose rent x bound breaks B are not priced (round 20)
 QUICK_RATE_MARGIN = 1e-9  # such a plan's least cost must break B x (1 + BUDGET_REL) by this much more (float rounding)
 
 
