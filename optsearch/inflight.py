@@ -1038,9 +1038,11 @@ def inflight_bound(tab: InFlightTables, iterations: int, objective: str, max_tim
     an interval reaches it (whole_levels_iteration). Any value gives a valid bound."""
     slack = BOUND_SLACK
     if objective == "time" and max_cost_usd is not None and tab.allreduce_per_layer is not None:
-        best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour)
-        if best is not None and tab.whole_per_layer is not None:  # round 9: beside it, the largest whole reduce
-            best = _with_whole_levels(tab, best, iterations, max_time_s, max_cost_usd, max_usd_per_hour)
+        cut = _budget_cut(cutoff_s, iterations)  # round 20 (inflightb): inf where BUDGET_CUTOFF is off
+        best = _time_under_cost(tab, iterations, max_cost_usd, max_time_s, max_usd_per_hour, cut)
+        if best is not None and best < cut and tab.whole_per_layer is not None:  # round 9: the largest whole reduce
+            best = _with_whole_levels(tab, best, iterations, max_time_s, max_cost_usd, max_usd_per_hour,
+                                      cut if BUDGET_WHOLE_CUTOFF else math.inf)
         return None if best is None else (best * (1 - 1e-9), 0.0)
     if objective == "cost":  # the cost walks (round 17: generators, _inflight_walk)
         return _drive(_inflight_walk(tab, iterations, objective, max_time_s, max_cost_usd, max_usd_per_hour,
@@ -1296,7 +1298,7 @@ ALLREDUCE_LEVELS = 12  # thresholds of the all-reduce per interval in the budget
 
 
 def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, max_time_s: float | None = None,
-                     max_usd_per_hour: float | None = None) -> float | None:
+                     max_usd_per_hour: float | None = None, cutoff: float = math.inf) -> float | None:
     """The least iteration over the plans of the candidate that meet a cost budget (minimizing time), or None when
     none does: the walk of inflight_bound with the rent and the all-reduce coupled (round 7, docs/solver.md "Time
     under a cost budget: the network of the cheap layouts").
@@ -1312,7 +1314,12 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     least iteration over the buckets left bounds every plan that meets the budget; it(M_j) grows with j, so the walk
     stops once it(M_j) reaches the best found. Where the cheapest layouts that meet the budget put layers on types
     with slow networks (A100's 400 Gbit/s against H100's 3,200 on mixed-pool-8k), their all-reduce alone breaks the
-    budget at the fast intervals; the plain walk paired the cheap rent with the fastest type's all-reduce."""
+    budget at the fast intervals; the plain walk paired the cheap rent with the fastest type's all-reduce.
+
+    cutoff (round 20, inflightb; seconds per iteration, _budget_cut's): the walk starts as if a bucket at the cutoff
+    had been found, so it prices only the buckets below it and stops at the first interval whose it(M_j) reaches it;
+    the value is min(cutoff, the value without it), and the cutoff where the value without it is None (_budget_cut:
+    the solver drops the candidate either way)."""
     slack = BOUND_SLACK
     n = len(tab.marks)
     budget = max_cost_usd * slack * 3600.0 / iterations  # USD-seconds per hour of one iteration: rent x iteration
@@ -1327,7 +1334,7 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     v = tab.v
     with np.errstate(divide="ignore", invalid="ignore"):
         limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)  # [q, g]
-    best = math.inf
+    best = cutoff  # round 20: as if a bucket at the cutoff fitted (inf: none)
     j = 0
     if BUDGET_FLOOR_STOP:  # round 19 (budgetlow): the intervals whose floor rent x iteration fits, before any rent
         n = _fitting_intervals(tab, budget, n)
@@ -1365,6 +1372,26 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         j = stop
     return None if not math.isfinite(best) else best
 
+
+
+BUDGET_CUTOFF = True  # _time_under_cost prices only the buckets below the incumbent (round 20, inflightb)
+BUDGET_WHOLE_CUTOFF = False  # and _with_whole_levels searches its levels only as far as they decide against it
+
+
+def _budget_cut(cutoff_s: float, iterations: int) -> float:
+    """The iteration (seconds) at and above which inflight_bound's value under a cost budget rules a candidate out
+    against an incumbent of cutoff_s seconds of training (round 20, inflightb; inf: no cutoff, or BUDGET_CUTOFF off).
+
+    The solver drops a candidate whose in-flight bound, iterations x value x (1 - 1e-9), is at least the incumbent x
+    (1 - solver.INCUMBENT_REL), INCUMBENT_REL = 1e-9; the cutoff is raised by 1e-12 (as whole_levels_iteration's
+    cutoff under a time objective) so that a value at it stays at or above that test after the roundings. So a
+    value of at least the cut and the value without the cut (or None: no plan meets the budget) take the same
+    decision: the candidate is dropped. Below the cut the value is the same, bit for bit (_time_under_cost prices the
+    same buckets' rows, and a row's rent does not depend on the other rows of its call: _rent_at), and the whole
+    levels (_with_whole_levels) only raise it; at or above it they are skipped."""
+    if not BUDGET_CUTOFF or not math.isfinite(cutoff_s):
+        return math.inf
+    return cutoff_s / iterations * (1 + 1e-12)
 
 
 BUDGET_FLOOR_STOP = True  # _time_under_cost walks only the intervals where R(inf) x it(M_j) fits (round 19, budgetlow)
@@ -1740,7 +1767,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
 
 
 def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_time_s: float | None,
-                       max_cost_usd: float | None, max_usd_per_hour: float | None) -> float | None:
+                       max_cost_usd: float | None, max_usd_per_hour: float | None,
+                       cutoff: float = math.inf) -> float | None:
     """best (a lower bound on the iteration of the plans that meet the limits, from _time_under_cost) and
     whole_levels_iteration from the first interval whose (rent, it) bounds meet the limits (_meets; every plan that
     meets them lies in it or later): their maximum, or None where the levels leave no plan within the deadline."""
@@ -1753,7 +1781,8 @@ def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_ti
         _rent(tab, stop)
         ok = _meets(tab.rent[j:stop], tab.iteration[j:stop], iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
-            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s)
+            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s,
+                                           **({"cutoff": cutoff} if math.isfinite(cutoff) else {}))
             return None if whole is None else max(best, whole)
         j = stop
     return None

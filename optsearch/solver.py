@@ -47,6 +47,7 @@ from optsearch.costmodel import (
     state_bytes,
 )
 from optsearch.costmodel import expert_state_bytes_per_param, pipe_engine_of
+from optsearch.costmodel import place  # a quick plan's rent without its estimate (_usd_per_hour; round 20, inflightb)
 from optsearch.errors import ConsistencyError, OptsearchError, ProfileError, SpecError
 from optsearch.formulation.cpsat import CpSat, ticks_per_s
 from optsearch.formulation.heuristic import hint, plan_of, quick_plans
@@ -56,12 +57,13 @@ from optsearch.formulation.milp import PulpCbc
 from optsearch.formulation.model import (
     PRICE_SCALE, Candidate, Skeleton, build, cost_rate_expr, decode, objective_to_user, skeleton, solver_memory_bytes,
 )
+from optsearch.formulation.model import candidate_plan  # a type sequence's rent (_quick_plans_by_rate; round 20)
 from optsearch.formulation.model import candidate_distributed_optimizer  # _inflight_bounded's terms check (fixinf)
 from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
 from optsearch import inflight as inflight_module
 from optsearch.inflight import sharpened, sharpened_many
-from optsearch.plan import Plan
+from optsearch.plan import Plan, Stage
 from optsearch.problem import Problem
 from optsearch.search import BOUND_SLACK, BUDGET_REL, SearchResult, budget_violations, objective_value
 from optsearch.spec.budget import Budget
@@ -484,6 +486,86 @@ def _inflight_ahead(memo: Memo, budget: Budget, item: Bounded, heap: list, slowe
         (b.terms, b.cand, budget, CandidateBound(True, 0.0, 0.0, 0.0), *cutoffs) for b in batch], memo.calls)
     for b, bound in zip(batch, got):
         memo.inflight_ahead[b.cand.key] = (budget, cutoffs, bound)
+
+
+QUICK_RATE_SKIP = True  # time under B: interleaved quick plans whose rent x bound breaks B are not priced (round 20)
+QUICK_RATE_MARGIN = 1e-9  # such a plan's least cost must break B x (1 + BUDGET_REL) by this much more (float rounding)
+
+
+def _usd_per_hour(problem: Problem, plan: Plan) -> float | None:
+    """The plan's rent, USD per hour, as costmodel.estimate computes it (its placement's nodes at their prices: the
+    same for every recomputation mode and every v of the same stages), or None where placing it raises."""
+    try:
+        nodes = place(problem, plan).nodes
+        return sum(count * problem.node(name).price_usd_per_node_hour for name, count in nodes.items())
+    except OptsearchError:
+        return None
+
+
+def _quick_within(memo: Memo, budget: Budget, sk: Skeleton, floor_s: float) -> list[tuple[Plan, Estimate]]:
+    """Memo.quick_plans(sk) less plans that cannot meet the cost budget, for the loop's interleaved branch minimizing
+    time under B (round 20, inflightb; QUICK_RATE_SKIP). floor_s: a lower bound on the training time of every plan
+    that meets the budget of each candidate the plans and their variants belong to (the quick plans' own candidate,
+    and where the caller interleaves them (_with_interleaved), each v's too: _sibling_floor).
+
+    A plan P of those candidates that meets B (budget_violations: cost <= B x (1 + BUDGET_REL)) takes at least floor_s
+    and rents r = its placement's nodes at their prices, so it costs at least r x floor_s / 3600; where that is above
+    B x (1 + BUDGET_REL) (by QUICK_RATE_MARGIN more, for the roundings), P does not meet B, nor does any variant of P
+    with the same stages (Memo.runnable's one-mode variants, _interleaved's), whose rent is the same. So the plans left
+    out are never _best_meeting's choice, and never their variants: the incumbent the branch takes is the same, and
+    only Memo.estimate calls are saved (on Megatron 39B, mixed-pool-8k, time<=B, about three of four plans the branch
+    priced; none of the 996 met B). The list is not kept in Memo.quick (it is not the whole list); one already kept
+    there is returned as it is."""
+    key = sk.cand.key if sk.cand.v == 1 else (sk.cand.key, _heuristic.PARAM_SPLIT)
+    if not QUICK_RATE_SKIP or budget.max_cost_usd is None or budget.objective != "time" or key in memo.quick or (
+            sk.cand.v > 1 and not INTERLEAVED_QUICK):
+        return memo.quick_plans(sk)
+    limit = budget.max_cost_usd * (1 + BUDGET_REL) * (1 + QUICK_RATE_MARGIN)
+    return [found for plan in _quick_plans_by_rate(memo.problem, sk, lambda rate: rate * floor_s / SECONDS_PER_HOUR
+                                                   > limit) if (found := memo.runnable(plan)) is not None]
+
+
+def _quick_plans_by_rate(problem: Problem, sk: Skeleton, breaks) -> list[Plan]:
+    """heuristic.quick_plans(sk) less the plans of the type sequences whose rent (USD per hour; _usd_per_hour of the
+    sequence's stages: the rent of every plan of those types per stage, whatever its layers, modes and v) `breaks`
+    says True of, before their layers are split (heuristic.split_layers: most of the heuristic's work). The same
+    loop as heuristic.quick_plans over _type_sequences, plan_of and PARAM_SPLIT (tests/test_budget_loop_round20.py
+    pins that with nothing left out it gives quick_plans' list)."""
+    if sk.patterns is None:
+        return []
+    out = []
+    for seq in _heuristic._type_sequences(sk):
+        stages = tuple(Stage(node_type=sk.cand.uses[g].name, num_layers=1, recompute="none") for g in seq)
+        try:
+            rate = _usd_per_hour(problem, candidate_plan(problem, sk.cand, stages))
+        except OptsearchError:  # not expected: then no sequence is left out
+            rate = None
+        if rate is not None and breaks(rate):
+            continue  # no plan of these types per stage meets B
+        plan = plan_of(sk, seq)
+        if plan is None:
+            continue
+        out.append(plan)
+        if _heuristic.PARAM_SPLIT and sk.cand.v > 1 and (other := plan_of(sk, seq, by_params=True)) is not None \
+                and other != plan:
+            out.append(other)
+    return out
+
+
+def _sibling_floor(memo: Memo, budget: Budget, item: Bounded, sharper: float) -> float:
+    """The least of the lower bounds on the training time of the plans that meet the budget of the v = 1 sibling of
+    item's candidate and of each v > 1 of the space (the candidates of the sibling's quick plans and of their
+    interleaved variants, _with_interleaved): item's own v at `sharper` (its in-flight bound), the others at their
+    refined bounds under the budget (_bounded; inf where it proves that no plan meets the budget)."""
+    least = sharper
+    for v in {1, *memo.options.virtual_stages}:
+        if v == item.cand.v:
+            continue
+        cand = replace(item.cand, v=v)
+        got = _bounded(memo.problem, budget, item.terms, cand, True, memo.refined_bound(item.terms, cand, budget), 0.0)
+        if got is not None:
+            least = min(least, got.lower_bound)
+    return least
 
 
 INTERLEAVED_BUDGET_MARGIN = 1e-9  # the scaled budget is this much looser (float rounding of the product f_v x value)
@@ -2799,9 +2881,10 @@ def solve(
                 sibling = memo.skeleton(replace(item.cand, v=1)) if 1 in options.virtual_stages else None
                 if sibling is not None and sibling.most is not None and sibling.cand.key not in harvested:
                     harvested.add(sibling.cand.key)
-                    theirs = _best_meeting(budget, _with_interleaved(memo, memo.quick_plans(sibling)))
+                    theirs = _best_meeting(budget, _with_interleaved(memo, _quick_within(
+                        memo, budget, sibling, _sibling_floor(memo, budget, item, sharper))))  # round 20: _quick_within
                 if INTERLEAVED_QUICK and not _past(deadline):  # its own quick plans (v > 1), from its skeleton
-                    own_v = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+                    own_v = _best_meeting(budget, _quick_within(memo, budget, memo.skeleton(item.cand), sharper))
                     if own_v is not None and (theirs is None or own_v[0] < theirs[0]):
                         theirs = own_v
                 if theirs is not None and (incumbent is None or theirs[0] < incumbent[0] * (1 - INCUMBENT_REL)):
