@@ -1,0 +1,239 @@
+"""Post-merge audit of round 20 (audit12): inflightb (inflight.BUDGET_CUTOFF / _budget_cut, BUDGET_WHOLE_CUTOFF;
+solver.QUICK_RATE_SKIP: _quick_within, _quick_plans_by_rate, _sibling_floor, _usd_per_hour). See docs/solver.md,
+"Round 20 after the merges: the audit (audit12, 2026-11-25)". Not part of the test suite, e.g.
+
+    nice -n 5 python bench/audit_round20.py --kind hypinter --seeds 0-19 --checks cutoff,climb,quick
+    nice -n 5 python bench/audit_round20.py --kind tight --seeds 0-9 --checks solve,clock
+
+kinds: bench/audit_round19's. checks:
+  cutoff  time under cost caps (plans' exact costs and 5 % above): every candidate brute force prices, its in-flight
+          bound (_inflight_bounded, a fresh memo per setting) at cutoffs inf, its own best plan's time, the optimum's
+          time and 0.9 x it, with BUDGET_CUTOFF on and off: below the cut the same float, else ruled out both ways
+          (None or >= cut x (1 - INCUMBENT_REL)); every value (BUDGET_WHOLE_CUTOFF on too) at or below every plan of
+          the candidate that meets the cap, never None where one does;
+  climb   _refined_at_least(value, interleaved=True) on v = 1 candidates with BUDGET_CUTOFF on and off (values at
+          plans' times): True only where no plan of the candidate or of its v siblings beats value; counts the
+          decisions that differ between on and off (the docs claim none);
+  quick   every v > 1 candidate the loop's in-flight branch would open under the cap: its own floor (the in-flight
+          bound) and _sibling_floor at or below every plan meeting the cap of the candidate's v siblings (v = 1
+          included); _quick_within's list = the whole list less plans that, priced, break the cap; and
+          _quick_plans_by_rate(never) == heuristic.quick_plans;
+  solve, clock  bench/audit_round19's (both backends against brute force at plans' exact budgets and 5 % above;
+          clocks that jump past the limit; every offered plan honest).
+Prints one JSON line per failure and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import time as real_time
+from dataclasses import replace
+from pathlib import Path
+from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import audit_round13  # noqa: E402
+import audit_round14  # noqa: E402
+import audit_round15  # noqa: E402
+import audit_round18  # noqa: E402
+import audit_round19  # noqa: E402
+from test_audit_dist_bounds import small  # noqa: E402
+from test_audit_round11 import KINDS  # noqa: E402
+
+from optsearch import inflight as inflight_module  # noqa: E402
+from optsearch import solver as solver_module  # noqa: E402
+from optsearch.formulation.heuristic import quick_plans  # noqa: E402
+from optsearch.search import budget_violations  # noqa: E402
+from optsearch.solver import REFINED, Bounded, Memo, _bounded, _inflight_bounded  # noqa: E402
+from optsearch.spec.budget import Budget  # noqa: E402
+
+REL = 1e-9
+V_AT = 6  # Candidate.key: (tp, dp, b, pp, ep, cp, v, o)
+
+
+def _caps(priced, rng) -> list[Budget]:
+    return [b for b in audit_round19.round19_budgets(priced, rng) if b.max_cost_usd is not None
+            and b.objective == "time" and b.max_time_s is None]
+
+
+def _times(plans, budget):
+    return [e.training_time_s for p, e in plans if not budget_violations(p, e, budget)]
+
+
+def _siblings(by_cand, key):
+    """The plans of the candidates that differ from key only in v."""
+    out = []
+    for other, (cand, plans) in by_cand.items():
+        if other[:V_AT] + other[V_AT + 1:] == key[:V_AT] + key[V_AT + 1:]:
+            out += plans
+    return out
+
+
+def _values(problem, options, by_cand, budget, cutoffs, **flags):
+    out = {}
+    with mock.patch.multiple(inflight_module, **flags):
+        memo = Memo(problem, options)
+        for key, (cand, plans) in by_cand.items():
+            item = Bounded(cand, 0.0, audit_round14._terms(memo, cand), REFINED)
+            for c in cutoffs[key]:
+                out[(key, c)] = _inflight_bounded(memo, budget, item, 0.0, c)
+    return out
+
+
+def check_cutoff(problem, options, seed, stats):
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    for budget in _caps(priced, rng):
+        every = [t for _, plans in by_cand.values() for t in _times(plans, budget)]
+        best = min(every) if every else None
+        cutoffs = {}
+        for key, (cand, plans) in by_cand.items():
+            own = _times(plans, budget)
+            cutoffs[key] = sorted({math.inf, *([min(own)] if own else []), *([best, 0.9 * best] if best else [])})
+        on = _values(problem, options, by_cand, budget, cutoffs, BUDGET_CUTOFF=True)
+        off = _values(problem, options, by_cand, budget, cutoffs, BUDGET_CUTOFF=False)
+        whole = _values(problem, options, by_cand, budget, cutoffs, BUDGET_CUTOFF=True, BUDGET_WHOLE_CUTOFF=True)
+        for (key, c), want in off.items():
+            have, loose = on[(key, c)], whole[(key, c)]
+            where = (key, c, budget.model_dump(exclude_none=True), have, want, loose)
+            test = c * (1 - solver_module.INCUMBENT_REL)
+            stats["cutoff_compared"] += 1
+            if want is not None and want < test:
+                assert have == want, ("not the same float below the cut",) + where
+                stats["cutoff_below_same"] += 1
+                assert loose is None or loose >= test or loose <= want * (1 + REL), ("whole cutoff raises",) + where
+            else:
+                assert have is None or have >= test, ("not ruled out with the cutoff",) + where
+                assert loose is None or loose >= test, ("not ruled out with the whole cutoff",) + where
+                stats["cutoff_ruled_out"] += 1
+                stats["cutoff_none_became_value"] += want is None and have is not None
+            own = _times(by_cand[key][1], budget)
+            if own:
+                stats["cutoff_below_plans"] += 1
+                for v in (have, want, loose):
+                    assert v is not None and v <= min(own) * (1 + REL), ("above a plan or rules one out",) + where
+
+
+def check_climb(problem, options, seed, stats):
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    for budget in _caps(priced, rng):
+        every = sorted({t for _, plans in by_cand.values() for t in _times(plans, budget)})
+        if not every:
+            continue
+        values = sorted({every[0], every[len(every) // 2], 1.2 * every[0]})
+        got = {}
+        for on in (False, True):
+            with mock.patch.object(inflight_module, "BUDGET_CUTOFF", on):
+                memo = Memo(problem, options)
+                listed, _ = solver_module._candidates(memo, budget, 0.0, solver_module.ALL)
+                for item in listed:
+                    if item.cand.v != 1:
+                        continue
+                    for value in values:
+                        got[(on, item.cand.key, value)] = solver_module._refined_at_least(memo, budget, item, value,
+                                                                                         True)
+        for (on, key, value), at_least in got.items():
+            if not on:
+                continue
+            stats["climb_compared"] += 1
+            old = got[(False, key, value)]
+            stats["climb_differ"] += at_least != old
+            stats["climb_differ_on_says_open"] += old and not at_least
+            if at_least:
+                below = [t for t in _times(_siblings(by_cand, key), budget) if t < value * (1 - REL)]
+                assert not below, ("_refined_at_least rules out a plan below value", key, value, min(below))
+
+
+def check_quick(problem, options, seed, stats):
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    for budget in _caps(priced, rng):
+        memo = Memo(problem, options)
+        listed, _ = solver_module._candidates(memo, budget, 0.0, solver_module.ALL)
+        for item in listed:
+            sk = memo.skeleton(item.cand)
+            if sk.most is not None:
+                whole = quick_plans(sk)
+                assert solver_module._quick_plans_by_rate(problem, sk, lambda rate: False) == whole, item.cand.key
+                stats["quick_lists_equal"] += 1
+            if item.cand.v == 1:
+                continue
+            refined = _bounded(problem, budget, item.terms, item.cand, True,
+                               memo.refined_bound(item.terms, item.cand, budget))
+            if refined is None:
+                continue
+            sharper = _inflight_bounded(memo, budget, refined)
+            if sharper is None:
+                continue
+            floor = solver_module._sibling_floor(memo, budget, item, sharper)
+            own = _times(by_cand.get(item.cand.key, (None, []))[1], budget)
+            sib = _times(_siblings(by_cand, item.cand.key), budget)
+            stats["quick_floors"] += 1
+            assert not own or sharper <= min(own) * (1 + REL), ("own floor above a plan", item.cand.key, sharper)
+            assert not sib or floor <= min(sib) * (1 + REL), ("sibling floor above a plan", item.cand.key, floor,
+                                                               min(sib))
+            for sk2, f in ((sk, sharper), (memo.skeleton(replace(item.cand, v=1)), floor)):
+                if sk2.most is None:
+                    continue
+                got = solver_module._quick_within(Memo(problem, options), budget, sk2, f)
+                full = Memo(problem, options).quick_plans(sk2)
+                kept = [p for p, _ in got]
+                assert kept == [p for p, _ in full if p in kept], ("not the whole list less some", item.cand.key)
+                for plan, est in full:
+                    if plan not in kept:
+                        stats["quick_left_out"] += 1
+                        assert budget_violations(plan, est, budget), ("left out a plan that meets B", str(plan))
+                    stats["quick_plans"] += 1
+
+
+CHECKS = {"cutoff": check_cutoff, "climb": check_climb, "quick": check_quick,
+          "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", default="hypinter",
+                    choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1", *audit_round18.EXTRA_KINDS,
+                             "boundary-deep"])
+    ap.add_argument("--seeds", default="0-19")
+    ap.add_argument("--checks", default="cutoff,climb,quick")
+    ap.add_argument("--max-seconds", type=float, default=1e9)
+    args = ap.parse_args()
+    lo, _, hi = args.seeds.partition("-")
+    seeds = range(int(lo), int(hi or lo) + 1)
+    totals = audit_round14.Totals(instances=0, failures=0, skipped=0)
+    began = real_time.process_time()
+    if args.kind == "boundary-deep":
+        instance = audit_round19.boundary_deep
+    elif args.kind in audit_round18.EXTRA_KINDS:
+        instance = audit_round18.EXTRA_KINDS[args.kind]
+    else:
+        instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
+    for seed in seeds:
+        if real_time.process_time() - began > args.max_seconds:
+            break
+        drawn = instance(seed)
+        if drawn is None:
+            totals["skipped"] += 1
+            continue
+        problem, options = drawn
+        if not small(problem, options):
+            totals["skipped"] += 1
+            continue
+        totals["instances"] += 1
+        audit_round13.run_checks(CHECKS, args, problem, options, seed, totals)
+    audit_round13.print_totals(args, totals, began)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
