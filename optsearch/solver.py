@@ -37,6 +37,7 @@ from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degre
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.middle import joint_floors_many  # the middle level: joint floors of many degrees (round 20, costmid)
+from optsearch import middle as middle_module  # its module limits (Memo.middle's key)
 from optsearch import bounds as _bounds  # the refined bound's module limits (Memo.kept_refined's key)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -192,7 +193,7 @@ class Memo:
     candidates: dict[tuple[int, ...], Candidate] = field(default_factory=dict)
     # (Candidate.key at v = 1, the budget's objective and limits) -> its refined bound (KEEP_REFINED; round 19, cheapq)
     kept_refined: dict[tuple, CandidateBound] = field(default_factory=dict)
-    # (tp, dp, b, ep, cp, o, the deadline) -> {v: [pp] middle.joint_floors_many} (MIDDLE_JOINT; round 20, costmid)
+    # (tp, dp, b, ep, cp, o, the deadline, limits) -> {v: [pp] middle.joint_floors_many} (MIDDLE_JOINT; round 20)
     middle: dict[tuple, dict] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
@@ -1725,7 +1726,6 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     return objective_value(got[2], budget.objective), got[1], got[2]
 
 
-ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every candidate, or one optimizer setting's
 MIDDLE_JOINT = True  # minimizing cost: a cheap entry's joint rent x time floor before its refined bound (round 20)
 MIDDLE_AS_REFINED = True  # and, at a pp with too many compositions to list, that floor as its refined level's bound
 MIDDLE_BATCH = 64  # degrees whose floors one call computes at most (the popped one and the queue's next ones)
@@ -1740,15 +1740,18 @@ def _middle_bound(memo: Memo, budget: Budget, item: Bounded, heap: list, slower_
     tables already built (its aggregate and refined bounds then cost about 16 us). The floors of a degree not yet
     seen are computed with those of up to MIDDLE_BATCH - 1 other degrees of the heap's next cheap entries below
     worth (a best-first walk of the heap array from its root, children 2i + 1 and 2i + 2, so in bound order, at most
-    MIDDLE_SCAN entries; the heap is not changed) and kept in Memo.middle by degree and deadline. A valid lower bound on the cost of every plan of the
-    candidate that meets the deadline: middle.py's docstring."""
+    MIDDLE_SCAN entries; the heap is not changed) and kept in Memo.middle by degree, deadline and the module limits
+    the floors read. Above a cost budget: inf, as `_bounded` rules. A valid lower bound on the cost of every plan of
+    the candidate that meets the deadline (middle.py's docstring); the rent and GPU limits are not used (a bound
+    over more plans)."""
     cand = item.cand
     if budget.objective != "cost" or slower_than_s != 0.0 or cand.pp == 1:
         return None
     dkey = _degree_key(cand)
     if isinstance(memo.refined_by_pp.get(dkey), RefinedTables):
         return None
-    key = dkey + (budget.max_time_s,)
+    limits = (budget.max_time_s, BOUND_SLACK, middle_module.MIDDLE_MARKS, middle_module.MIDDLE_SLACK)
+    key = dkey + limits
     floors = memo.middle.get(key)
     if floors is None:
         batch = {dkey: item.terms}
@@ -1765,7 +1768,7 @@ def _middle_bound(memo: Memo, budget: Budget, item: Bounded, heap: list, slower_
             if other.level != CHEAP or other.middle or other.aggregate or other.cand.pp == 1:
                 continue
             okey = _degree_key(other.cand)
-            if okey not in batch and okey + (budget.max_time_s,) not in memo.middle and not isinstance(
+            if okey not in batch and okey + limits not in memo.middle and not isinstance(
                     memo.refined_by_pp.get(okey), RefinedTables):
                 batch[okey] = other.terms
         iterations = memo.problem.iterations
@@ -1773,14 +1776,18 @@ def _middle_bound(memo: Memo, budget: Budget, item: Bounded, heap: list, slower_
         got = joint_floors_many(memo.problem, list(batch.values()), max_stages(memo.problem, memo.options),
                                 tuple(memo.options.virtual_stages), max_iteration_s)
         for k, value in zip(batch, got):
-            memo.middle[k + (budget.max_time_s,)] = value
+            memo.middle[k + limits] = value
         floors = memo.middle[key]
     by_pp = floors.get(cand.v)
     if by_pp is None or cand.pp > len(by_pp):
         return None
-    return memo.problem.iterations * float(by_pp[cand.pp - 1]) / SECONDS_PER_HOUR
+    usd = memo.problem.iterations * float(by_pp[cand.pp - 1]) / SECONDS_PER_HOUR
+    if budget.max_cost_usd is not None and usd > budget.max_cost_usd * BOUND_SLACK:
+        return math.inf  # as _bounded: no plan of the candidate meets the cost budget
+    return usd
 
 
+ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every candidate, or one optimizer setting's
 CANDIDATE_LISTS_KEPT = 4  # _candidates' lists kept per memo (Memo.candidate_lists)
 
 
@@ -2817,7 +2824,7 @@ def solve(
                 LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
             prev_step = (what, t_step)
         if item.level == CHEAP:
-            if MIDDLE_JOINT and not item.middle and not item.aggregate and (
+            if MIDDLE_JOINT and not first_plan_only and not item.middle and not item.aggregate and (
                     middle := _middle_bound(memo, budget, item, queue, slower_than_s, worth)) is not None:
                 # The joint rent x time floor of the candidate's degree, computed with a batch of the queue's next
                 # degrees (_middle_bound; round 20): one that proves it infeasible drops it, one that lifts it past

@@ -173,8 +173,9 @@ def test_with_every_breakpoint_the_floor_is_the_refined_bounds_joint_term():
 
 @pytest.mark.parametrize("case", range(2))
 def test_solves_with_the_middle_level_answer_brute_force_with_both_backends(case):
-    """Cost, and cost under a deadline at the fastest plan's exact time x 1.2 and at a feasible plan's exact time:
-    both backends answer brute force's optimum with the middle level on, and the level is taken."""
+    """Cost; cost under a deadline at the fastest plan's time x 1.2 and at the optimum's exact time; and under a cost
+    budget at the optimum's exact cost and just below it (infeasible): both backends answer what brute force answers
+    with the middle level on (in batches of three degrees), and the level is taken."""
     name, problem, options = _instances()[case]
     taken = []
     real = solver_module._middle_bound
@@ -190,4 +191,6 @@ def test_solves_with_the_middle_level_answer_brute_force_with_both_backends(case
         fast = solver_module.solve(problem, Budget(objective="time"), options=options).estimate
         for deadline in (fast.training_time_s * 1.2, truth.estimate.training_time_s):
             assert_backends_equal_brute_force(problem, Budget(objective="cost", max_time_s=deadline), options)
+        for cap in (truth.estimate.cost_usd, truth.estimate.cost_usd * 0.999):  # at the optimum, and below it
+            assert_backends_equal_brute_force(problem, Budget(objective="cost", max_cost_usd=cap), options)
     assert any(taken), name
