@@ -36,6 +36,8 @@ from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate 
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
+from optsearch.middle import joint_floors_many  # the middle level: joint floors of many degrees (round 20, costmid)
+from optsearch import middle as middle_module  # its module limits (Memo.middle's key)
 from optsearch import bounds as _bounds  # the refined bound's module limits (Memo.kept_refined's key)
 from optsearch.candidates import (
     NodeUse, SpaceOptions, context_parallel_candidates, in_search_space, dp_candidates, ep_candidates,
@@ -116,6 +118,7 @@ class Bounded:
     tries: int = 0  # model solves of this candidate stopped by their time slice (see solve)
     inflight: bool = False  # its in-flight-aware bound (inflight.py) is already in lower_bound
     aggregate: bool = False  # a cheap entry whose aggregate refined bound is already in lower_bound (AGGREGATE_FIRST)
+    middle: bool = False  # a cheap entry whose middle floor is already in lower_bound (MIDDLE_JOINT; round 20)
 
 
 BUDGET_FLOORS = True  # Memo.refined_bound under a budget walks only the compositions whose floors meet it (budgetbound)
@@ -192,6 +195,8 @@ class Memo:
     candidates: dict[tuple[int, ...], Candidate] = field(default_factory=dict)
     # (Candidate.key at v = 1, the budget's objective and limits) -> its refined bound (KEEP_REFINED; round 19, cheapq)
     kept_refined: dict[tuple, CandidateBound] = field(default_factory=dict)
+    # (tp, dp, b, ep, cp, o, the deadline, limits) -> {v: [pp] middle.joint_floors_many} (MIDDLE_JOINT; round 20)
+    middle: dict[tuple, dict] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -1803,6 +1808,67 @@ def _budget_descent(memo: Memo, budget: Budget, time_limit_s: float | None, star
     return objective_value(got[2], budget.objective), got[1], got[2]
 
 
+MIDDLE_JOINT = True  # minimizing cost: a cheap entry's joint rent x time floor before its refined bound (round 20)
+MIDDLE_AS_REFINED = True  # and, at a pp with too many compositions to list, that floor as its refined level's bound
+MIDDLE_BATCH = 64  # degrees whose floors one call computes at most (the popped one and the queue's next ones)
+MIDDLE_SCAN = 2048  # heap entries looked at for them at most (in bound order)
+
+
+def _middle_bound(memo: Memo, budget: Budget, item: Bounded, heap: list, slower_than_s: float, worth: float
+                  ) -> float | None:
+    """Minimizing cost, a cheap entry's middle bound (USD, objective units): its degree's joint rent x time floor
+    at its pp and v (middle.joint_floors_many, under the budget's deadline; inf: no plan of the candidate meets it).
+    None where it does not apply: another objective or a window (slower_than_s), pp = 1, or the degree's refined
+    tables already built (its aggregate and refined bounds then cost about 16 us). The floors of a degree not yet
+    seen are computed with those of up to MIDDLE_BATCH - 1 other degrees of the heap's next cheap entries below
+    worth (a best-first walk of the heap array from its root, children 2i + 1 and 2i + 2, so in bound order, at most
+    MIDDLE_SCAN entries; the heap is not changed) and kept in Memo.middle by degree, deadline and the module limits
+    the floors read. Above a cost budget: inf, as `_bounded` rules. A valid lower bound on the cost of every plan of
+    the candidate that meets the deadline (middle.py's docstring); the rent and GPU limits are not used (a bound
+    over more plans)."""
+    cand = item.cand
+    if budget.objective != "cost" or slower_than_s != 0.0 or cand.pp == 1:
+        return None
+    dkey = _degree_key(cand)
+    if isinstance(memo.refined_by_pp.get(dkey), RefinedTables):
+        return None
+    limits = (budget.max_time_s, BOUND_SLACK, middle_module.MIDDLE_MARKS, middle_module.MIDDLE_SLACK)
+    key = dkey + limits
+    floors = memo.middle.get(key)
+    if floors is None:
+        batch = {dkey: item.terms}
+        todo, seen = [(heap[0][0], 0)] if heap else [], 0  # the heap's entries in bound order (a best-first walk)
+        while todo and len(batch) < MIDDLE_BATCH and seen < MIDDLE_SCAN:
+            lb, j = heapq.heappop(todo)
+            seen += 1
+            if lb >= worth:
+                break
+            for c in (2 * j + 1, 2 * j + 2):
+                if c < len(heap):
+                    heapq.heappush(todo, (heap[c][0], c))
+            other = heap[j][3]
+            if other.level != CHEAP or other.middle or other.aggregate or other.cand.pp == 1:
+                continue
+            okey = _degree_key(other.cand)
+            if okey not in batch and okey + limits not in memo.middle and not isinstance(
+                    memo.refined_by_pp.get(okey), RefinedTables):
+                batch[okey] = other.terms
+        iterations = memo.problem.iterations
+        max_iteration_s = None if budget.max_time_s is None else budget.max_time_s * BOUND_SLACK / iterations
+        got = joint_floors_many(memo.problem, list(batch.values()), max_stages(memo.problem, memo.options),
+                                tuple(memo.options.virtual_stages), max_iteration_s)
+        for k, value in zip(batch, got):
+            memo.middle[k + limits] = value
+        floors = memo.middle[key]
+    by_pp = floors.get(cand.v)
+    if by_pp is None or cand.pp > len(by_pp):
+        return None
+    usd = memo.problem.iterations * float(by_pp[cand.pp - 1]) / SECONDS_PER_HOUR
+    if budget.max_cost_usd is not None and usd > budget.max_cost_usd * BOUND_SLACK:
+        return math.inf  # as _bounded: no plan of the candidate meets the cost budget
+    return usd
+
+
 ALL, DEFAULT, OFF = "all", "default", "off"  # _candidates' settings: every candidate, or one optimizer setting's
 CANDIDATE_LISTS_KEPT = 4  # _candidates' lists kept per memo (Memo.candidate_lists)
 
@@ -2840,6 +2906,25 @@ def solve(
                 LOOP_TIMES["n " + prev_step[0]] = LOOP_TIMES.get("n " + prev_step[0], 0) + 1
             prev_step = (what, t_step)
         if item.level == CHEAP:
+            if MIDDLE_JOINT and not first_plan_only and not item.middle and not item.aggregate and (
+                    middle := _middle_bound(memo, budget, item, queue, slower_than_s, worth)) is not None:
+                # The joint rent x time floor of the candidate's degree, computed with a batch of the queue's next
+                # degrees (_middle_bound; round 20): one that proves it infeasible drops it, one that lifts it past
+                # the queue's front sends it back in, at about a fifth of its degree's refined tables' CPU.
+                if middle == math.inf:
+                    continue
+                lower = max(lower, middle)
+                if MIDDLE_AS_REFINED and composition_count(item.terms, item.cand.pp) > _bounds.MAX_COMPOSITIONS:
+                    # Too many compositions to list: its refined bound would be the aggregate one, the larger of
+                    # this floor and the cheap terms with the fastest pipelines, from its degree's tables; the floor
+                    # stands for it, and the in-flight bound is its next step.
+                    heapq.heappush(queue, (lower, key, i, replace(item, lower_bound=lower, middle=True, level=REFINED)))
+                    continue
+                # Listed compositions: the per-composition bound next (the aggregate one is about this floor)
+                item = replace(item, lower_bound=lower, middle=True, aggregate=True)
+                if queue and lower > queue[0][0]:
+                    heapq.heappush(queue, (lower, key, i, item))
+                    continue
             if AGGREGATE_FIRST and not item.aggregate and (
                     first := memo.aggregate_first(item.terms, item.cand, budget)) is not None:
                 # The aggregate refined bound before the per-composition one (Memo.aggregate_first): about 16 us
