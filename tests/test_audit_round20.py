@@ -112,3 +112,37 @@ def test_the_sibling_floor_is_below_every_sibling_plan_under_the_cap():
             checked += bool(plans)
             assert not plans or floor <= min(plans) * (1 + 1e-9), (item.cand.key, floor, min(plans))
     assert checked > 0
+
+
+def test_the_middle_floor_as_the_loop_takes_it_is_below_every_plan_and_its_key_holds_its_limits():
+    """costmid's _middle_bound on every listed candidate of pp > 1 (v = 1 and 2), cost minimized with no deadline and
+    with one at a plan's exact time: at or below every plan of the candidate that meets it; the same value computed
+    alone or in a batch of the whole queue (Memo.middle keeps batch values); MIDDLE_MARKS patched between two asks on
+    one memo gives the fresh value under it."""
+    import heapq
+    import math
+    from unittest import mock
+    from optsearch import middle
+    problem, options = _instance()
+    priced = list(space_plans(problem, options))
+    times = sorted(e.training_time_s for _, _, e in priced)
+    compared = moved = 0
+    for budget in (Budget(objective="cost"), Budget(objective="cost", max_time_s=times[len(times) // 3])):
+        memo = solver.Memo(problem, options)
+        listed = solver._candidates(memo, budget, 0.0, solver.ALL)[0]
+        heap = [(item.lower_bound, item.cand.key, i, item) for i, item in enumerate(listed)]
+        heapq.heapify(heap)
+        batched_memo = solver.Memo(problem, options)
+        for item in listed:
+            alone = solver._middle_bound(solver.Memo(problem, options), budget, item, [], 0.0, math.inf)
+            if alone is None:
+                continue
+            assert solver._middle_bound(batched_memo, budget, item, heap, 0.0, math.inf) == alone
+            costs = [e.cost_usd for c, p, e in priced if c.key == item.cand.key and not budget_violations(p, e, budget)]
+            compared += bool(costs)
+            assert not costs or alone <= min(costs) * (1 + 1e-9), (item.cand.key, alone, min(costs))
+            with mock.patch.object(middle, "MIDDLE_MARKS", 2):
+                coarse = solver._middle_bound(batched_memo, budget, item, [], 0.0, math.inf)
+                assert coarse == solver._middle_bound(solver.Memo(problem, options), budget, item, [], 0.0, math.inf)
+            moved += coarse != alone
+    assert compared > 0 and moved > 0  # the coarse grid changes some floors: the key check is not vacuous
