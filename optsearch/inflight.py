@@ -1657,7 +1657,7 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
 
 
 def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None,
-                           cutoff: float = math.inf, ends: bool = False) -> float | None:
+                           cutoff: float = math.inf, ends: bool = False, suffix: bool = True) -> float | None:
     """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
     (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
     j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
@@ -1682,7 +1682,10 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
     ends (round 18, timerows2; _ends_time_walked): each interval's value also takes the least tied-embedding
     excess over the end pairs its caps admit (_pair_excess), an additive term of every part of the value (each counts
     E at its least; docs/solver.md "Round 18: the in-flight time walk by end pairs"); the cutoff's tries take it off
-    the level first (the value reaches the cutoff one excess sooner)."""
+    the level first (the value reaches the cutoff one excess sooner).
+
+    suffix (round 20, timesmall; with WHOLE_SUFFIX; False from _with_whole_levels, time under a cost budget): the
+    level test also counts every later stage's last backward (_suffix_limit, whole_suffix_backward_s)."""
     per, n, v = tab.whole_per_layer, len(tab.marks), tab.v
     slack = BOUND_SLACK
     top = float(per.max()) * tab.L
@@ -1705,7 +1708,7 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
 
         def holds_at(level: np.ndarray) -> np.ndarray:
             limit = np.where(per[None] > 0, np.floor(level[:, None, None] / per[None] * ROUND_UP), np.inf)
-            if WHOLE_SUFFIX and tab.suffix_backward > 0:  # round 20 (timesmall): with the later stages' backwards
+            if suffix and WHOLE_SUFFIX and tab.suffix_backward > 0:  # round 20 (timesmall): later backwards too
                 limit = np.minimum(limit, _suffix_limit(tab, caps, level))
             if v > 1:  # [J, g, i]
                 limit = np.floor(limit / v) * v
@@ -1759,7 +1762,7 @@ def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_ti
         _rent(tab, stop)
         ok = _meets(tab.rent[j:stop], tab.iteration[j:stop], iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
-            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s)
+            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s, suffix=False)
             return None if whole is None else max(best, whole)
         j = stop
     return None

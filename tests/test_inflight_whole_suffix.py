@@ -8,8 +8,9 @@ the sum of stage times. The walk kept only W_s of that sum; now its level test a
 least last backward over the types. Checked against brute force: every plan of every candidate (pp 1-4, the
 distributed optimizer on and off, tied and untied embeddings, two node types on a memory-tight random instance)
 lies above its candidate's in-flight time bound with no budget (and on one instance under its own deadline), with
-the incumbent cutoff at the plan's own time or half of it, and none; the suffix raises some bounds (counted against the switch off); an
-invalid suffix (the layers before s forgotten: L - n_s later layers) puts a bound above a plan; the caps by hand."""
+the incumbent cutoff at the plan's own time or half of it, and none; the suffix raises some bounds (counted against
+the switch off); an invalid suffix (the layers before s forgotten: L - n_s later layers) puts a bound above a plan;
+the caps by hand; time under a cost budget (_with_whole_levels) does not take it."""
 
 from __future__ import annotations
 
@@ -126,3 +127,20 @@ def test_no_suffix_where_the_gather_may_hide_behind_the_forward():
         if tab is not None and tab.whole_per_layer is not None:
             seen[cand.pp] = tab.suffix_backward
     assert seen[1] == 0.0 and seen[2] > 0.0, seen
+
+
+def test_not_taken_under_a_cost_budget(monkeypatch):
+    """_with_whole_levels (time under a cost budget) walks without the suffix: its bound is the same with
+    _suffix_limit replaced by the invalid one (which the time walk's bound does see, test_an_invalid_suffix_fails)."""
+    problem, options = _pipeline(True, 10.0, 3)
+    memo = Memo(problem, options)
+    asks = []
+    for cand, plan, est in space_plans(problem, options):
+        if cand.pp == 3 and len(asks) < 6:
+            terms = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, cand.cp, cand.dist)
+            asks.append((Budget(objective="time", max_cost_usd=est.cost_usd), Bounded(cand, 0.0, terms)))
+    assert asks
+    plain = [_inflight_bounded(memo, budget, item) for budget, item in asks]
+    monkeypatch.setattr(inflight, "_suffix_limit", _forgets_the_earlier_layers)
+    assert [_inflight_bounded(Memo(problem, options), budget, item) for budget, item in asks] == plain
+
