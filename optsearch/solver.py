@@ -1481,7 +1481,7 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
 
 
 SEEDS_REFINED = True  # time under B, a plan known: the own seeds whose refined bound reaches it are skipped (budgetb)
-SEED_AFTER_DESCENT_SHARE = 0.2  # time under B, the descent's plan known: the seed search's share of the time left
+SEED_AFTER_DESCENT_SHARE = 0.1  # time under B, the descent's plan known: the seed search's share of the time left (round 20: 0.2 before)
 PLAIN_CLIMBS_FIRST = True  # time under B: plain climbs from every start, then wide from the best end (budgetb)
 SEED_PART_AFTER_DESCENT = False  # the seed search's cp = 1, v = 1 part where the descent already gave a plan (budgetplans)
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
