@@ -676,10 +676,10 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             ends[(wide, plan_on)] = end
         return end
 
-    if by_key is None:
-        by_key = _v1_by_key(bounded)
     budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
     under_b = _capped_quantity(budget) == "cost"  # minimizing time under a cost budget (round 18 switches below)
+    if by_key is None:  # (the views kept under B only: the other rows build it as before, round 20)
+        by_key = _v1_by_key(bounded) if under_b else {item.cand.key: item for item in bounded if item.cand.v == 1}
     # minimizing time under a cost budget: every dp of the space between dp / 2 and 4 dp (_fill_dps)
     fill_dps = _v1_dps(bounded) if CLIMB_FILL_DP and _capped_quantity(budget) == "cost" else None
     # minimizing time under B, the wide climb: the neighbours' least bound over v, for the rent guess (WIDE_RENT_GUESS)
