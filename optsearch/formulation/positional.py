@@ -910,8 +910,12 @@ class _Tables:
             return
         self.pair_pending = False
         least = self.marks[self.possible][:1]
-        floor = pair_cover_both_floor_s if PAIR_COVER_BOTH else pair_cover_floor_s
-        paired = floor(f, self.blocks, float(least[0])) if len(least) else -math.inf
+        paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf
+        if PAIR_COVER_BOTH and len(least) and paired < math.inf:
+            # both sends: its rows are at least the one-sided ones, so its cover is at most theirs and its floor at
+            # least M_pair: searched from there (one programme at one value where it does not raise it)
+            both = pair_cover_both_floor_s(f, self.blocks, max(float(least[0]), paired))
+            paired = max(paired, both)
         if paired == -math.inf:
             return
         if math.isfinite(paired):
