@@ -1143,11 +1143,6 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     top = np.nonzero(tab.possible)[0][-1:]
     rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
     for level in range(5) if len(top) else ():
-        if level == 2 and tab.pair_pending:  # round 20 (PAIR_COVER_LAZY): M_pair only where the floors left a chance
-            tab.apply_pair_cover(f)
-            marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
-            if len(top) == 0:
-                return PositionalBound(math.inf, ())  # no mark at or above M_pair holds a plan
         if level:
             floor_iteration, floor, useful = floors()
             if not useful.any():
@@ -1173,6 +1168,11 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
         elif level == 3:
             comm_s = max(comm_s, float(tab.comm_at(top)[0]) + emb_s)
+    if len(top) and tab.pair_pending:  # round 20 (PAIR_COVER_LAZY): M_pair only where the floors of the largest mark
+        tab.apply_pair_cover(f)  # (R, S and C there, which no mark goes below) left the cutoff in reach
+        marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
+        if len(top) == 0:
+            return PositionalBound(math.inf, ())  # no mark at or above M_pair holds a plan
     floor_iteration, floor, useful = floors()
     best = math.inf  # least bound over the values of M seen so far
     beyond = np.nonzero(useful & (floor >= cutoff))[0]
