@@ -87,6 +87,7 @@ def _walk(problem, options, floor_fn) -> tuple[float, float, int, int]:
 @pytest.mark.parametrize("seeds, tight", [(ROOMY, False), (TIGHT, True)], ids=["roomy", "tight"])
 def test_both_sends_bound_every_plan(monkeypatch, seeds, tight):
     monkeypatch.setattr(positional, "_supply", _narrow)
+    monkeypatch.setattr(positional, "PAIR_COVER_BOTH", True)  # off by default (measured): the bound takes it here
     above = finite = 0
     for problem, options in _cases(seeds, tight):
         slowest, least, up, seen = _walk(problem, options, _BOTH)
@@ -108,6 +109,7 @@ def _twice(f, blocks, start=-math.inf):
 
 def test_an_invalid_floor_fails(monkeypatch):
     monkeypatch.setattr(positional, "_supply", _narrow)
+    monkeypatch.setattr(positional, "PAIR_COVER_BOTH", True)
     monkeypatch.setattr(positional, "pair_cover_both_floor_s", _twice)
     slowest, least, _, _ = _walk(*next(_cases(ROOMY[:1])), _twice)
     assert least < 1 - 1e-9 or slowest < 1 - 1e-9
@@ -134,9 +136,11 @@ def _all_bounds(problem, options, order):
     return out
 
 
-def test_lazy_is_the_eager_bound_bit_for_bit(monkeypatch):
+@pytest.mark.parametrize("both", [False, True], ids=["one send", "both sends"])
+def test_lazy_is_the_eager_bound_bit_for_bit(monkeypatch, both):
     """The lazy tables (M_pair inserted after values were kept at other marks) give the eager tables' bounds."""
     monkeypatch.setattr(positional, "_supply", _narrow)
+    monkeypatch.setattr(positional, "PAIR_COVER_BOTH", both)
     problem, options = next(_cases(ROOMY[:1]))
     order = (0.5, math.inf, 1.0)
     monkeypatch.setattr(positional, "PAIR_COVER_LAZY", False)
@@ -151,6 +155,7 @@ def test_lazy_skips_the_floor_below_the_cutoff(monkeypatch):
     """A call whose structural floors already reach its cutoff returns before M_pair; the next call with room
     applies it (once)."""
     monkeypatch.setattr(positional, "_supply", _narrow)
+    monkeypatch.setattr(positional, "PAIR_COVER_BOTH", True)
     calls = []
     monkeypatch.setattr(positional, "pair_cover_both_floor_s",
                         lambda f, blocks, start=-math.inf: calls.append(f.cand.key) or _BOTH(f, blocks, start))

@@ -749,10 +749,12 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
     return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
 
 
-PAIR_COVER_BOTH = True  # pair_cover_floor_s charges both sends of a block: the send out of its last stage to the type
-# that follows AND the send back of its first stage to the type before (pair_cover_both_floor_s; round 20, deep1t)
-PAIR_COVER_LAZY = True  # M_pair is computed only when a positional_bound call's structural floors (the rent of the
-# largest mark) lie below its cutoff, not for every candidate whose tables are built (_Tables.apply_pair_cover)
+PAIR_COVER_BOTH = False  # M_pair also with both sends of a block: the send out of its last stage to the type that
+# follows AND the send back of its first stage to the type before (pair_cover_both_floor_s; round 20, deep1t). Off:
+# it lifts some candidates (1T 3k cost<=D's 65-stage one 16.63M -> 17.47M) but none that holds a row at 10 s, and its
+# full searches (0.3-0.45 s a candidate) cost 1T 3k time<=B's loop most of its share (docs/solver.md, round 20)
+PAIR_COVER_LAZY = True  # M_pair is computed only when a positional_bound call's structural floors (with the rent of
+# the largest mark) lie below its cutoff, not for every candidate whose tables are built (_Tables.apply_pair_cover)
 PAIR_COVER_BOTH_WORK = 30_000_000  # the most (block variant x state x M) sums per pass of the symmetric programme
 
 
@@ -1143,6 +1145,11 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     top = np.nonzero(tab.possible)[0][-1:]
     rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
     for level in range(5) if len(top) else ():
+        if level == 2 and tab.pair_pending:  # round 20 (PAIR_COVER_LAZY): M_pair only where the structural floors
+            tab.apply_pair_cover(f)  # with R at the largest mark (level 1) left the cutoff in reach
+            marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
+            if len(top) == 0:
+                return PositionalBound(math.inf, ())  # no mark at or above M_pair holds a plan
         if level:
             floor_iteration, floor, useful = floors()
             if not useful.any():
@@ -1168,11 +1175,6 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             sum_floor = max(sum_floor, float(tab.total_at(top)[0]))
         elif level == 3:
             comm_s = max(comm_s, float(tab.comm_at(top)[0]) + emb_s)
-    if len(top) and tab.pair_pending:  # round 20 (PAIR_COVER_LAZY): M_pair only where the floors of the largest mark
-        tab.apply_pair_cover(f)  # (R, S and C there, which no mark goes below) left the cutoff in reach
-        marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
-        if len(top) == 0:
-            return PositionalBound(math.inf, ())  # no mark at or above M_pair holds a plan
     floor_iteration, floor, useful = floors()
     best = math.inf  # least bound over the values of M seen so far
     beyond = np.nonzero(useful & (floor >= cutoff))[0]
