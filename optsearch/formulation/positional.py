@@ -756,6 +756,8 @@ PAIR_COVER_BOTH = False  # M_pair also with both sends of a block: the send out 
 PAIR_COVER_LAZY = True  # M_pair is computed only when a positional_bound call's structural floors (with the rent of
 # the largest mark) lie below its cutoff, not for every candidate whose tables are built (_Tables.apply_pair_cover)
 PAIR_COVER_BOTH_WORK = 30_000_000  # the most (block variant x state x M) sums per pass of the symmetric programme
+_PAIR_SWITCHES = ("PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_COVER_ONLY_WIDER", "PAIR_COVER_WORK", "PAIR_COVER_BOTH",
+                  "PAIR_COVER_BOTH_WORK")  # kept by _Tables as it is built, used when M_pair is applied
 
 
 def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
@@ -890,7 +892,8 @@ class _Tables:
             self.possible &= self.marks >= mixed
         self.mixed_floor = mixed if not single else -math.inf  # every plan's slowest stage is at least this
         self.pair_pending = PAIR_COVER  # M_pair not applied yet (apply_pair_cover; lazily under PAIR_COVER_LAZY;
-        # the switch as the tables are built decides, as for the other floors)
+        # the switches as the tables are built decide, as for the other floors)
+        self.pair_switches = {name: globals()[name] for name in _PAIR_SWITCHES}
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.comm_o = np.full(n, np.nan)  # C_O(M) alone (the optimizer step's part of comm)
@@ -912,12 +915,17 @@ class _Tables:
             return
         self.pair_pending = False
         least = self.marks[self.possible][:1]
-        paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf
-        if PAIR_COVER_BOTH and len(least) and paired < math.inf:
-            # both sends: its rows are at least the one-sided ones, so its cover is at most theirs and its floor at
-            # least M_pair: searched from there (one programme at one value where it does not raise it)
-            both = pair_cover_both_floor_s(f, self.blocks, max(float(least[0]), paired))
-            paired = max(paired, both)
+        now = {name: globals()[name] for name in _PAIR_SWITCHES}
+        globals().update(self.pair_switches)  # the switches as the tables were built (a lazy call comes later)
+        try:
+            paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf
+            if PAIR_COVER_BOTH and len(least) and paired < math.inf:
+                # both sends: its rows are at least the one-sided ones, so its cover is at most theirs and its floor
+                # at least M_pair: searched from there (one programme at one value where it does not raise it)
+                both = pair_cover_both_floor_s(f, self.blocks, max(float(least[0]), paired))
+                paired = max(paired, both)
+        finally:
+            globals().update(now)
         if paired == -math.inf:
             return
         if math.isfinite(paired):
