@@ -1153,8 +1153,9 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     top = np.nonzero(tab.possible)[0][-1:]
     rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
     for level in range(5) if len(top) else ():
-        if level == 2 and tab.pair_pending:  # round 20 (PAIR_COVER_LAZY): M_pair only where the structural floors
-            tab.apply_pair_cover(f)  # with R at the largest mark (level 1) left the cutoff in reach
+        applied = level == 2 and tab.pair_pending
+        if applied:  # round 20 (PAIR_COVER_LAZY): M_pair only where the structural floors with R at the largest mark
+            tab.apply_pair_cover(f)  # (level 1) left the cutoff in reach
             marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
             if len(top) == 0:
                 return PositionalBound(math.inf, ())  # no mark at or above M_pair holds a plan
@@ -1163,6 +1164,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             if not useful.any():
                 return PositionalBound(math.inf, ())  # every mark breaks the budget on its floors
             least = float(floor[useful].min())  # floors grow with M: every useful mark's bound is at least this
+            if applied and least >= cutoff:  # level 1 again on the marks left by M_pair, before R at the first ones
+                return PositionalBound(least * (1 - 1e-9), ())
             if level == 2 and rent_counts:
                 # R(M) itself at the first CHUNK useful marks (the walk's first programme, kept for it): where the
                 # rent falls steeply with M this alone ends most candidates on a large pool before S and C. Only
