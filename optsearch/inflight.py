@@ -125,6 +125,8 @@ class InFlightTables:
     # from there on): R(M_j) is inf below it and finite from it (round 12, timerows: the time walk reads only that)
     most_layers: int = 0  # the most layers any position holds at any mark (its caps at M = inf, at most L): every
     # kink of phi has a cap difference of at most this (round 14, costrows: _least_rent's list); 0: L
+    suffix_backward: float = 0.0  # the least last backward of a layer over the types, bw_min (round 20, timesmall:
+    # whole_suffix_backward_s); 0: the largest whole reduce's levels without the later stages' backwards
 
 
 def _time_terms(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -412,6 +414,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
         if v == 1:
             tab.hide = hiding_terms(problem, d, kind, tp, mbs, cp, pp, steps, m, slowest, stages_s, call,
                                     part if DEGREE_WHOLE_TERMS else None)
+            tab.suffix_backward = whole_suffix_backward_s(problem, d, kind, tp, mbs, cp, pp, steps, call,
+                                                          part if DEGREE_WHOLE_TERMS else None)
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
@@ -1680,7 +1684,7 @@ def whole_levels_terms(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int
 
 
 def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_time_s: float | None = None,
-                           cutoff: float = math.inf, ends: bool = False) -> float | None:
+                           cutoff: float = math.inf, ends: bool = False, suffix: bool = True) -> float | None:
     """A lower bound on the iteration of every plan of the candidate whose slowest stage lies in an interval j >= j0
     (j0: the first interval that meets the limits), or None when none of them meets the deadline. A plan in interval
     j puts n_s <= k[g_s, s](M_j) layers on each position s (within node supply), and its largest whole reduce X is at
@@ -1705,7 +1709,10 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
     ends (round 18, timerows2; _ends_time_walked): each interval's value also takes the least tied-embedding
     excess over the end pairs its caps admit (_pair_excess), an additive term of every part of the value (each counts
     E at its least; docs/solver.md "Round 18: the in-flight time walk by end pairs"); the cutoff's tries take it off
-    the level first (the value reaches the cutoff one excess sooner)."""
+    the level first (the value reaches the cutoff one excess sooner).
+
+    suffix (round 20, timesmall; with WHOLE_SUFFIX; False from _with_whole_levels, time under a cost budget): the
+    level test also counts every later stage's last backward (_suffix_limit, whole_suffix_backward_s)."""
     per, n, v = tab.whole_per_layer, len(tab.marks), tab.v
     slack = BOUND_SLACK
     top = float(per.max()) * tab.L
@@ -1728,6 +1735,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
 
         def holds_at(level: np.ndarray) -> np.ndarray:
             limit = np.where(per[None] > 0, np.floor(level[:, None, None] / per[None] * ROUND_UP), np.inf)
+            if suffix and WHOLE_SUFFIX and tab.suffix_backward > 0:  # round 20 (timesmall): later backwards too
+                limit = np.minimum(limit, _suffix_limit(tab, caps, level))
             if v > 1:  # [J, g, i]
                 limit = np.floor(limit / v) * v
             capped = np.minimum(caps, limit)
@@ -1781,7 +1790,7 @@ def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_ti
         _rent(tab, stop)
         ok = _meets(tab.rent[j:stop], tab.iteration[j:stop], iterations, max_time_s, max_cost_usd, max_usd_per_hour)
         if ok.any():
-            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s,
+            whole = whole_levels_iteration(tab, j + int(np.argmax(ok)), iterations, max_time_s, suffix=False,
                                            **({"cutoff": cutoff} if math.isfinite(cutoff) else {}))
             return None if whole is None else max(best, whole)
         j = stop
@@ -1881,3 +1890,64 @@ def _hiding_floor(tab: InFlightTables, j: int, stop: int, caps: np.ndarray,
             lo, hi = np.where(open_ & ~holds, mid, lo), np.where(open_ & holds, mid, hi)
             open_ &= ~finite | (rows_base + lo < cutoff)
     return rows_base + lo
+
+
+# ---- The largest whole reduce with the later stages' last backwards (issue 14, round 20, timesmall) ----
+WHOLE_SUFFIX = True  # whole_levels_iteration's level test also counts every later stage's last backward (v = 1)
+
+
+def whole_suffix_backward_s(problem: Problem, d: DegreeTerms, kind, tp: int, mbs: int, cp: int, pp: int,
+                            steps: np.ndarray, call, part=None) -> float:
+    """InFlightTables.suffix_backward: bw_min = min_g bw[g], bw[g] = max(0, the least step over the modes - forward)
+    of a layer on g (whole_levels_terms' bw, the same expression; kept there on the degree's part), or 0 where the
+    suffix is not taken: --overlap-param-gather's gather may hide behind the forward (DegreeTerms.gather_hidden_at;
+    whole_levels_terms then credits no forward, and this bound is not claimed there).
+
+    Why (cost-model 7c; the notation of whole_levels_terms). A plan's iteration at v = 1 is
+    (m - 1) max t + sum t + max_s A_s + E + max O with A_s >= whole_s - H_s, H_0 <= W_0 and H_s = sum_{j<s} W_j for
+    s > 0 (costmodel.exposed_grad_reduce_s), and t_j = F'_j + W_j. So for every s
+        sum t + A_s >= sum_j F'_j + whole_s + sum_{j >= max(s, 1)} W_j,
+    where whole_levels_terms keeps only W_s of the last sum (s > 0) and none at s = 0. Each W_j >= n_j bw[g_j] + the
+    ends' negative corrections (whole_base holds them once, for both ends: every partial sum of the corrections is
+    at least their total, as each is <= 0), and bw[g_j] >= bw_min, so with a_g = alpha_full[g] P_layer
+        X' = max_s (whole_s + sum_{j >= max(s, 1)} W_j - corrections) >= a_{g_s} n_s + [s > 0] bw[g_s] n_s
+                                                                        + bw_min sum_{j > s, j >= 1} n_j,
+    and iteration >= whole_base[j] + X' (the same base: the forward, the ends, O and E). The later layers count at
+    least the middle positions after s (each holds >= 1 layer) and at least L - n_s - K_s, K_s the most the
+    positions before s hold at the interval's caps (sum_{i<s} max_g k[g, i](M_j)); at s = 0 exactly L - n_0.
+    _suffix_limit turns "X' <= c" into a cap on each n_s (both terms grow with n_s, or the term gives no cap)."""
+    if d.gather_hidden_at(problem, pp):
+        return 0.0
+    kept = None if part is None else part.whole_terms
+    if kept is not None:
+        bw = kept[3]
+    else:
+        from optsearch.costmodel import layer_forward_s
+        fwd = np.array([call(layer_forward_s, problem, u.name, kind, tp, mbs) / cp for u in d.uses])
+        bw = np.maximum(steps.min(axis=1) - fwd, 0.0)
+    return float(np.min(bw)) if len(bw) else 0.0
+
+
+def _suffix_limit(tab: InFlightTables, caps: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """[J, g, i] the most layers n_s a plan of interval j (caps [J, g, i] = k(M_j)) can put on position s of type g
+    where its X' (whole_suffix_backward_s) is at most level[J]: the largest n with
+        per[g, s] n + b max(mid_s, L - n - K_s) <= c   (s >= 1; per[g, s] = a_g + bw[g]),
+        a_g n_0 + b max(pp - 2, L - n_0) <= c          (s = 0; per[g, 0] = a_g),
+    b = bw_min, mid_s = the middle positions after s, K_s = sum_{i<s} max(0, max_g k[g, i]). Each side is a maximum
+    of two lines in n; a line with a slope > 0 caps n at floor((c - intercept) / slope) (the quotient rounded up by
+    ROUND_UP: a cap may only be too large), one with slope <= 0 (at s = 0 where a_g <= b) gives none. Below 0 (not
+    even an empty stage fits) the cap is 0: a middle position then takes no layer of g, an end position may still be
+    empty (a relaxation, valid). The caller takes the least of this and its own cap."""
+    per, b, L = tab.whole_per_layer, tab.suffix_backward, tab.L
+    P = per.shape[1]
+    pos = np.arange(P)
+    mid_after = np.maximum(P - 2 - pos, 0).astype(float)  # [i] middle positions s + 1 .. P - 2
+    most = np.maximum(caps, 0.0).max(axis=1)  # [J, i]
+    before = np.cumsum(most, axis=1) - most  # [J, i] K_s
+    later = np.where(pos[None, :] > 0, L - before, float(L))  # [J, i] L - K_s (s = 0: L, exactly L - n_0 later)
+    c = level[:, None, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        first = np.floor((c - b * mid_after[None, None, :]) / per[None] * ROUND_UP)
+        slope = per - b  # [g, i] >= a_g > 0 at s >= 1 (bw[g] >= b); at s = 0 a_g - b, any sign
+        second = np.where(slope[None] > 0, np.floor((c - b * later[:, None, :]) / slope[None] * ROUND_UP), np.inf)
+    return np.maximum(np.minimum(first, second), 0.0)

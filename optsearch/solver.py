@@ -673,6 +673,7 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     That climb stops where it has made no move in RESHAPE_BOTH_PATIENCE of its time (Megatron 310B, mixed-pool-3k:
     from its fork no neighbour improves, 1.1 s of CPU to find it out)."""
     best = None
+    ends_here: list[Priced] = []  # every plain climb's end (DEEPER_STEPS_ENDS)
     plain_until = None if left is None else time.perf_counter() + (NEIGHBOUR_SHARE - WIDE_SHARE) * left
     for n, begin in enumerate(starts):
         deadline = None if plain_until is None else time.perf_counter() + max(
@@ -682,6 +683,7 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
                      **({"forks": forks} if both and n == 0 else {}))
         if best is None or got[0] < best[0]:
             best = got
+        ends_here.append(got)
         if plain_ends is not None:
             plain_ends.append((got, False))
         if forks:  # the same start's climb without the reshaped variants, from before the first one taken
@@ -696,6 +698,7 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
             if got[0] < forks[0][0] * (1 - INCUMBENT_REL):
                 got = _climb(memo, budget, bounded, got, deadline, wide=False, ends=None if ends is None else {},
                              reshape=False)
+            ends_here.append(got)
             if plain_ends is not None:
                 plain_ends.append((got, True))
             if got[0] < best[0]:
@@ -703,13 +706,23 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     if best is None:
         raise ValueError("_plain_then_wide needs a start")
     if steps:
-        stepped = _deeper_steps(memo, budget, bounded, best,
-                                None if left is None else time.perf_counter() + DEEPER_STEPS_SHARE * left)
+        until = None if left is None else time.perf_counter() + DEEPER_STEPS_SHARE * left
+        stepped = _deeper_steps(memo, budget, bounded, best, until)
+        for other in _other_ends(best, ends_here) if DEEPER_STEPS_ENDS else ():
+            # round 20: the other plain ends' deeper pipelines too, within the same share (Megatron 145B 8k: with
+            # the climbs' CPU cut, the seed's climb ends best, at dp 18, 9 stages, 373,551 s; the first climb's end,
+            # dp 8, 17 stages, gives dp 6, 27 stages, 369,707 s)
+            got = _deeper_steps(memo, budget, bounded, other, until)
+            if got[0] < stepped[0] * (1 - INCUMBENT_REL):
+                stepped = got
         if stepped is not best and plain_ends is not None:  # (marked as the second climb's: DEEPER_OTHER_END)
             plain_ends.append((stepped, True))
         best = stepped
     return _climb(memo, budget, bounded, best, None if left is None else time.perf_counter() + WIDE_SHARE * left,
                   wide=True, ends=ends)
+
+
+CLIMB_TRACE: list | None = None  # diagnosis only: a list: _climb appends (CPU s, wide, kind, plan) at each move
 
 
 def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, deadline: float | None,
@@ -750,13 +763,14 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
             ends[(wide, plan_on)] = end
         return end
 
-    if by_key is None:
-        by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
     budget_search = budget.max_cost_usd is not None or budget.max_time_s is not None  # _climb_plans interleaves
     under_b = _capped_quantity(budget) == "cost"  # minimizing time under a cost budget (round 18 switches below)
+    if by_key is None:  # (the views kept under B only: the other rows build it as before, round 20)
+        by_key = _v1_by_key(bounded) if under_b else {item.cand.key: item for item in bounded if item.cand.v == 1}
     # minimizing time under a cost budget: every dp of the space between dp / 2 and 4 dp (_fill_dps)
-    fill_dps = (sorted({item.cand.dp for item in bounded if item.cand.v == 1})
-                if CLIMB_FILL_DP and _capped_quantity(budget) == "cost" else None)
+    fill_dps = _v1_dps(bounded) if CLIMB_FILL_DP and _capped_quantity(budget) == "cost" else None
+    # minimizing time under B, the wide climb: the neighbours' least bound over v, for the rent guess (WIDE_RENT_GUESS)
+    least_v = _least_over_v(bounded) if WIDE_RENT_GUESS and wide and under_b else None
     best = start
     if until is not None and until(best):
         return best
@@ -809,6 +823,8 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                 break
         if moved is not None:
             best, at = moved
+            if CLIMB_TRACE is not None:
+                CLIMB_TRACE.append((time.process_time(), wide, "reshaped" if n >= rescaled else "rescaled", best))
             if until is not None and until(best):
                 return best
             continue
@@ -819,7 +835,10 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
                        for d in (_fill_dps(dp, fill_dps) if fill_dps else (dp // 2, dp, 2 * dp, 4 * dp))
                        for bb in (b // 2, b, 2 * b) for q in depths for e in (ep // 2, ep, 2 * ep)
                        for c in (cp // 2, cp, 2 * cp)} - seen - {at})
-        for key in sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k)):
+        order = sorted((k for k in near if k in by_key), key=lambda k: (by_key[k].lower_bound, k))
+        if least_v is not None:  # WIDE_RENT_GUESS: the neighbours below the plan's value whose guess meets B,
+            order = _guess_order(order, by_key, least_v, best, budget)  # in order of that guess (WIDE_GUESS_ORDER)
+        for key in order:
             if (deadline is not None and time.perf_counter() > deadline) or evals >= NEIGHBOUR_EVALS:
                 return cut()
             if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
@@ -840,8 +859,103 @@ def _climb(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced, de
         if moved is None:
             return best if ends is None else finished(best)
         best, at = moved
+        if CLIMB_TRACE is not None:
+            CLIMB_TRACE.append((time.process_time(), wide, "neighbour", best))
         if until is not None and until(best):
             return best
+
+
+# Round 20 (budgetstart): time under a cost budget, the pre-loop share.
+VIEWS_KEPT = True  # _v1_by_key, _v1_dps and _least_over_v kept for the last lists they were built from
+_VIEWS_KEPT_MOST = 4  # lists whose views are kept (a solve's own list, its list with the off candidates, the seeds')
+_views: list[tuple[list, dict]] = []  # (the list itself, its views by name): identity-keyed, most recent last
+
+
+def _views_of(bounded: list[Bounded]) -> dict:
+    """The derived views kept for this very list object (VIEWS_KEPT): a dict to fill, by view name. The solver never
+    changes a candidate list in place (each list is built once, _candidates hands out copies and _with_off merges
+    into a new one), so a view of a list object stays its view; the list is held here, so its id is not reused."""
+    for held, views in _views:
+        if held is bounded:
+            return views
+    views: dict = {}
+    _views.append((bounded, views))
+    del _views[:-_VIEWS_KEPT_MOST]
+    return views
+
+
+def _v1_by_key(bounded: list[Bounded]) -> dict[tuple[int, ...], Bounded]:
+    """The list's v = 1 candidates by key (_climb's, _deeper_steps' and _deeper_interleaved's neighbours), built
+    once per list (VIEWS_KEPT: 0.05 s of CPU per build on Megatron 39B's 42,525 candidates, at every climb)."""
+    views = _views_of(bounded) if VIEWS_KEPT else {}
+    if "by_key" not in views:
+        views["by_key"] = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    return views["by_key"]
+
+
+def _v1_dps(bounded: list[Bounded]) -> list[int]:
+    """The list's v = 1 candidates' dp values, sorted (_fill_dps' choices), built once per list (VIEWS_KEPT)."""
+    views = _views_of(bounded) if VIEWS_KEPT else {}
+    if "dps" not in views:
+        views["dps"] = sorted({item.cand.dp for item in bounded if item.cand.v == 1})
+    return views["dps"]
+
+
+WIDE_RENT_GUESS = True  # time under B: the wide climb skips neighbours whose guessed least cost is above B
+WIDE_GUESS_NEAR = 0.01  # "above": by more than this fraction (SPLIT_NEAR's: plans this near B are repaired)
+
+
+def _rent_per_gpu_s(priced: Priced) -> float:
+    """A plan's rent per GPU-second: its cost over its GPUs and its training time."""
+    plan, est = priced[1], priced[2]
+    return est.cost_usd / (plan.tp * plan.dp * plan.cp * len(plan.stages) * est.training_time_s)
+
+
+WIDE_GUESS_ORDER = True  # and prices them in order of that guess, the least first (else in bound order)
+
+
+DEEPER_RENT_GUESS = True  # time under B: _deeper_interleaved skips the keys whose guessed least cost is above B
+
+
+DEEPER_STEPS_ENDS = True  # time under B: _deeper_steps from every plain climb's end (v = 1), the best first
+DEEPER_FROM_WIDE_START = True  # time under B: _deeper_interleaved from the wide climb's start too, where it moved
+
+
+def _other_ends(best: Priced, ends: list[Priced]) -> list[Priced]:
+    """The climbs' ends other than `best`'s plan, at v = 1, each plan once, the fastest first."""
+    out: dict[Plan, Priced] = {}
+    for end in sorted(ends, key=itemgetter(0)):
+        if end[1] != best[1] and end[1].virtual_stages == 1 and end[1] not in out:
+            out[end[1]] = end
+    return list(out.values())
+
+
+def _guessed_over(key: tuple[int, ...], least_v: dict[tuple[int, ...], float], best: Priced, budget: Budget) -> bool:
+    """Whether a v = 1 key's guessed least cost (_guess_order's guess, from the plan `best`) is above B x (1 +
+    WIDE_GUESS_NEAR): never a bound, it only chooses which keys _deeper_interleaved prices (DEEPER_RENT_GUESS)."""
+    guess = _rent_per_gpu_s(best) * key[0] * key[1] * key[5] * key[3] * least_v.get(key, 0.0)
+    return guess > budget.max_cost_usd * (1 + WIDE_GUESS_NEAR)
+
+
+def _guess_order(order: list[tuple[int, ...]], by_key: dict, least_v: dict[tuple[int, ...], float], best: Priced,
+                 budget: Budget) -> list[tuple[int, ...]]:
+    """The wide climb's neighbours under B (WIDE_RENT_GUESS), from `order` (bound order): those whose cheap bound is
+    below the current plan's value and whose guessed least cost is at most B x (1 + WIDE_GUESS_NEAR), in order of
+    that guess (WIDE_GUESS_ORDER; ties by bound order), else in bound order. The guess: the key's least cheap time
+    bound over the v the wide climb prices (_least_over_v) x its GPUs x the current plan's rent per GPU-second, about
+    the least cost of its plans on the current plan's types; never a bound (plans on cheaper types are left out, as
+    in _deeper_steps): it only chooses which neighbours the climb prices, and in which order."""
+    rent = _rent_per_gpu_s(best)
+    cap = budget.max_cost_usd * (1 + WIDE_GUESS_NEAR)
+    below = best[0] * (1 - INCUMBENT_REL)
+    kept = []
+    for n, key in enumerate(order):
+        if by_key[key].lower_bound >= below:
+            break
+        guess = rent * key[0] * key[1] * key[5] * key[3] * least_v.get(key, 0.0)
+        if guess <= cap:
+            kept.append((guess if WIDE_GUESS_ORDER else 0.0, n, key))
+    return [key for _, _, key in sorted(kept)]
 
 
 SEQUENCE_MOVES = True  # minimizing cost, an open candidate's best positional sequence with one stage moved (costbig)
@@ -945,12 +1059,16 @@ def _least_over_v(bounded: list[Bounded]) -> dict[tuple[int, ...], float]:
     costmodel.distributed_optimizer_settings, which is why off candidates exist at v = 1 only): the default v > 1
     candidates' bounds bound them too (audit5: an off key's v = 2 plan at 20.835 s lay below its v = 1 bound, 21.649 s,
     which the step had read as that key's least)."""
+    views = _views_of(bounded) if VIEWS_KEPT else {}  # built once per list (round 20: 0.1 s on Megatron 39B's)
+    if "least_over_v" in views:
+        return views["least_over_v"]
     least: dict[tuple[int, ...], float] = {}
     for item in bounded:
         key = item.cand.key
         for k in [key[:6] + (1,) + key[7:]] + ([key[:6] + (1, o) for o in (1, 2)] if key[6] > 1 and key[7] == 0
                                                else []):
             least[k] = min(least.get(k, math.inf), item.lower_bound)
+    views["least_over_v"] = least
     return least
 
 
@@ -982,10 +1100,10 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
     if not DEEPER_INTERLEAVED or _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or not any(
             v > 1 for v in memo.options.virtual_stages) or _past(deadline):  # (past it: nothing, round 14)
         return start
-    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    by_key = _v1_by_key(bounded)
     tp, b, pp, ep, cp = plan.tp, plan.micro_batch_size, len(plan.stages), plan.ep, plan.cp
     batch = memo.problem.job.global_batch_size
-    keys = [(tp, d, b, q, ep, cp, 1, 0) for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key}))
+    keys = [(tp, d, b, q, ep, cp, 1, 0) for d in _fill_dps(plan.dp, _v1_dps(bounded))
             if d >= 1 and batch % (d * b) == 0 for q in _interleavable_depths(pp, batch // (d * b))]
     best = start
     keys = sorted({k for k in keys if k in by_key}, key=lambda k: (by_key[k].lower_bound, k))
@@ -1002,6 +1120,8 @@ def _deeper_interleaved(memo: Memo, budget: Budget, bounded: list[Bounded], star
             break
         if least.get(key, 0.0) >= best[0] * (1 - INCUMBENT_REL):
             break  # the reshaped keys come last, in order of these bounds: none of the rest beats the plan
+        if DEEPER_RENT_GUESS and _guessed_over(key, _least_over_v(bounded), best, budget):
+            continue  # (round 20: a guess, WIDE_RENT_GUESS's)
         if _refined_at_least(memo, budget, by_key[key], best[0] * (1 - INCUMBENT_REL), True):
             continue
         own = _best_meeting(budget, _climb_plans(memo, budget, by_key[key].cand))
@@ -1111,9 +1231,9 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
     plan = start[1]
     if _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or _past(deadline):
         return start
-    by_key = {item.cand.key: item for item in bounded if item.cand.v == 1}
+    by_key = _v1_by_key(bounded)
     tp, b, ep, cp = plan.tp, plan.micro_batch_size, plan.ep, plan.cp
-    dps = [d for d in _fill_dps(plan.dp, sorted({key[1] for key in by_key})) if 1 <= d <= DEEPER_STEPS_DP * plan.dp]
+    dps = [d for d in _fill_dps(plan.dp, _v1_dps(bounded)) if 1 <= d <= DEEPER_STEPS_DP * plan.dp]
     # the plan's rent per GPU-second: a key's cheap bound on time x its GPUs x that rent is about the least cost of
     # its plans on the plan's types (an order only, never a bound)
     rent = start[2].cost_usd / (tp * plan.dp * cp * len(plan.stages) * start[2].training_time_s)
@@ -1448,7 +1568,7 @@ def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | 
 
 
 SEEDS_REFINED = True  # time under B, a plan known: the own seeds whose refined bound reaches it are skipped (budgetb)
-SEED_AFTER_DESCENT_SHARE = 0.2  # time under B, the descent's plan known: the seed search's share of the time left
+SEED_AFTER_DESCENT_SHARE = 0.1  # time under B, the descent's plan known: the seed search's share of the time left (round 20: 0.2 before)
 PLAIN_CLIMBS_FIRST = True  # time under B: plain climbs from every start, then wide from the best end (budgetb)
 SEED_PART_AFTER_DESCENT = False  # the seed search's cp = 1, v = 1 part where the descent already gave a plan (budgetplans)
 EARLY_SEED_SHARE = 0.05  # of the time limit, at most, for the seed search's early seeds (solve, before the descent)
@@ -2754,12 +2874,19 @@ def solve(
                 incumbent = got
         left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))
         froms = [incumbent[:3]]
+        if DEEPER_FROM_WIDE_START and plain_ends and (wide_start := min(
+                (end for end, _ in plain_ends), key=itemgetter(0)))[1] != incumbent[1]:
+            # round 20: the wide climb moved from the best plain end (to a v > 1 plan, from which the step finds
+            # nothing): that end's deeper pipelines too (Megatron 76B 8k: the wide climb's tp 2, dp 64, cp 2, 4 stages,
+            # v = 3, 261,622 s; from its start, dp 16, 16 stages, 267,040 s, the step's v = 2 plan, 259,420 s)
+            froms.append(wide_start[:3])
         others = [end for end, off in plain_ends if not off]
         if DEEPER_OTHER_END and others and min(end[0] for end, _ in plain_ends) < min(end[0] for end in others):
             # RESHAPE_BOTH's climb or _deeper_steps gave the best plain end: the deeper pipelines of the best of the
             # others as well (the plan the step started from before; Megatron 175B 3k: dp 6, 20 stages, 615,444 s,
             # cannot interleave; dp 8, 14 stages, 647,934 s, gives dp 8, 16 stages, v = 3, 574,121 s)
-            froms.append(min(others, key=lambda e: e[0])[:3])
+            if (other := min(others, key=lambda e: e[0])[:3])[1] not in [begin[1] for begin in froms]:
+                froms.append(other)
         for n, begin in enumerate(froms):
             if n:
                 left = None if time_limit_s is None else max(0.0, time_limit_s - (time.perf_counter() - start))

@@ -49,8 +49,10 @@ def test_a_climb_cut_short_is_resumed_where_it_stopped_and_reaches_the_end_of_a_
     neighbours the first priced again, and returns the end a climb without the record reaches. Round 18's
     RESHAPE_UNDER_B off: with the reshaped variants the climbs take another path on this instance (the end is still
     the one a climb alone reaches), and the second search's wide climb, from its own plain end, asks the key the cut
-    plain climb priced (a wide climb of another start: not a resume; checked on the branch)."""
+    plain climb priced (a wide climb of another start: not a resume; checked on the branch). Round 20's
+    WIDE_RENT_GUESS off: with it the cut search's wide climb prices the optimum's key first and ends there too."""
     monkeypatch.setattr(solver_module, "RESHAPE_UNDER_B", False)
+    monkeypatch.setattr(solver_module, "WIDE_RENT_GUESS", False)
     problem, budget, start = _climb_start()
     cut, resumed, ends, cuts, first_asked, second_asked = _climbs_cut_then_resumed(problem, INTERLEAVED, budget,
                                                                                    start, monkeypatch, 1)

@@ -749,6 +749,117 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
     return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
 
 
+PAIR_COVER_BOTH = False  # M_pair also with both sends of a block: the send out of its last stage to the type that
+# follows AND the send back of its first stage to the type before (pair_cover_both_floor_s; round 20, deep1t). Off:
+# it lifts some candidates (1T 3k cost<=D's 65-stage one 16.63M -> 17.47M) but none that holds a row at 10 s, and its
+# full searches (0.3-0.45 s a candidate) cost 1T 3k time<=B's loop most of its share (docs/solver.md, round 20)
+PAIR_COVER_LAZY = True  # M_pair is computed only when a positional_bound call's structural floors (with the rent of
+# the largest mark) lie below its cutoff, not for every candidate whose tables are built (_Tables.apply_pair_cover)
+PAIR_COVER_BOTH_WORK = 30_000_000  # the most (block variant x state x M) sums per pass of the symmetric programme
+_PAIR_SWITCHES = ("PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_COVER_ONLY_WIDER", "PAIR_COVER_WORK", "PAIR_COVER_BOTH",
+                  "PAIR_COVER_BOTH_WORK")  # kept by _Tables as it is built, used when M_pair is applied
+
+
+def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
+    """M_pair with both sends of every block charged (round 20, deep1t): every plan of the candidate has a stage that
+    takes at least this per micro-batch (-inf where the search is not run, as pair_cover_floor_s; math.inf where no
+    block sequence holds L layers at any value: no plan).
+
+    The rows. As pair_cover_floor_s, a block of type t whose last stage is followed by a block of type h charges that
+    stage's send out at max(inter_out[t], pair(t, h)); here also a block of type t preceded by a block of type p
+    charges its first stage's send back at max(inter_in[t], pair(t, p)), pair(t, p) = min(c_inter[t][p],
+    c_inter[p][t]). Why it holds: stage i pays its backward send to stage i - 1 (costmodel.estimate: backward x
+    stage_send_s(own, previous), backward >= 1 at v = 1 for every stage but the first; the model's rows add_p2p), and
+    two blocks are two sets of whole nodes, so across a block boundary that send is an inter-node one between the
+    pair, c_inter[t][p] >= pair(t, p); the bound's row already charges it inter_in[t] = min_h c_inter[h][t] <=
+    c_inter[t][t] <= c_inter[t][p] (the slower NIC of the two, and the sender's latency: p2p_send_s), so the larger of
+    the two is at most the send paid. The forward send of the block's last stage is pair_cover_floor_s's argument.
+    Every other part of a row is the bound's own t_lb. A stage that is both (a block of one stage, q = 1) pays both
+    sends, and its row both excesses: the backward and forward sends are two terms of its p2p time.
+
+    The programme. Over blocks in pipeline order from the last, with state (the type t of the block that starts at
+    s, the type p it was charged as its predecessor, the counted block numbers u): a block of type t' ending at s
+    (before that suffix) is allowed only at state (t, p = t'), and its own variant is charged for its own
+    predecessor p' (none at stage 0) and its follower t (none at the last stage); the suffix from s starting at
+    stage 0 has no predecessor. A plan's own blocks, each with the variant of its real neighbours, are such a
+    sequence at its X = max over its stages of these rows, holding L layers; so, as in pair_cover_floor_s, the
+    least X among the rows' values at which the most held reaches L is at most the plan's X, hence at most its
+    slowest stage. The most held grows with X. No mode, pattern, optimizer setting, cp, budget or micro-batch count
+    enters but through the bound's own rows, so the floor holds for every one of them. Used by _Tables exactly as
+    pair_cover_floor_s's value (the marks below it dropped)."""
+    c, pp, uses = f.c, f.cand.pp, f.cand.uses
+    G = len(uses)
+    if not PAIR_COVER or pp <= 1 or G <= 1 or len(blocks) == 0:
+        return -math.inf
+    base, wide = _supply(f), _supply(f, PAIR_COVER_STATES)
+    if PAIR_COVER_ONLY_WIDER and wide.size == base.size:  # no binding type counted beyond the bound's own index
+        return -math.inf
+    L = f.c.kind_layers[0]
+    inter = np.array(c.send_inter_s, dtype=float)
+    pair = np.minimum(inter, inter.T)  # [t, h]
+    inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends = blocks.start + blocks.stages == pp  # sends nothing forward
+    first = blocks.start == 0  # sends nothing back
+    # variant (b, p, h): block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
+    # it); its first stage's send back at the pair (b's type, p), its last stage's send out at (b's type, h)
+    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if first[b] else range(G))
+                for h in ((-1,) if ends[b] else range(G))]
+    rows = []
+    for b, p, h in variants:
+        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
+        t = int(blocks.g[b])
+        if p >= 0:
+            r[0] += max(pair[t, p] - inter_in[t], 0.0)
+        if h >= 0:
+            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
+        rows.append(r)
+    stacked = np.concatenate(rows)
+    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    v_offsets = np.cumsum(sizes) - sizes
+    values = np.unique(stacked[~np.isnan(stacked)])
+    values = values[values >= start]  # below the least mark the bound allows, a floor changes nothing
+    if len(values) == 0:
+        return -math.inf
+    U = wide.size
+    if len(variants) * U * PAIR_COVER_WAYS > PAIR_COVER_BOTH_WORK:  # no deadline inside _Tables: its time is capped
+        return -math.inf
+    by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, t, q, p, h)
+    for i, (b, p, h) in enumerate(variants):
+        by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), p, h))
+
+    def most_held(Xs: np.ndarray) -> np.ndarray:
+        fit = stacked[:, :, None] <= Xs[None, None, :]  # NaN <= X is False
+        k = fit.sum(axis=1)  # [row, X]: allowed counts from lo that fit (a prefix: rows grow with n)
+        cap = np.add.reduceat(lows[:, None] + k - 1, v_offsets, axis=0)
+        cap = np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)  # [variant, X]
+        nX = len(Xs)
+        done = np.full((nX, U + 1), -np.inf)  # past the last stage: no block used
+        done[:, 0] = 0.0
+        H: list[np.ndarray | None] = [None] * (pp + 1)  # H[s][X, t, p, u]: the suffix from s starts with t, after p
+        for s in range(pp - 1, -1, -1):
+            best = np.full((nX, G, G, U + 1), -np.inf)
+            for i, t, q, p, h in by_start[s]:
+                after = done if h < 0 else H[s + q][:, h, t, :]  # [X, u]: the suffix after it expects t before it
+                got = after[:, wide.src[t]]  # [X, u]: one block of t fewer
+                slot = best[:, t, max(p, 0), :U]
+                np.maximum(slot, cap[i][:, None] + got, out=slot)
+            H[s] = best
+        return H[0][:, :, :, :U].max(axis=(1, 2, 3))
+
+    if most_held(values[:1])[0] >= L:  # the least value already holds L: no mark the bound allows is dropped
+        return -math.inf
+    lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
+    while lo < hi:
+        points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
+        ok = most_held(values[points]) >= L
+        hi = int(points[ok].min()) if ok.any() else hi
+        lo = max(lo, int(points[~ok].max()) + 1) if (~ok).any() else lo
+        lo = min(lo, hi)
+    return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
+
+
 class _Tables:
     """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
     same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
@@ -779,13 +890,10 @@ class _Tables:
         self.possible = (per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
         if not single:  # every plan mixes types: none below M_mix (mixed_slowest_floor_s)
             self.possible &= self.marks >= mixed
-        least = self.marks[self.possible][:1]
-        paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf  # round 19:
-        if paired > -math.inf:  # every plan's slowest stage is at least M_pair
-            self.marks = np.unique(np.append(self.marks, paired)) if math.isfinite(paired) else self.marks
-            _, per_stage = self.caps_of.both(self.marks)
-            self.possible = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
-                             & (self.marks >= paired) & (self.marks >= (mixed if not single else -math.inf)))
+        self.mixed_floor = mixed if not single else -math.inf  # every plan's slowest stage is at least this
+        self.pair_pending = PAIR_COVER  # M_pair not applied yet (apply_pair_cover; lazily under PAIR_COVER_LAZY;
+        # the switches as the tables are built decide, as for the other floors)
+        self.pair_switches = {name: globals()[name] for name in _PAIR_SWITCHES}
         n = len(self.marks)
         self.rent, self.comm, self.total = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         self.comm_o = np.full(n, np.nan)  # C_O(M) alone (the optimizer step's part of comm)
@@ -795,6 +903,43 @@ class _Tables:
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
         self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
         self.deadline: float | None = None  # set by each positional_bound call: the programmes raise OutOfTime
+        if not PAIR_COVER_LAZY:
+            self.apply_pair_cover(f)
+
+    def apply_pair_cover(self, f: Skeleton) -> None:
+        """M_pair (pair_cover_floor_s, or pair_cover_both_floor_s under PAIR_COVER_BOTH) joins the marks and every
+        mark below it is dropped: every plan's slowest stage is at least M_pair (round 19). Once per candidate; the
+        values kept at the marks so far move with their marks (the inserted mark has none yet), so the kept work
+        stays the same values at the same M (round 20, deep1t: run lazily from positional_bound)."""
+        if not self.pair_pending:
+            return
+        self.pair_pending = False
+        least = self.marks[self.possible][:1]
+        now = {name: globals()[name] for name in _PAIR_SWITCHES}
+        globals().update(self.pair_switches)  # the switches as the tables were built (a lazy call comes later)
+        try:
+            paired = pair_cover_floor_s(f, self.blocks, float(least[0])) if len(least) else -math.inf
+            if PAIR_COVER_BOTH and len(least) and paired < math.inf:
+                # both sends: its rows are at least the one-sided ones, so its cover is at most theirs and its floor
+                # at least M_pair: searched from there (one programme at one value where it does not raise it)
+                both = pair_cover_both_floor_s(f, self.blocks, max(float(least[0]), paired))
+                paired = max(paired, both)
+        finally:
+            globals().update(now)
+        if paired == -math.inf:
+            return
+        if math.isfinite(paired):
+            at = int(np.searchsorted(self.marks, paired))
+            if at == len(self.marks) or self.marks[at] != paired:  # a new mark at index at: later ones move up one
+                self.marks = np.insert(self.marks, at, paired)
+                for name in ("rent", "comm", "total", "comm_o"):
+                    setattr(self, name, np.insert(getattr(self, name), at, np.nan))
+                for name in ("total_first", "combined", "sequences"):
+                    setattr(self, name, {(k[0] + (k[0] >= at),) + tuple(k[1:]): v
+                                         for k, v in getattr(self, name).items()})
+        _, per_stage = self.caps_of.both(self.marks)
+        self.possible = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
+                         & (self.marks >= paired) & (self.marks >= self.mixed_floor))
 
     def caps(self, ix: np.ndarray) -> np.ndarray:
         """[block, mark] caps at these marks (recomputed: kept for every mark they would take the most memory)"""
@@ -1008,11 +1153,19 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     top = np.nonzero(tab.possible)[0][-1:]
     rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
     for level in range(5) if len(top) else ():
+        applied = level == 2 and tab.pair_pending
+        if applied:  # round 20 (PAIR_COVER_LAZY): M_pair only where the structural floors with R at the largest mark
+            tab.apply_pair_cover(f)  # (level 1) left the cutoff in reach
+            marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
+            if len(top) == 0:
+                return PositionalBound(math.inf, ())  # no mark at or above M_pair holds a plan
         if level:
             floor_iteration, floor, useful = floors()
             if not useful.any():
                 return PositionalBound(math.inf, ())  # every mark breaks the budget on its floors
             least = float(floor[useful].min())  # floors grow with M: every useful mark's bound is at least this
+            if applied and least >= cutoff:  # level 1 again on the marks left by M_pair, before R at the first ones
+                return PositionalBound(least * (1 - 1e-9), ())
             if level == 2 and rent_counts:
                 # R(M) itself at the first CHUNK useful marks (the walk's first programme, kept for it): where the
                 # rent falls steeply with M this alone ends most candidates on a large pool before S and C. Only
