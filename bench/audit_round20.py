@@ -251,7 +251,110 @@ def check_middle(problem, options, seed, stats):
                 stats["middle_key_coarse_differs"] += coarse != fine
 
 
-CHECKS = {"middle": check_middle, "cutoff": check_cutoff, "climb": check_climb, "quick": check_quick,
+def check_pair20(problem, options, seed, stats):
+    """deep1t: pair_cover_both_floor_s (PAIR_COVER_BOTH, off in the solver) at or below every v = 1 plan's slowest
+    stage; the positional bound with PAIR_COVER_BOTH on at least the bound with it off and at or below every plan
+    that meets the budget (v > 1 through interleaved_positional_bound); PAIR_COVER_LAZY on equals off bit for bit
+    over one random order of asks (budgets x slower_than_s) on one skeleton."""
+    from optsearch.formulation import positional
+    from optsearch.bounds import interleaving_factor
+    if not hasattr(positional, "PAIR_COVER_BOTH"):
+        stats["pair20_absent"] += 1
+        return
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = audit_round19.round19_budgets(priced, rng)
+    times = sorted(e.training_time_s for _, _, e in priced)
+    median = times[len(times) // 2] * 0.999 if times else 0.0
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None:
+            continue
+        if cand.v == 1:
+            for wider in (True, False):
+                audit_round19._fresh(sibling, PAIR_COVER_LAZY=False)
+                with mock.patch.multiple(positional, PAIR_COVER_ONLY_WIDER=wider):
+                    floor = positional.pair_cover_both_floor_s(sibling, sibling.positional.blocks)
+                    single = positional.pair_cover_floor_s(sibling, sibling.positional.blocks)
+                stats["pair20_floors"] += 1
+                stats["pair20_both_above_single"] += floor > single * (1 + REL) and math.isfinite(floor)
+                for plan, est in plans:
+                    slowest = max(st.time_s for st in est.stages)
+                    stats["pair20_below_plans"] += 1
+                    assert floor <= slowest * (1 + REL), ("M_pair both above a plan's slowest stage", key, wider,
+                                                          floor, slowest, str(plan))
+        factor = 1.0 if cand.v == 1 else interleaving_factor(audit_round14._terms(memo, cand).m, cand.pp, cand.v)
+        asks = [(i, slower) for i in range(len(budgets)) for slower in ((0.0, median) if cand.v == 1 else (0.0,))]
+        rng.shuffle(asks)
+        got = {}
+        for label, flags in (("both", dict(PAIR_COVER_BOTH=True, PAIR_COVER_LAZY=False)),
+                             ("eager", dict(PAIR_COVER_BOTH=False, PAIR_COVER_LAZY=False)),
+                             ("lazy", dict(PAIR_COVER_BOTH=False, PAIR_COVER_LAZY=True)),
+                             ("lazyboth", dict(PAIR_COVER_BOTH=True, PAIR_COVER_LAZY=True))):
+            audit_round19._fresh(sibling, **flags)
+            with mock.patch.multiple(positional, **flags):
+                for i, slower in asks:
+                    if cand.v == 1:
+                        got[(label, i, slower)] = positional.positional_bound(sibling, budgets[i],
+                                                                              slower_than_s=slower).bound
+                    else:
+                        got[(label, i, slower)] = solver_module.interleaved_positional_bound(sibling, budgets[i],
+                                                                                             factor)
+        sibling.positional = None
+        for i, slower in asks:
+            budget = budgets[i]
+            eager, lazy = got[("eager", i, slower)], got[("lazy", i, slower)]
+            both, lazyboth = got[("both", i, slower)], got[("lazyboth", i, slower)]
+            where = (key, budget.model_dump(exclude_none=True), slower, eager, lazy, both, lazyboth)
+            stats["pair20_bounds"] += 1
+            assert lazy == eager, ("PAIR_COVER_LAZY changes the bound",) + where
+            assert lazyboth == both, ("PAIR_COVER_LAZY changes the bound under PAIR_COVER_BOTH",) + where
+            assert both >= eager * (1 - 1e-12), ("PAIR_COVER_BOTH lowers the bound",) + where
+            stats["pair20_both_raised"] += both > eager * (1 + REL)
+            values = audit_round19._meeting(plans, budget, slower)
+            if values:
+                stats["pair20_bound_below_plans"] += 1
+                assert both <= min(values) * (1 + REL), ("above a plan",) + where
+
+
+def check_suffix(problem, options, seed, stats):
+    """timesmall: the in-flight bound (time, no cost cap: no limit, deadlines at plans' exact times and 5 % above;
+    cutoffs inf and at the candidate's best plan's time) with WHOLE_SUFFIX on: at least off's, at or below every
+    plan of the candidate that meets the budget, None only where none does."""
+    if not hasattr(inflight_module, "WHOLE_SUFFIX"):
+        stats["suffix_absent"] += 1
+        return
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = [b for b in audit_round19.round19_budgets(priced, rng) if b.objective == "time"
+               and b.max_cost_usd is None]
+    for budget in budgets:
+        cutoffs = {}
+        for key, (cand, plans) in by_cand.items():
+            own = _times(plans, budget)
+            cutoffs[key] = (math.inf,) + ((min(own),) if own else ())
+        on = _values(problem, options, by_cand, budget, cutoffs, WHOLE_SUFFIX=True)
+        off = _values(problem, options, by_cand, budget, cutoffs, WHOLE_SUFFIX=False)
+        for (key, c), have in on.items():
+            want = off[(key, c)]
+            where = (key, c, budget.model_dump(exclude_none=True), have, want)
+            stats["suffix_compared"] += 1
+            if want is None:
+                assert have is None, ("the suffix un-rules a candidate",) + where
+            elif have is not None:
+                stats["suffix_raised"] += have > want * (1 + REL)
+                stats["suffix_lowered"] += have < want * (1 - REL)
+            stats["suffix_ruled_out_more"] += have is None and want is not None
+            own = _times(by_cand[key][1], budget)
+            if own:
+                stats["suffix_below_plans"] += 1
+                assert have is not None and have <= min(own) * (1 + REL), ("above a plan",) + where
+
+
+CHECKS = {"pair20": check_pair20, "suffix": check_suffix, "middle": check_middle, "cutoff": check_cutoff, "climb": check_climb, "quick": check_quick,
           "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
 
 
