@@ -354,7 +354,23 @@ def check_suffix(problem, options, seed, stats):
                 assert have is not None and have <= min(own) * (1 + REL), ("above a plan",) + where
 
 
-CHECKS = {"pair20": check_pair20, "suffix": check_suffix, "middle": check_middle, "cutoff": check_cutoff, "climb": check_climb, "quick": check_quick,
+def check_solve_as_refined(problem, options, seed, stats):
+    """audit_round19's solve check with every pp > 1 degree taken as unlisted (solver.composition_count patched to a
+    huge count), so that each middle floor taken sends its entry to the REFINED level without a refined bound
+    (MIDDLE_AS_REFINED): a path the small instances never take at MAX_COMPOSITIONS = 300."""
+    real = solver_module._middle_bound
+
+    def counted(*args):
+        got = real(*args)
+        stats["as_refined_middle_taken"] += got is not None and got != math.inf
+        return got
+
+    with mock.patch.object(solver_module, "composition_count", lambda terms, pp: 10**9 if pp > 1 else 1), \
+            mock.patch.object(solver_module, "_middle_bound", counted):
+        audit_round19.CHECKS["solve"](problem, options, seed, stats)
+
+
+CHECKS = {"solve-asref": check_solve_as_refined, "pair20": check_pair20, "suffix": check_suffix, "middle": check_middle, "cutoff": check_cutoff, "climb": check_climb, "quick": check_quick,
           "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
 
 
