@@ -57,9 +57,10 @@ def _same_but_v(key, other) -> bool:
     return key[:6] + key[7:] == other[:6] + other[7:]
 
 
-@pytest.mark.xfail(strict=True, reason="_refined_at_least tests `< value`; BUDGET_CUTOFF's value at or above the cut "
-                                       "is cut x (1 - 1e-9) < value: a candidate ruled out with the switch off is "
-                                       "not ruled out with it on (the climb prices more; incumbents unchanged)")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="_refined_at_least tests `< value`; BUDGET_CUTOFF's value at or above the cut is cut x "
+                          "(1 - 1e-9) < value: a candidate ruled out with the switch off is not ruled out with it on "
+                          "(the climb prices more; incumbents unchanged)")
 def test_the_climbs_skip_the_same_neighbours_with_the_cutoff():
     problem, options = _instance()
     priced = list(space_plans(problem, options))
@@ -148,13 +149,15 @@ def test_the_middle_floor_as_the_loop_takes_it_is_below_every_plan_and_its_key_h
     assert compared > 0 and moved > 0  # the coarse grid changes some floors: the key check is not vacuous
 
 
-@pytest.mark.xfail(strict=True, reason="positional._PAIR_SWITCHES (the switches _Tables keeps for the lazy M_pair) "
-                                       "lacks PAIR_COVER itself: pair_cover_floor_s reads it when apply_pair_cover "
-                                       "runs, so tables built with it on and used after it is turned off skip M_pair")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="positional._PAIR_SWITCHES (the switches _Tables keeps for the lazy M_pair) lacks PAIR_COVER "
+                          "itself: pair_cover_floor_s reads it when apply_pair_cover runs, so tables built with it on "
+                          "and used after it is turned off skip M_pair")
 def test_the_lazy_pair_cover_keeps_every_switch_it_reads():
     """deep1t's PAIR_COVER_LAZY: _Tables keeps the pair-cover switches as it is built (pair_switches) and applies
-    M_pair later, under them. Tables built with PAIR_COVER (and PAIR_COVER_BOTH, where M_pair binds here) on, asked after the switch is turned off, must give the
-    bound of tables built and applied at once (PAIR_COVER_LAZY off) with it on."""
+    M_pair later, under them. Tables built with PAIR_COVER (and PAIR_COVER_BOTH: M_pair binds here) on, asked after
+    the switch is turned off, must give the bound of tables built and applied at once (PAIR_COVER_LAZY off) with it
+    on."""
     import math
     from unittest import mock
     from optsearch.formulation import positional
