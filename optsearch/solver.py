@@ -1152,8 +1152,10 @@ def _refined_at_least(memo: Memo, budget: Budget, item: Bounded, value: float, i
         sharper = _bounded(memo.problem, budget, item.terms, cand, True,
                            memo.refined_bound(item.terms, cand, budget), 0.0)
         if sharper is not None and sharper.lower_bound < value and v > 1 and CLIMB_INFLIGHT:
-            # the v candidate's own in-flight bound (its tables kept in Memo.inflight for the loop)
-            got = _inflight_bounded(memo, budget, sharper, 0.0, value)
+            # the v candidate's own in-flight bound (its tables kept in Memo.inflight for the loop), cut at the
+            # plan's value as the loop cuts at the incumbent's: `value` is a plan's x (1 - INCUMBENT_REL) at every
+            # caller, and a value at or above inflight's cut (BUDGET_CUTOFF) lies just below the cut (audit12)
+            got = _inflight_bounded(memo, budget, sharper, 0.0, value / (1 - INCUMBENT_REL))
             sharper = None if got is None else replace(sharper, lower_bound=got)
         if sharper is not None and sharper.lower_bound < value:
             return False

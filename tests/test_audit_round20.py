@@ -4,8 +4,8 @@
   climb's current value as the cutoff and tests `bound < value`; the loop tests `bound >= incumbent x (1 -
   INCUMBENT_REL)`. At or above the cut the walk returns cut x (1 - 1e-9) (cut = value x (1 + 1e-12) / iterations),
   which is below value: a candidate the old walk ruled out (its bound >= value, or no plan under B) is no longer
-  ruled out by the climb, and the climb prices the neighbour it used to skip. Pinned as a strict xfail (the
-  decisions are the same with the switch off; docs claim "the same decisions again").
+  ruled out by the climb, and the climb prices the neighbour it used to skip. A strict xfail on 1152331, a plain
+  test since the lead's fix: _refined_at_least cuts at value / (1 - INCUMBENT_REL), as the loop at the incumbent.
 - Whatever the decisions, _refined_at_least never rules out a candidate whose v siblings have a plan under B that
   beats value (a valid skip), and _sibling_floor lies at or below every plan under B of the candidate's v siblings.
 """
@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-
-import pytest
 
 import optsearch.inflight as inflight
 import optsearch.solver as solver
@@ -57,10 +55,6 @@ def _same_but_v(key, other) -> bool:
     return key[:6] + key[7:] == other[:6] + other[7:]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="_refined_at_least tests `< value`; BUDGET_CUTOFF's value at or above the cut is cut x "
-                          "(1 - 1e-9) < value: a candidate ruled out with the switch off is not ruled out with it on "
-                          "(the climb prices more; incumbents unchanged)")
 def test_the_climbs_skip_the_same_neighbours_with_the_cutoff():
     problem, options = _instance()
     priced = list(space_plans(problem, options))
@@ -149,10 +143,6 @@ def test_the_middle_floor_as_the_loop_takes_it_is_below_every_plan_and_its_key_h
     assert compared > 0 and moved > 0  # the coarse grid changes some floors: the key check is not vacuous
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="positional._PAIR_SWITCHES (the switches _Tables keeps for the lazy M_pair) lacks PAIR_COVER "
-                          "itself: pair_cover_floor_s reads it when apply_pair_cover runs, so tables built with it on "
-                          "and used after it is turned off skip M_pair")
 def test_the_lazy_pair_cover_keeps_every_switch_it_reads():
     """deep1t's PAIR_COVER_LAZY: _Tables keeps the pair-cover switches as it is built (pair_switches) and applies
     M_pair later, under them. Tables built with PAIR_COVER (and PAIR_COVER_BOTH: M_pair binds here) on, asked after

@@ -756,8 +756,8 @@ PAIR_COVER_BOTH = False  # M_pair also with both sends of a block: the send out 
 PAIR_COVER_LAZY = True  # M_pair is computed only when a positional_bound call's structural floors (with the rent of
 # the largest mark) lie below its cutoff, not for every candidate whose tables are built (_Tables.apply_pair_cover)
 PAIR_COVER_BOTH_WORK = 30_000_000  # the most (block variant x state x M) sums per pass of the symmetric programme
-_PAIR_SWITCHES = ("PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_COVER_ONLY_WIDER", "PAIR_COVER_WORK", "PAIR_COVER_BOTH",
-                  "PAIR_COVER_BOTH_WORK")  # kept by _Tables as it is built, used when M_pair is applied
+_PAIR_SWITCHES = ("PAIR_COVER", "PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_COVER_ONLY_WIDER", "PAIR_COVER_WORK",
+                  "PAIR_COVER_BOTH", "PAIR_COVER_BOTH_WORK")  # kept by _Tables as it is built, used when M_pair is applied
 
 
 def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
