@@ -656,6 +656,24 @@ PAIR_COVER_ONLY_WIDER = True  # only where its index counts more binding types t
 PAIR_COVER_WORK = 10_000_000  # the most (block variant x state x M) sums per pass; above it the floor is not run
 
 
+def _pair_cover_setup(f: Skeleton, blocks: _Blocks) -> tuple | None:
+    """What both pair-cover floors start from (pair_cover_floor_s, pair_cover_both_floor_s), or None where they are
+    not run (PAIR_COVER off, one stage or one type, no block, or no binding type counted beyond the bound's own
+    index under PAIR_COVER_ONLY_WIDER): pp, the number of types G, the wider supply index, L, the inter-node sends
+    [g, h], their pairs' cheaper direction, each block's first row and whether it ends the pipeline."""
+    pp, G = f.cand.pp, len(f.cand.uses)
+    if not PAIR_COVER or pp <= 1 or G <= 1 or len(blocks) == 0:
+        return None
+    base, wide = _supply(f), _supply(f, PAIR_COVER_STATES)
+    if PAIR_COVER_ONLY_WIDER and wide.size == base.size:  # no binding type counted beyond the bound's own index
+        return None
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    pair = np.minimum(inter, inter.T)  # [g, h]
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends = blocks.start + blocks.stages == pp  # the block that ends the pipeline sends nothing forward
+    return pp, G, wide, f.c.kind_layers[0], inter, pair, offsets, ends
+
+
 def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
     search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
@@ -683,19 +701,11 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
     whose max t_lb lies below it is bounded at M_pair). Megatron 1T on mixed-pool-3k, tp 4, dp 4, cp 2, 66 stages:
     at most 32 stages of each type, so two or more A10G stages (100 Gbit/s); the stage beside one pays about 8.4 ms of
     send on top of compute its neighbours cannot take over."""
-    c, pp, uses = f.c, f.cand.pp, f.cand.uses
-    G = len(uses)
-    if not PAIR_COVER or pp <= 1 or G <= 1 or len(blocks) == 0:
+    setup = _pair_cover_setup(f, blocks)
+    if setup is None:
         return -math.inf
-    base, wide = _supply(f), _supply(f, PAIR_COVER_STATES)
-    if PAIR_COVER_ONLY_WIDER and wide.size == base.size:  # no binding type counted beyond the bound's own index
-        return -math.inf
-    L = f.c.kind_layers[0]
-    inter = np.array(c.send_inter_s, dtype=float)
-    pair = np.minimum(inter, inter.T)  # [g, h]
+    pp, G, wide, L, inter, pair, offsets, ends = setup
     inter_out = inter.min(axis=1)
-    offsets = np.cumsum(blocks.stages) - blocks.stages
-    ends = blocks.start + blocks.stages == pp  # the block that ends the pipeline sends nothing forward
     # variant h of block b: its rows with the last stage's send out at the pair (b's type, h); one variant (h = 0,
     # the same rows) for a block that ends the pipeline
     variants = [(b, h) for b in range(len(blocks)) for h in (range(G) if not ends[b] else (0,))]
@@ -787,19 +797,11 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
     slowest stage. The most held grows with X. No mode, pattern, optimizer setting, cp, budget or micro-batch count
     enters but through the bound's own rows, so the floor holds for every one of them. Used by _Tables exactly as
     pair_cover_floor_s's value (the marks below it dropped)."""
-    c, pp, uses = f.c, f.cand.pp, f.cand.uses
-    G = len(uses)
-    if not PAIR_COVER or pp <= 1 or G <= 1 or len(blocks) == 0:
+    setup = _pair_cover_setup(f, blocks)
+    if setup is None:
         return -math.inf
-    base, wide = _supply(f), _supply(f, PAIR_COVER_STATES)
-    if PAIR_COVER_ONLY_WIDER and wide.size == base.size:  # no binding type counted beyond the bound's own index
-        return -math.inf
-    L = f.c.kind_layers[0]
-    inter = np.array(c.send_inter_s, dtype=float)
-    pair = np.minimum(inter, inter.T)  # [t, h]
+    pp, G, wide, L, inter, pair, offsets, ends = setup
     inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
-    offsets = np.cumsum(blocks.stages) - blocks.stages
-    ends = blocks.start + blocks.stages == pp  # sends nothing forward
     first = blocks.start == 0  # sends nothing back
     # variant (b, p, h): block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
     # it); its first stage's send back at the pair (b's type, p), its last stage's send out at (b's type, h)
