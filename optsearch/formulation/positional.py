@@ -674,6 +674,23 @@ def _pair_cover_setup(f: Skeleton, blocks: _Blocks) -> tuple | None:
     return pp, G, wide, f.c.kind_layers[0], inter, pair, offsets, ends
 
 
+def _least_covering(values: np.ndarray, most_held, L: int) -> float:
+    """The pair-cover floors' search (pair_cover_floor_s, pair_cover_both_floor_s): the least of the sorted candidate
+    values X at which most_held(X) (the most layers a block sequence holds with every row at most X; it grows with
+    X) reaches L, found PAIR_COVER_WAYS points at a time, less 1e-12 relative; -inf where the least value already
+    reaches it (no mark the bound allows is dropped), inf where none does (no plan)."""
+    if most_held(values[:1])[0] >= L:
+        return -math.inf
+    lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
+    while lo < hi:
+        points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
+        ok = most_held(values[points]) >= L
+        hi = int(points[ok].min()) if ok.any() else hi
+        lo = max(lo, int(points[~ok].max()) + 1) if (~ok).any() else lo
+        lo = min(lo, hi)
+    return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
+
+
 def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
     search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
@@ -747,16 +764,7 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
             H[s] = best
         return H[0][:, :, :U].max(axis=(1, 2))
 
-    if most_held(values[:1])[0] >= L:  # the least value already holds L: no mark the bound allows is dropped
-        return -math.inf
-    lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
-    while lo < hi:
-        points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
-        ok = most_held(values[points]) >= L
-        hi = int(points[ok].min()) if ok.any() else hi
-        lo = max(lo, int(points[~ok].max()) + 1) if (~ok).any() else lo
-        lo = min(lo, hi)
-    return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
+    return _least_covering(values, most_held, L)
 
 
 PAIR_COVER_BOTH = False  # M_pair also with both sends of a block: the send out of its last stage to the type that
@@ -850,16 +858,7 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
             H[s] = best
         return H[0][:, :, :, :U].max(axis=(1, 2, 3))
 
-    if most_held(values[:1])[0] >= L:  # the least value already holds L: no mark the bound allows is dropped
-        return -math.inf
-    lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
-    while lo < hi:
-        points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
-        ok = most_held(values[points]) >= L
-        hi = int(points[ok].min()) if ok.any() else hi
-        lo = max(lo, int(points[~ok].max()) + 1) if (~ok).any() else lo
-        lo = min(lo, hi)
-    return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
+    return _least_covering(values, most_held, L)
 
 
 class _Tables:
