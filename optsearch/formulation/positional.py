@@ -674,6 +674,15 @@ def _pair_cover_setup(f: Skeleton, blocks: _Blocks) -> tuple | None:
     return pp, G, wide, f.c.kind_layers[0], inter, pair, offsets, ends
 
 
+def _variant_caps(stacked: np.ndarray, lows: np.ndarray, v_offsets: np.ndarray, Xs: np.ndarray) -> np.ndarray:
+    """[variant, X]: the most layers each block variant holds with every one of its stages' rows at most X (the
+    stacked rows, [stage row, count from its low]; rows grow with the count, so the allowed counts are a prefix), or
+    -inf where one of its stages holds none (the pair-cover floors' most_held)."""
+    k = (stacked[:, :, None] <= Xs[None, None, :]).sum(axis=1)  # [row, X]: allowed counts from lo (NaN <= X: False)
+    cap = np.add.reduceat(lows[:, None] + k - 1, v_offsets, axis=0)
+    return np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)
+
+
 def _least_covering(values: np.ndarray, most_held, L: int) -> float:
     """The pair-cover floors' search (pair_cover_floor_s, pair_cover_both_floor_s): the least of the sorted candidate
     values X at which most_held(X) (the most layers a block sequence holds with every row at most X; it grows with
@@ -748,10 +757,7 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
         by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), -1 if ends[b] else h))
 
     def most_held(Xs: np.ndarray) -> np.ndarray:
-        fit = stacked[:, :, None] <= Xs[None, None, :]  # NaN <= X is False
-        k = fit.sum(axis=1)  # [row, X]: allowed counts from lo that fit (a prefix: rows grow with n)
-        cap = np.add.reduceat(lows[:, None] + k - 1, v_offsets, axis=0)
-        cap = np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)  # [variant, X]
+        cap = _variant_caps(stacked, lows, v_offsets, Xs)  # [variant, X]
         nX = len(Xs)
         H: list[np.ndarray | None] = [None] * (pp + 1)
         H[pp] = np.full((nX, G, U + 1), -np.inf)
@@ -840,10 +846,7 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
         by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), p, h))
 
     def most_held(Xs: np.ndarray) -> np.ndarray:
-        fit = stacked[:, :, None] <= Xs[None, None, :]  # NaN <= X is False
-        k = fit.sum(axis=1)  # [row, X]: allowed counts from lo that fit (a prefix: rows grow with n)
-        cap = np.add.reduceat(lows[:, None] + k - 1, v_offsets, axis=0)
-        cap = np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)  # [variant, X]
+        cap = _variant_caps(stacked, lows, v_offsets, Xs)  # [variant, X]
         nX = len(Xs)
         done = np.full((nX, U + 1), -np.inf)  # past the last stage: no block used
         done[:, 0] = 0.0
