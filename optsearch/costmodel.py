@@ -1135,6 +1135,50 @@ def exposed_grad_reduce_s(sync_s: list[float], backward_s: list[float], buckets0
     return out
 
 
+ESTIMATE_MEMO = True  # estimate: each per-stage term computed once per distinct arguments within one call (loop39)
+
+
+class _Once:
+    """estimate's memo of its per-stage terms, for one call (one problem): once(fn, *args) is fn(problem, *args),
+    computed the first time those arguments come and read back after, so a pipeline of many stages on few node types
+    prices each (node type, layer kind, recompute, ...) term once, not once per stage. The terms are pure functions
+    of their arguments and the problem (which the memo never outlives), so every value is the float the call would
+    return, and the estimate is the same, bit for bit (issue 14, round 21, loop39: ~26,000 profile lookups in 200
+    loop steps of Megatron 39B)."""
+
+    __slots__ = ("problem", "memo")
+
+    def __init__(self, problem: Problem):
+        self.problem, self.memo = problem, {}
+
+    def __call__(self, fn, *args):
+        key = (fn, *args)
+        try:
+            return self.memo[key]
+        except KeyError:
+            value = self.memo[key] = fn(self.problem, *args)
+            return value
+
+    def keyed(self, key: tuple, fn, *args):
+        """fn(*args) (no problem argument), memoized under key: for arguments that are not hashable (a stage's
+        kinds dict), a key that determines them."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            value = self.memo[key] = fn(*args)
+            return value
+
+
+class _Direct(_Once):
+    """ESTIMATE_MEMO off: every term computed at each call, as before."""
+
+    def __call__(self, fn, *args):
+        return fn(self.problem, *args)
+
+    def keyed(self, key: tuple, fn, *args):
+        return fn(*args)
+
+
 def estimate(problem: Problem, plan: Plan) -> Estimate:
     """Price a plan: per-stage times and memory, iteration and training time, nodes, USD."""
     check_plan(problem, plan)
@@ -1150,6 +1194,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
     v = plan.virtual_stages
     m = num_micro_batches(problem.job, dp, mbs)
     placement = place(problem, plan)
+    once = _Once(problem) if ESTIMATE_MEMO else _Direct(problem)
     kinds_by_name = {k.name: k for k in model.kinds}
     stage_kinds = stage_layer_kinds(model, plan)
     stages: list[StageEstimate] = []
@@ -1159,21 +1204,21 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         kinds = stage_kinds[i]
         recomputed = plan.recomputed_layers(i, kinds)  # block recomputation: min(N, layers) of each kind
         compute = sum(
-            count * cp_layer_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, stage.recompute, cp)
+            count * once(cp_layer_step_s, stage.node_type, kinds_by_name[name], tp, mbs, stage.recompute, cp)
             for name, count in kinds.items()
         ) if plan.recompute_num_layers is None else sum(
-            block_recompute_step_s(problem, stage.node_type, kinds_by_name[name], tp, mbs, count, recomputed[name], cp)
+            once(block_recompute_step_s, stage.node_type, kinds_by_name[name], tp, mbs, count, recomputed[name], cp)
             for name, count in kinds.items()
         )
         # expert all-to-alls; under block recomputation only the recomputed layers run their forward ones again
         compute += sum(
-            (count - recomputed[name]) * moe_layer_alltoall_s(problem, stage.node_type, kinds_by_name[name], tp,
-                                                              plan.ep, mbs, "none", placement.stage_spans_nodes[i])
-            + recomputed[name] * moe_layer_alltoall_s(problem, stage.node_type, kinds_by_name[name], tp, plan.ep,
-                                                      mbs, "full", placement.stage_spans_nodes[i])
+            (count - recomputed[name]) * once(moe_layer_alltoall_s, stage.node_type, kinds_by_name[name], tp,
+                                              plan.ep, mbs, "none", placement.stage_spans_nodes[i])
+            + recomputed[name] * once(moe_layer_alltoall_s, stage.node_type, kinds_by_name[name], tp, plan.ep,
+                                      mbs, "full", placement.stage_spans_nodes[i])
             if plan.recompute_num_layers is not None else
-            count * moe_layer_alltoall_s(problem, stage.node_type, kinds_by_name[name], tp, plan.ep, mbs,
-                                         stage.recompute, placement.stage_spans_nodes[i])
+            count * once(moe_layer_alltoall_s, stage.node_type, kinds_by_name[name], tp, plan.ep, mbs,
+                         stage.recompute, placement.stage_spans_nodes[i])
             for name, count in kinds.items()
         )
         if plan.tp_comm_overlap and tp > 1:  # section 3c (validate only)
@@ -1186,31 +1231,32 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
         p2p = 0.0
         forward, backward, wrap = interleaved_send_counts(pp, i, v)
         if not last:
-            p2p += forward * stage_send_s(problem, stage.node_type, plan.stages[i + 1].node_type,
-                                          placement.send_same_node[i], plan.gpus_per_stage, mbs, tp, cp)
+            p2p += forward * once(stage_send_s, stage.node_type, plan.stages[i + 1].node_type,
+                                  placement.send_same_node[i], plan.gpus_per_stage, mbs, tp, cp)
         if not first:
-            p2p += backward * stage_send_s(problem, stage.node_type, plan.stages[i - 1].node_type,
-                                           placement.send_same_node[i - 1], plan.gpus_per_stage, mbs, tp, cp)
+            p2p += backward * once(stage_send_s, stage.node_type, plan.stages[i - 1].node_type,
+                                   placement.send_same_node[i - 1], plan.gpus_per_stage, mbs, tp, cp)
         if wrap:
             other = plan.stages[-1 if first else 0].node_type
-            p2p += wrap * stage_send_s(problem, stage.node_type, other, placement.ends_same_node, plan.gpus_per_stage,
-                                       mbs, tp, cp)
-        params = stage_parameters(model, kinds, first, last, pp)
+            p2p += wrap * once(stage_send_s, stage.node_type, other, placement.ends_same_node, plan.gpus_per_stage,
+                               mbs, tp, cp)
+        params = once.keyed((stage_parameters, tuple(kinds.items()), first, last), stage_parameters, model, kinds,
+                            first, last, pp)
         in_flight = in_flight_per_layer(pp, i, m, v)
         activations = sum(
-            in_flight * count * cp_layer_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
-                                                          stage.recompute, cp)
+            in_flight * count * once(cp_layer_activation_bytes, stage.node_type, kinds_by_name[name], tp, mbs,
+                                     stage.recompute, cp)
             for name, count in kinds.items()
         ) if plan.recompute_num_layers is None else sum(
-            in_flight * block_recompute_activation_bytes(problem, stage.node_type, kinds_by_name[name], tp, mbs,
-                                                         count, recomputed[name], cp)
+            in_flight * once(block_recompute_activation_bytes, stage.node_type, kinds_by_name[name], tp, mbs,
+                             count, recomputed[name], cp)
             for name, count in kinds.items()
         )
         if stage.recompute == "full" and stage.num_layers > 0:  # block: N >= 1, so some layer is recomputed
-            activations += cp_full_recompute_working_bytes(problem, stage.node_type, tp, mbs, cp)
+            activations += once(cp_full_recompute_working_bytes, stage.node_type, tp, mbs, cp)
         if last:
             activations += cp_logits_bytes(model, tp, mbs, cp)
-        experts = stage_expert_parameters(model, kinds)
+        experts = once.keyed((stage_expert_parameters, tuple(kinds.items())), stage_expert_parameters, model, kinds)
         dense = params - experts
         memory = dense / tp * state_bytes(problem.job, dp, cp, dist) + activations + MEMORY_RESERVE_BYTES
         memory += experts / (tp * plan.ep) * expert_state_bytes_per_param(problem.job, dp, plan.ep, dist)
@@ -1224,15 +1270,15 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
                 recompute=stage.recompute,
                 compute_s=compute,
                 p2p_s=p2p,
-                dp_allreduce_s=gradient_sync_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i],
-                                               cp, dist)
-                + expert_allreduce_s(problem, stage.node_type, experts, tp, dp, plan.ep, placement.stage_spans_nodes[i],
-                                     dist),
-                optimizer_s=optimizer_s(problem, stage.node_type, dense, tp, dp, cp, dist)
-                + expert_optimizer_step_s(problem, stage.node_type, experts, tp, dp, plan.ep, dist),
+                dp_allreduce_s=once(gradient_sync_s, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i],
+                                    cp, dist)
+                + once(expert_allreduce_s, stage.node_type, experts, tp, dp, plan.ep, placement.stage_spans_nodes[i],
+                       dist),
+                optimizer_s=once(optimizer_s, stage.node_type, dense, tp, dp, cp, dist)
+                + once(expert_optimizer_step_s, stage.node_type, experts, tp, dp, plan.ep, dist),
                 parameters=params,
                 memory_bytes=memory,
-                memory_capacity_bytes=memory_capacity_bytes(problem, node.gpu),
+                memory_capacity_bytes=once(memory_capacity_bytes, node.gpu),
                 recomputed_layers=None if plan.recompute_num_layers is None else sum(recomputed.values()),
             )
         )
@@ -1241,7 +1287,7 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
     else:
         pipeline = interleaved_pipeline_time_s([s.time_s for s in stages], m, v)
     if plan.overlap_grad_reduce and v == 1 and pipe_engine_of(problem) is None:
-        stages = _overlap_grad_reduce(problem, plan, placement, stages, stage_kinds)
+        stages = _overlap_grad_reduce(problem, plan, placement, stages, stage_kinds, once)
     gather_delay = 0.0
     if plan.overlap_param_gather and dist and v == 1 and pipe_engine_of(problem) is None:
         stages, gather_delay = _overlap_param_gather(problem, plan, placement, stages, stage_kinds)
@@ -1274,23 +1320,27 @@ def estimate(problem: Problem, plan: Plan) -> Estimate:
 
 
 def _overlap_grad_reduce(problem: Problem, plan: Plan, placement: Placement, stages: list[StageEstimate],
-                         stage_kinds: list[dict[str, int]]) -> list[StageEstimate]:
+                         stage_kinds: list[dict[str, int]], once: _Once | None = None) -> list[StageEstimate]:
     """The stages with dp_allreduce_s = the exposed part of the gradient reduce (section 7c). With the distributed
     optimizer only the reduce-scatter (g of the g + 2 bytes per element of gradient_sync_s) is overlapped; the
     parameter all-gather and the experts' exchange stay exposed."""
     from dataclasses import replace as _replace
+    once = _Direct(problem) if once is None else once  # estimate's memo (ESTIMATE_MEMO): the same values
     tp, dp, cp = plan.tp, plan.dp, plan.cp
     g = gradient_bytes(problem.job)
     share = g / (g + WEIGHT_BYTES_PER_PARAM) if plan.distributed_optimizer else 1.0
     syncs, rest, backward = [], [], []
     for i, stage in enumerate(plan.stages):
-        experts = stage_expert_parameters(problem.model, stage_kinds[i])
+        kinds_key = tuple(stage_kinds[i].items())
+        experts = once.keyed((stage_expert_parameters, kinds_key), stage_expert_parameters, problem.model,
+                             stage_kinds[i])
         dense = stages[i].parameters - experts
-        sync = gradient_sync_s(problem, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i], cp,
-                               plan.distributed_optimizer)
+        sync = once(gradient_sync_s, stage.node_type, dense, tp, dp, placement.stage_spans_nodes[i], cp,
+                    plan.distributed_optimizer)
         syncs.append(sync * share)
         rest.append(stages[i].dp_allreduce_s - sync * share)
-        forward = _stage_forward_of_plan(problem, plan, stage_kinds, i)
+        forward = once.keyed((_stage_forward_of_plan, stage.node_type, kinds_key, i == 0, i == plan.pp - 1),
+                             _stage_forward_of_plan, problem, plan, stage_kinds, i)  # by its type, kinds and ends
         backward.append(max(0.0, stages[i].compute_s - forward))
     dense0 = stages[0].parameters - stage_expert_parameters(problem.model, stage_kinds[0])
     buckets0 = overlap_bucket_count(dense0 / tp, dp * cp, True)

@@ -47,7 +47,7 @@ node's intra-node link, so that they follow the cluster rather than the GPU. See
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from optsearch.errors import ProfileError
 from optsearch.profile.table import DERIVED_FROM_KEY, EAGER_ENGINE_KEY, ProfileEntry, ProfileTable
@@ -317,6 +317,9 @@ def megatron_head_times_s(model: ModelSpec, gpu: GpuSpec, tp: int, b: int) -> tu
             BACKWARD_OVER_FORWARD * gemm + MEGATRON_CE_BACKWARD_BYTES * logits_per_s)
 
 
+GET_CACHE = True  # AnalyticProfile.get keeps its answers per profile (issue 14, round 21, loop39): the same entries
+
+
 @dataclass(frozen=True, slots=True)
 class AnalyticProfile:
     """Per-layer times computed from the model shape and the GPU's datasheet numbers, for any tp and b."""
@@ -337,12 +340,30 @@ class AnalyticProfile:
     # compute capability 8.0+, head dimension). Default off: the stored-bytes term as before; the CLI turns it on for
     # the upstream target (targets.engine_problem).
     flash_attention: bool = False
+    # get's answers (GET_CACHE), by (gpu, layer kind, tp, b): each with the GpuSpec it was computed from. Not a field
+    # of the profile's value (no init, compare or repr): dataclasses.replace gives a copy with an empty one.
+    _got: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def has(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> bool:
         known_kind = layer_kind in (EMBEDDING_KIND, HEAD_KIND) or any(k.name == layer_kind for k in self.model.kinds)
         return gpu in self.gpus and known_kind
 
     def get(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> ProfileEntry:
+        """The entry of a layer kind (or the embedding / head) on a GPU at tp and micro-batch size b. Kept
+        (GET_CACHE): a roofline of the frozen profile's model and flags and of the GPU's spec, read back while
+        self.gpus holds the same GpuSpec object under that name (a spec replaced in the dict computes it again)."""
+        if GET_CACHE:
+            key = (gpu, layer_kind, tp, micro_batch_size)
+            kept = self._got.get(key)
+            if kept is not None and self.gpus.get(gpu) is kept[0]:
+                return kept[1]
+            entry = self._get(gpu, layer_kind, tp, micro_batch_size)
+            self._got[key] = (self.gpus[gpu], entry)
+            return entry
+        return self._get(gpu, layer_kind, tp, micro_batch_size)
+
+    def _get(self, gpu: str, layer_kind: str, tp: int, micro_batch_size: int) -> ProfileEntry:
+        """get's computation, uncached."""
         if gpu not in self.gpus:
             raise ProfileError(f"profile analytic: unknown gpu {gpu!r}; known: {', '.join(sorted(self.gpus))}")
         spec, b = self.gpus[gpu], micro_batch_size
