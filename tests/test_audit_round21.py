@@ -1,0 +1,150 @@
+"""Audit of round 21's merges (audit13; docs/solver.md "Round 21 after the merges: the audit (audit13, 2026-11-25)").
+
+- loop39's costmodel.ESTIMATE_MEMO and profile.analytic.GET_CACHE on kinds its own tests do not draw: a T5-like
+  encoder-decoder and a mixture of experts on memory-tight GPUs, with each stage's recomputation and the overlap flags
+  drawn, priced with the switches in every setting and again on one warm profile in a shuffled order: the same
+  Estimates (dataclass equality). A memo keyed without the stage's ends (a plausible slip: the first and last stages'
+  embedding and head) gives other Estimates, which the check sees.
+- The profile's cache after its inputs change: a GpuSpec replaced in the profile's dict (changed, an equal copy, the
+  original put back) and a whole plan's Estimate priced after the change: what the uncached call returns.
+- Both backends with the switches off and on, against brute force on a small memory-tight instance.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import fields, replace
+from itertools import islice
+
+import pytest
+
+import optsearch.costmodel as costmodel
+import optsearch.profile.analytic as analytic
+from draws import draws
+from optsearch.baselines.exhaustive import solve_exhaustive
+from optsearch.errors import OptsearchError
+from optsearch.plan import Plan
+from optsearch.solver import solve
+from optsearch.spec.budget import Budget
+
+from test_audit_dist_bounds import random_instance, space_plans
+from test_audit_round10 import tight_instance
+from test_audit_round15 import _gpt_tight, _moe, _t5_tight
+
+MODES = ("none", "selective", "full")
+
+
+def _fresh(problem):
+    return replace(problem, profile=replace(problem.profile))
+
+
+def _price(problem, plans, memo: bool, cache: bool) -> list:
+    was = costmodel.ESTIMATE_MEMO, analytic.GET_CACHE
+    costmodel.ESTIMATE_MEMO, analytic.GET_CACHE = memo, cache
+    try:
+        out = []
+        for plan in plans:
+            try:
+                out.append(costmodel.estimate(problem, plan))
+            except OptsearchError as e:
+                out.append(type(e).__name__)
+        return out
+    finally:
+        costmodel.ESTIMATE_MEMO, analytic.GET_CACHE = was
+
+
+def _plans(problem, options, seed: int, most: int = 40) -> list:
+    """Up to `most` plans of the space, each again with its stages' recomputation and the overlap flags drawn."""
+    rng = random.Random(seed)
+    names = {f.name for f in fields(Plan)}
+    out = []
+    for _, plan, _ in islice(space_plans(problem, options), most):
+        out.append(plan)
+        if plan.recompute_num_layers is None:
+            drawn = replace(plan, stages=tuple(replace(s, recompute=rng.choice(MODES)) for s in plan.stages))
+            flags = {k: rng.random() < 0.5 for k in ("overlap_grad_reduce", "overlap_param_gather") if k in names}
+            out += [drawn, replace(drawn, **flags)] if flags else [drawn]
+    return out
+
+
+INSTANCES = {"t5": _t5_tight, "moe": _moe, "tight": lambda: tight_instance(0), "gpt-tight": _gpt_tight}
+
+
+@pytest.mark.parametrize("name", sorted(INSTANCES))
+def test_estimates_are_the_same_with_the_memo_and_cache_in_every_setting(name):
+    problem, options = INSTANCES[name]()
+    for seed in range(draws(1)):
+        plans = _plans(problem, options, seed)
+        assert plans
+        want = _price(_fresh(problem), plans, False, False)
+        assert any(not isinstance(w, str) for w in want)
+        for memo, cache in ((True, False), (False, True), (True, True)):
+            assert _price(_fresh(problem), plans, memo, cache) == want, (memo, cache)
+        warm, order = _fresh(problem), list(range(len(plans)))
+        random.Random(seed).shuffle(order)
+        assert _price(warm, [plans[i] for i in order], True, True) == [want[i] for i in order]
+
+
+def test_a_memo_keyed_without_the_stage_ends_is_seen(monkeypatch):
+    """The mutant: _overlap_grad_reduce's forward read back by node type and kinds only (not the ends): the first
+    and last stages' embedding and head leak to other stages of the same kinds, which the check must see (random
+    seed 29: 10 of 178 plans with pp > 2, dp > 1 and the overlap differ; dp = 1 has no reduce to expose)."""
+    problem, options = random_instance(29)
+    plans = [p for p in _plans(problem, options, 0, most=150) if p.pp > 2 and p.overlap_grad_reduce and p.dp > 1]
+    assert plans
+    want = _price(_fresh(problem), plans, False, False)
+    real = costmodel._Once.keyed
+
+    def keyed(self, key, fn, *args):
+        if fn is costmodel._stage_forward_of_plan:
+            key = key[:3]
+        return real(self, key, fn, *args)
+
+    monkeypatch.setattr(costmodel._Once, "keyed", keyed)
+    assert _price(_fresh(problem), plans, True, True) != want
+
+
+def test_the_cache_after_a_gpu_spec_changes_prices_as_uncached():
+    """A kept entry whose GpuSpec is replaced in the profile's dict (changed, then an equal copy, then the original):
+    every Estimate the same as the uncached one at that moment, and the change moves some (the check bites)."""
+    problem, options = _t5_tight()
+    plans = _plans(problem, options, 1, most=30)
+    warm = _fresh(problem)
+    first = _price(warm, plans, True, True)
+    gpus = warm.profile.gpus
+    original = gpus["G1"]
+    changed = original.model_copy(update={"peak_fp16_tflop_per_s": original.peak_fp16_tflop_per_s * 1.5})
+    for spec in (changed, original.model_copy(), original):
+        gpus["G1"] = spec
+        assert _price(warm, plans, True, True) == _price(warm, plans, False, False)
+        if spec is changed:
+            assert _price(warm, plans, True, True) != first
+    assert _price(warm, plans, True, True) == first
+
+
+@pytest.mark.parametrize("backend", ["cbc", "cpsat"])
+def test_both_backends_equal_brute_force_with_the_switches_off_and_on(backend):
+    problem, options = tight_instance(1)
+    priced = [e for _, _, e in space_plans(problem, options)]
+    pick = min(priced, key=lambda e: e.cost_usd)
+    budgets = [Budget(objective="time"), Budget(objective="time", max_cost_usd=pick.cost_usd * 1.05),
+               Budget(objective="cost", max_time_s=pick.training_time_s)]
+    for budget in budgets:
+        truth = solve_exhaustive(problem, budget, options=options)
+        values = []
+        for memo in (False, True):
+            was = costmodel.ESTIMATE_MEMO, analytic.GET_CACHE
+            costmodel.ESTIMATE_MEMO = analytic.GET_CACHE = memo
+            try:
+                got = solve(_fresh(problem), budget, solver=backend, options=options)
+            finally:
+                costmodel.ESTIMATE_MEMO, analytic.GET_CACHE = was
+            assert got.status == truth.status
+            if truth.status == "optimal":
+                assert math.isclose(got.objective_value, truth.objective_value, rel_tol=1e-6)
+                again = costmodel.estimate(problem, got.plan)
+                value = again.training_time_s if budget.objective == "time" else again.cost_usd
+                assert math.isclose(value, got.objective_value, rel_tol=1e-9)
+                values.append(got.objective_value)
+        assert len(set(values)) <= 1
