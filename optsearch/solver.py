@@ -1684,7 +1684,6 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     gives one, before the whole descent (whose list it builds first)."""
     first = first_at = None
     cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
-
     if PART_FIRST and part is not None and PART_CLIMB_LAZY and LAZY_NEIGHBOURS:
         # the part's seeds, climbed over the whole space's neighbours at once (round 16, timeb)
         first = _budget_descent(part, budget, None if time_limit_s is None else (
