@@ -1646,8 +1646,8 @@ def _part_seeds(problem: Problem, budget: Budget, solver: str, time_limit_s: flo
 
 
 def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time_limit_s: float | None,
-                             ends: list[Priced] | None = None, finish: "_Finish | None" = None
-                             ) -> tuple[Priced | None, float | None]:
+                             ends: list[Priced] | None = None, finish: "_Finish | None" = None,
+                             deep: list | None = None) -> tuple[Priced | None, float | None]:
     """_budget_descent on the cp = 1, v = 1 part (part, _narrow_memo) first, for PART_DESCENT_SHARE of time_limit_s,
     then on the whole space as before, for time_limit_s: (the better plan, the whole space's on ties;
     time.perf_counter() when the first was known).
@@ -1678,7 +1678,10 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     neighbours first: on Megatron 1T and 310B (both large pools) and Llama-2 70B 3k, time under B, the part's climb
     spent its whole share (about 0.55 s of CPU at a 10 s limit) without a plan, where the lazy climb then met B
     within 0.1-0.25 s; the first plan comes 0.1-0.6 s of CPU sooner there. The seeds, the neighbours and their cheap
-    bounds are the same (the lazy neighbours are the list's own); only the neighbourhood of the first climb grew."""
+    bounds are the same (the lazy neighbours are the list's own); only the neighbourhood of the first climb grew.
+    Round 21 (seed530, DEEPEST_EARLY): deep, where given, gets (the whole list's deepest pipelines' best plan under
+    B, the time.perf_counter() when it was known) appended where the part's descent gave no plan and _deepest_first
+    gives one, before the whole descent (whose list it builds first)."""
     first = first_at = None
     cut: list[Priced] = []  # the part's climb's end where its share cut it short of B: the whole descent climbs on
     if PART_FIRST and part is not None and PART_CLIMB_LAZY and LAZY_NEIGHBOURS:
@@ -1698,6 +1701,8 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
                                     start=stopped[-1], ends=cut if DESCENT_CARRY else None, whole=memo,
                                     finish=finish)
         first_at = None if first is None else time.perf_counter()
+    if first is None and deep is not None and (got := _deepest_first(memo, budget)) is not None:
+        deep.append((got, time.perf_counter()))
     whole = _budget_descent(memo, budget, time_limit_s, start=cut[-1] if cut else None,
                             ends=ends if DESCENT_CARRY else None, finish=finish)
     if whole is None:
@@ -1705,6 +1710,75 @@ def _part_then_whole_descent(memo: Memo, part: Memo | None, budget: Budget, time
     if first is not None and first[0] < whole[0]:
         return first, first_at
     return whole, first_at if first_at is not None else time.perf_counter()
+
+
+DEEPEST_EARLY = True  # time under B, no plan from the early seeds: the deepest pipelines' quick plans (seed530)
+DEEPEST_EARLY_DPS = 2  # _deepest_lazy: the least dp values of each (tp, b, cp) it tries
+DEEPEST_SKIPS_MORE = True  # with their plan known, no DESCENT_MORE: the seed search gets its time
+
+
+def _deepest_lazy(memo: Memo, part: Memo, budget: Budget) -> Priced | None:
+    """Time under a cost budget B, before the descent: the best quick plan under B of the deepest pipelines (pp = L + 1
+    and L + 2, _deepest_plans' depths) of every (tp, b, cp) of the space at its DEEPEST_EARLY_DPS least dp values (and
+    the ep values of the cp = 1, v = 1 part's first candidates), the DEEPEST_MOST of them with the least cheap cost
+    bounds, their degrees built as asked (_LazyNeighbours: the whole list's own candidates and bounds, without the
+    whole list); None where none meets B.
+    Why (round 21, seed530, issue 14 item 3): minimizing cost, the cheapest quick plans of a large pool are those of
+    the deepest pipelines on the fewest GPUs, which the descent's climb, moving pp by at most 2 from the seeds, does
+    not reach. On Megatron 530B, mixed-pool-3k, B = $5,629,275 (8.8 % above the least cost), the descent's climbs
+    stopped at $5,647,037, over B, after 2.4-3.5 s of CPU, and no plan was known before the seed search's at 5 s
+    (none at all in the round-20 grid), while tp 2, dp 1, b 1, cp 2, 106 stages has a quick plan at $5,143,219 (the
+    cost row's optimum). The whole list's _deepest_plans finds it too (_deepest_first) but needs the whole list first
+    (0.3-0.5 s of CPU), which would delay the part's descent where it meets B (Megatron 1T); the lazy degrees here
+    take about 0.1 s (128-160 degrees on 530B and 1T), the quick plans 0.05 s. Incumbents only: each plan is priced
+    by the cost model and checked against B."""
+    if _capped_quantity(budget) != "cost" or not DEEPEST_PLANS:
+        return None
+    seed_budget = budget.model_copy(update={"objective": "cost"})
+    try:  # the early seeds' list (kept on the part's memo)
+        bounded, _ = _candidates(part, seed_budget, 0.0, DEFAULT if LAZY_OFF else ALL, _SOLVE_DEADLINE.get())
+    except OutOfTime:
+        return None
+    eps = sorted({item.cand.ep for item in bounded if item.cand.v == 1}) or [1]
+    lazy = _LazyNeighbours(memo, seed_budget)
+    depth = memo.problem.model.num_layers
+    keys = []
+    for tp in sorted(lazy.tps):
+        for cp in sorted(lazy.cps):
+            for mbs in sorted(lazy.mbs):
+                for dp in dp_candidates(memo.problem, tp, mbs, budget.max_gpus, cp)[:DEEPEST_EARLY_DPS]:
+                    if _past(_SOLVE_DEADLINE.get()):
+                        return None
+                    keys += [key for ep in eps for pp in (depth + 1, depth + 2)
+                             if (key := (tp, dp, mbs, pp, ep, cp, 1, 0)) in lazy]
+    best = None
+    for key in sorted(keys, key=lambda k: (lazy[k].lower_bound, k))[:DEEPEST_MOST]:
+        if _past(_SOLVE_DEADLINE.get()):
+            break
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(lazy[key].cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
+
+
+def _deepest_first(memo: Memo, budget: Budget) -> Priced | None:
+    """Time under a cost budget B: the best quick plan under B of the whole space's deepest pipelines
+    (_deepest_plans of the list the whole descent builds next, the cost objective under B), or None.
+    Round 21 (seed530, issue 14 item 3): the cheapest quick plans of a large pool are those of the deepest
+    pipelines (a layer a stage), which the descent's climb, moving pp by at most 2, does not reach; where B lies a few
+    per cent above the least cost its climb stopped short of B (Megatron 530B, mixed-pool-3k, B = $5,629,275: the
+    part's climb over the whole space's neighbours ended at $5,647,037 after 1.9 s of CPU, and no plan came before
+    the seed search's at 5 s), while the deepest candidates' quick plans hold one at $5,143,219. The list is the
+    one the whole descent and the seed search's whole space read next (kept on the memo), built here earlier; the
+    eight quick plans take a few hundredths of a second. Incumbents only: each plan is priced and checked against B."""
+    if _capped_quantity(budget) != "cost" or not DEEPEST_PLANS:
+        return None
+    try:
+        bounded, _ = _candidates(memo, budget.model_copy(update={"objective": "cost"}), 0.0,
+                                 DEFAULT if LAZY_OFF else ALL, _SOLVE_DEADLINE.get())
+    except OutOfTime:
+        return None
+    return _deepest_plans(memo, budget, bounded, _SOLVE_DEADLINE.get())
 
 
 DESCENT_SEEDS = 2  # v = 1 candidates of each (cp, tp) whose quick plans start _budget_descent (in bound order)
@@ -2682,17 +2756,29 @@ def solve(
         # are shared with the descent and the seed search below (_narrow_memo).
         early = _seed_search(problem, seed_budget, solver, None if time_limit_s is None else
                              EARLY_SEED_SHARE * time_limit_s, options, memo, seeds_only=True, part=part)[0][0]
-        early_plan = None
+        early_plan = deepest = None
         if (early.plan is not None and early.estimate is not None and in_search_space(problem, early.plan, options)
                 and not budget_violations(early.plan, early.estimate, budget)):
             early_plan = incumbent = (objective_value(early.estimate, budget.objective), early.plan, early.estimate,
                                       None)
             seed_first_s = time.perf_counter() - start
+        elif DEEPEST_EARLY and part is not None and (got := _deepest_lazy(memo, part, budget)) is not None:
+            # time under B: the deepest pipelines' quick plans, the cheapest (round 21, seed530): a first plan, and a
+            # climb start only where nothing beats it (the descent still runs, and its plan near B stays the start:
+            # from the deepest plan the climbs ended worse on Megatron 39B 8k and 76B 3k)
+            deepest = incumbent = (got[0], got[1], got[2], None)
+            seed_first_s = time.perf_counter() - start
         cut: list[Priced] = []  # the descent's end where its share cut its climb short of the budget
         finish = _Finish(solver, options, None if time_limit_s is None else DESCENT_FINISH_SHARE * time_limit_s)
-        found, found_at = (None, None) if incumbent is not None else _part_then_whole_descent(
-            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s, cut, finish)
-        if found is None and cut and time_limit_s is not None:
+        # else the whole list's deepest pipelines, before the whole descent (_deepest_first)
+        deep: list | None = [] if DEEPEST_EARLY and deepest is None and _capped_quantity(budget) == "cost" else None
+        found, found_at = (None, None) if early_plan is not None else _part_then_whole_descent(
+            memo, part, budget, None if time_limit_s is None else DESCENT_SHARE * time_limit_s, cut, finish, deep)
+        if deep:
+            deepest = (deep[0][0][0], deep[0][0][1], deep[0][0][2], None)
+            incumbent = deepest if incumbent is None else incumbent
+            seed_first_s = deep[0][1] - start
+        if found is None and cut and time_limit_s is not None and (deepest is None or not DEEPEST_SKIPS_MORE):
             # No plan yet, and the descent was still moving towards the budget when its share ended: it goes on, for
             # DESCENT_MORE_SHARE of the time left, before the seed search (firstplan: Megatron 1T, mixed-pool-3k,
             # time under B = $16.51M: the climb needs about 2 s of CPU of quick plans; cut at 1.1 s, the seed search
@@ -2701,8 +2787,8 @@ def solve(
                 time.perf_counter() - start)), start=cut[-1], finish=finish)
             found, found_at = (more, time.perf_counter()) if more is not None else (None, None)
         if found is not None:  # a first plan from the cheap side (_budget_descent), before the seed search
-            descent = incumbent = (found[0], found[1], found[2], None)
-            seed_first_s = found_at - start
+            descent = incumbent = (found[0], found[1], found[2], None)  # the start, as before (the deepest plan
+            seed_first_s = found_at - start if seed_first_s is None else min(seed_first_s, found_at - start)  # below)
         share = None if time_limit_s is None else (
             SEED_AFTER_DESCENT_SHARE if descent is not None and _capped_quantity(budget) == "cost" else 0.5
         ) * max(0.0, time_limit_s - (time.perf_counter() - start))
@@ -2896,6 +2982,8 @@ def solve(
                                          None if left is None else time.perf_counter() + DEEPER_SHARE * left)
             if deeper[0] < incumbent[0]:
                 incumbent = (deeper[0], deeper[1], deeper[2], None)
+        if deepest is not None and deepest[0] < incumbent[0]:
+            incumbent = deepest
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known
