@@ -23,6 +23,7 @@ Prints one JSON line per failure and a summary."""
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
@@ -48,7 +49,8 @@ from optsearch.baselines.exhaustive import solve_exhaustive  # noqa: E402
 from optsearch.costmodel import estimate  # noqa: E402
 from optsearch.errors import OptsearchError  # noqa: E402
 from optsearch.profile import analytic  # noqa: E402
-from optsearch.solver import solve  # noqa: E402
+from optsearch.solver import Memo, solve  # noqa: E402
+from optsearch.spec.budget import Budget  # noqa: E402
 
 REL = 1e-9
 SWITCHES = [(False, False), (True, False), (False, True), (True, True)]
@@ -175,7 +177,7 @@ def check_cache(problem, options, seed, stats):
 
 def check_solve_ab(problem, options, seed, stats):
     rng = random.Random(seed)
-    priced = [e for _, _, e in space_plans(problem, options)]
+    priced = list(space_plans(problem, options))
     if not priced:
         return
     for budget in audit_round19.round19_budgets(priced, rng):
@@ -198,6 +200,203 @@ def check_solve_ab(problem, options, seed, stats):
                     name, off.objective_value, on.objective_value)
 
 
+def _positional_values(memo, cand, sibling, budgets, asks, flags):
+    """{(i, slower): bound} of the candidate (v = 1: positional_bound; v > 1: interleaved_positional_bound) on fresh
+    tables built under flags (positional's switches)."""
+    from optsearch.bounds import interleaving_factor
+    from optsearch.formulation import positional
+    from optsearch.solver import interleaved_positional_bound
+    factor = 1.0 if cand.v == 1 else interleaving_factor(audit_round14._terms(memo, cand).m, cand.pp, cand.v)
+    audit_round19._fresh(sibling, **flags)
+    out = {}
+    with mock.patch.multiple(positional, **flags):
+        for i, slower in asks:
+            if cand.v == 1:
+                out[(i, slower)] = positional.positional_bound(sibling, budgets[i], slower_than_s=slower).bound
+            else:
+                out[(i, slower)] = interleaved_positional_bound(sibling, budgets[i], factor)
+    sibling.positional = None
+    return out
+
+
+def check_prefix(problem, options, seed, stats):
+    """timepark: the positional bound with PREFIX_HIDE_ROUNDS 2 (and 4) at least the bound with 0, and at or below
+    every plan of the candidate that meets the budget (budgets audit_round19's: none, caps, deadlines, rents at
+    plans' exact values and 5 % above; slower_than_s 0 and the median time at v = 1; v > 1 through the v = 1
+    sibling's bound / f_v); tables built under 0 and asked under 2 (the switch flipped between asks) give what
+    tables built under 2 give (a cache-key gap otherwise: counted, not asserted)."""
+    from optsearch.formulation import positional
+    if not hasattr(positional, "PREFIX_HIDE_ROUNDS"):
+        stats["prefix_absent"] += 1
+        return
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = audit_round19.round19_budgets(priced, rng)
+    times = sorted(e.training_time_s for _, _, e in priced)
+    median = times[len(times) // 2] * 0.999 if times else 0.0
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None:
+            continue
+        asks = [(i, slower) for i in range(len(budgets)) for slower in ((0.0, median) if cand.v == 1 else (0.0,))]
+        rng.shuffle(asks)
+        off = _positional_values(memo, cand, sibling, budgets, asks, dict(PREFIX_HIDE_ROUNDS=0))
+        on = _positional_values(memo, cand, sibling, budgets, asks, dict(PREFIX_HIDE_ROUNDS=2))
+        more = _positional_values(memo, cand, sibling, budgets, asks, dict(PREFIX_HIDE_ROUNDS=4))
+        audit_round19._fresh(sibling, PREFIX_HIDE_ROUNDS=0)  # each ask under 0, then again under 2: one table
+        flipped = {}
+        for i, slower in asks:
+            if cand.v == 1:
+                for rounds in (0, 2):
+                    with mock.patch.multiple(positional, PREFIX_HIDE_ROUNDS=rounds):
+                        flipped[(i, slower)] = positional.positional_bound(sibling, budgets[i],
+                                                                           slower_than_s=slower).bound
+        sibling.positional = None
+        for i, slower in asks:
+            budget = budgets[i]
+            a, b, c = off[(i, slower)], on[(i, slower)], more[(i, slower)]
+            where = (key, budget.model_dump(exclude_none=True), slower, a, b, c)
+            stats["prefix_bounds"] += 1
+            if b < a * (1 - 1e-12):  # not a validity defect (both are checked against the plans below): counted
+                stats["prefix_lowered"] += 1
+                print(json.dumps({"seed": seed, "prefix_lowered": repr(where)}), flush=True)
+            stats["prefix_raised"] += b > a * (1 + REL)
+            stats["prefix_raised_4"] += c > b * (1 + REL)
+            if (i, slower) in flipped:
+                stats["prefix_flipped_asks"] += 1
+                if flipped[(i, slower)] != b:
+                    stats["prefix_flipped_differs"] += 1
+                    stats["prefix_flipped_above_plan"] += bool(audit_round19._meeting(plans, budget, slower)) and \
+                        flipped[(i, slower)] > min(audit_round19._meeting(plans, budget, slower)) * (1 + REL)
+            values = audit_round19._meeting(plans, budget, slower)
+            if values:
+                stats["prefix_below_plans"] += 1
+                assert max(a, b, c) <= min(values) * (1 + REL), ("above a plan", min(values)) + where
+                stats["prefix_tight"] += max(b, c) >= min(values) * (1 - 1e-6)
+
+
+def _deepest_budgets(priced, rng):
+    """Time under cost caps at the least cost x 1, 1.01, 1.05 and at a random plan's exact cost; and cost under
+    deadlines at the fastest plan's time and a random plan's (counted only: seed530 changes time under B)."""
+    cheapest = min(e.cost_usd for e in priced)
+    pick = rng.choice(priced)
+    out = [Budget(objective="time", max_cost_usd=cheapest * f) for f in (1.0, 1.01, 1.05)]
+    out.append(Budget(objective="time", max_cost_usd=pick.cost_usd))
+    out += [Budget(objective="cost", max_time_s=min(e.training_time_s for e in priced)),
+            Budget(objective="cost", max_time_s=pick.training_time_s)]
+    return out
+
+
+def _loops_cut(problem, options, budget, solver="cpsat", **flags):
+    """tests/test_budget_deepest_round21's harness: every search loop stopped at its first in-flight bound (the
+    solver's clock MISSED_S ahead after each), the seed search's round-robin seeds off: a plan only from the work
+    before the loops."""
+    from test_budget_descent import _WorkClock
+    from optsearch import solver as solver_module
+    clock = _WorkClock()
+    inflight = solver_module._inflight_bounded
+
+    def spends_every_deadline(*args, **kwargs):
+        clock.ahead_s += _WorkClock.MISSED_S
+        return inflight(*args, **kwargs)
+
+    with mock.patch.multiple(solver_module, time=clock, _inflight_bounded=spends_every_deadline, FIRST_PLAN_SEEDS=0,
+                             **flags):
+        return solve(problem, budget, solver=solver, options=options, time_limit_s=60.0)
+
+
+def check_deepest(problem, options, seed, stats):
+    """seed530: _deepest_lazy's and _deepest_first's plans honest (in the space, re-priced, under B, never below
+    brute force's optimum); solve with DEEPEST_EARLY on and off, both backends, no limit: brute force's answer; the
+    loops cut at their first in-flight bound (a plan only from the work before them): every answer honest
+    (audit_round13.honest), and where brute force has a plan and none is returned, counted by switch."""
+    from optsearch import solver as solver_module
+    from test_audit_dist_bounds import check_plan_honest
+    rng = random.Random(seed)
+    priced = [e for _, _, e in space_plans(problem, options)]
+    if not priced:
+        return
+    for budget in _deepest_budgets(priced, rng):
+        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+        opt = truth.objective_value if truth.status == "optimal" else None
+        tag = "t" if budget.objective == "time" else "c"
+        if budget.objective == "time":
+            memo = Memo(problem, options)
+            part = solver_module._narrow_memo(problem, options, memo)
+            got = [solver_module._deepest_first(memo, budget)]
+            if part is not None:
+                got.append(solver_module._deepest_lazy(memo, part, budget))
+            for one in got:
+                stats["deepest_asks"] += 1
+                if one is not None:
+                    stats["deepest_plans"] += 1
+                    check_plan_honest(problem, options, budget, one[1], one[0])
+                    assert opt is not None and one[0] >= opt * (1 - 1e-9), ("below the optimum", one[0], opt)
+                    stats["deepest_at_opt"] += math.isclose(one[0], opt, rel_tol=1e-9)
+        for on in (True, False):
+            for name in ("cbc", "cpsat"):
+                with mock.patch.multiple(solver_module, DEEPEST_EARLY=on):
+                    got = solve(problem, budget, solver=name, options=options)
+                stats["deepest_solves"] += 1
+                assert_equals_truth(problem, options, budget, got, truth,
+                                    (on, name, budget.model_dump(exclude_none=True), got.status, got.objective_value))
+            cut = _loops_cut(problem, options, budget, DEEPEST_EARLY=on)
+            stats[f"cut_solves_{tag}"] += 1
+            audit_round13.honest(problem, options, budget, cut, truth, (on, budget.model_dump(exclude_none=True),
+                                                                         cut.status, cut.objective_value, cut.bound))
+            if opt is not None and cut.plan is None:
+                stats[f"cut_no_plan_{tag}_{'on' if on else 'off'}"] += 1
+
+
+def check_floors(problem, options, seed, stats):
+    """costflight: bounds.slowest_floors_many(ds, L, pps, v) (the in-flight step's batch, SLOWEST_AT_ONCE) equals
+    least_slowest_stage_s(d, L, pps, v=v) computed directly, bit for bit, for every degree of the listed candidates
+    at v = 1..4 and pp = 1..P (P past the kept arrays' 64 too), on an empty _FLOORS, then again after slowest_floor
+    filled it one d at a time in a shuffled order (kept arrays shorter than asked recomputed)."""
+    import inspect
+
+    import numpy as np
+
+    from optsearch import bounds
+    if "v" not in inspect.signature(bounds.slowest_floors_many).parameters:
+        stats["floors_absent"] += 1
+        return
+    rng = random.Random(seed)
+    memo = Memo(problem, options)
+    L = problem.model.num_layers
+    ds = {}
+    for cand, _, _ in space_plans(problem, options):
+        d = audit_round14._terms(memo, cand)
+        ds[id(d)] = d
+    ds = list(ds.values())
+    if not ds:
+        return
+    for v in (1, 2, 3, 4):
+        for pps in (np.arange(1, 9), np.array([rng.randint(1, 80)]), np.arange(1, 71)):
+            want = np.array([bounds.least_slowest_stage_s(d, L, pps, v=v) for d in ds]).reshape(len(ds), len(pps))
+            saved = dict(bounds._FLOORS)
+            try:
+                bounds._FLOORS.clear()
+                got = bounds.slowest_floors_many(ds, L, pps, v)
+                assert np.array_equal(got, want, equal_nan=True), ("many", v, pps.tolist())
+                bounds._FLOORS.clear()
+                order = list(range(len(ds)))
+                rng.shuffle(order)
+                for i in order[: len(order) // 2]:
+                    bounds.slowest_floor(ds[i], L, pps[:1], v=v)
+                got = bounds.slowest_floors_many(ds, L, pps, v)
+                assert np.array_equal(got, want, equal_nan=True), ("many after some kept", v, pps.tolist())
+                one = np.array([bounds.slowest_floor(d, L, pps, v=v) for d in ds]).reshape(len(ds), len(pps))
+                assert np.array_equal(one, want, equal_nan=True), ("one at a time", v, pps.tolist())
+            finally:
+                bounds._FLOORS.clear()
+                bounds._FLOORS.update(saved)
+            stats["floors_compared"] += want.size
+            stats["floors_finite"] += int(np.isfinite(want).sum())
+
+
 def t5_kind(seed: int):
     """tests/test_audit_round15._t5_tight, its GPUs' memory and the batch drawn by seed (None past 40)."""
     if seed >= 40:
@@ -214,7 +413,31 @@ def t5_kind(seed: int):
     return replace(problem, gpus=gpus, cluster=cluster, profile=profile), options
 
 
-CHECKS = {"memo": check_memo, "cache": check_cache, "solve-ab": check_solve_ab,
+def deep_kind(seed: int):
+    """tests/test_budget_deepest_round21._deep_cheapest drawn by seed: 3-6 layers, stages up to L + 2 (the deepest
+    pipelines, an end stage empty, are in the space), 2.5-8 GiB GPUs on one or two node types with random prices and
+    supply, cp in {1, 2} or {1} (with and without a cp = 1, v = 1 part), b in {1, 2}."""
+    from optsearch.candidates import SpaceOptions
+    from test_solver import GpuSpec, make_problem
+    rng = random.Random(seed)
+    n_types = rng.choice([1, 2, 2])
+    gpus, nodes = [], []
+    for i in range(n_types):
+        gpus.append(GpuSpec(name=f"G{i}", memory_gib=rng.choice([2.5, 2.75, 3.0, 4.0, 8.0]),
+                            peak_fp16_tflop_per_s=rng.choice([70.0, 125.0, 312.0]),
+                            hbm_gbyte_per_s=rng.choice([600.0, 1555.0])))
+        nodes.append(dict(name=f"t{i}", gpu=f"G{i}", gpus_per_node=rng.choice([1, 2, 4]),
+                          num_nodes_available=rng.randint(1, 7), price_usd_per_node_hour=round(rng.uniform(2, 40), 3),
+                          intra_node_link=rng.choice(["nvlink", "pcie"]), intra_node_gbyte_per_s=rng.choice([32, 300]),
+                          inter_node_gbit_per_s=rng.choice([40, 100])))
+    layers = rng.choice([3, 4, 6])
+    problem = make_problem(layers=layers, hidden=1024, heads=16, gbs=rng.choice([16, 64]), node_types=nodes,
+                           gpus=gpus, seq=rng.choice([512, 2048]))
+    return problem, SpaceOptions(max_stages=layers + 2, context_parallel_sizes=rng.choice([(1, 2), (1,)]),
+                                 micro_batch_sizes=(1, 2))
+
+
+CHECKS = {"floors": check_floors, "deepest": check_deepest, "prefix": check_prefix, "memo": check_memo, "cache": check_cache, "solve-ab": check_solve_ab,
           "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
 
 
@@ -222,7 +445,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="tight",
                     choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1", *audit_round18.EXTRA_KINDS,
-                             "t5"])
+                             "t5", "deep"])
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--checks", default="memo,cache")
     ap.add_argument("--max-seconds", type=float, default=1e9)
@@ -233,6 +456,8 @@ def main() -> int:
     began = real_time.process_time()
     if args.kind == "t5":
         instance = t5_kind
+    elif args.kind == "deep":
+        instance = deep_kind
     elif args.kind in audit_round18.EXTRA_KINDS:
         instance = audit_round18.EXTRA_KINDS[args.kind]
     else:
