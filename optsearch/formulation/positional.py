@@ -243,6 +243,10 @@ class _Caps:
         self.pp = pp
         self.whole: np.ndarray | None = None  # [block stage, n] rest + X (hidden_reduce_rows), or None
         self.hide: np.ndarray | None = None  # [block stage] max(1, s) rho: the hiding is at most this x M
+        self.back: np.ndarray | None = None  # [block stage, n] a stage's last backward is at most this (prefix_hide)
+        self.rho = 0.0  # ... and at most rho x M (hidden_reduce_rows' rho)
+        self.row_g: np.ndarray | None = None  # [block stage] its node type
+        self.slots: np.ndarray | None = None  # [g] the most stages of g (node supply)
 
     def at(self, Ms: np.ndarray, Cs: np.ndarray | None = None, which: int = 0) -> np.ndarray:
         """[block, M] -> cap; with Cs, also no stage's all-reduce (which=0) or optimizer step (1) above C (pairwise
@@ -253,7 +257,13 @@ class _Caps:
         """[block, M] -> cap, and [stage, M] -> the most layers stage s holds on any type (-1: on none)."""
         fit = self.times[:, :, None] <= Ms[None, None, :]
         if Cs is not None and which == 2:  # rest + max(0, X - max(1, s) rho M) <= C (hidden_reduce_rows)
-            fit &= self.whole[:, :, None] - self.hide[:, None, None] * Ms[None, None, :] <= Cs[None, None, :]
+            hide = self.hide[:, None] * Ms[None, :]  # [block stage, M]
+            timed = fit
+            fit = timed & (self.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
+            for _ in range(PREFIX_HIDE_ROUNDS if self.back is not None else 0):
+                # round 21: what the earlier stages can hide, from the counts the level itself allows them
+                hide = np.minimum(hide, self.prefix_hide(fit, Ms))
+                fit = timed & (self.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
         elif Cs is not None:
             fit &= self.comm[which][:, :, None] <= Cs[None, None, :]
         k = fit.sum(axis=1)  # allowed counts from lo that fit (both grow with n: a prefix)
@@ -262,6 +272,48 @@ class _Caps:
         per_stage = np.full((self.pp, len(Ms)), -1, dtype=np.int64)
         np.maximum.at(per_stage, self.position, np.where(k > 0, self.lows[:, None] + k - 1, -1))
         return np.where(ok, cap, -1), per_stage
+
+    def prefix_hide(self, fit: np.ndarray, Ms: np.ndarray) -> np.ndarray:
+        """[block stage, M] -> a bound on the backward that the stages before its position hide (H_s below; at
+        stage 0 the old rho M, its own), given that every stage holds no more layers than `fit` ([block stage, n, M])
+        allows its row (round 21, timepark: prefix_hide in docs/solver.md).
+
+        A stage j on g with n_j layers has W_j <= min(back[g] n_j + its ends' backward, rho t_j) (back: the largest
+        step - forward over the modes, first_stage_reduce_s' claim; rho: hidden_reduce_rows'), so with V[j, g] the
+        largest such value over the rows of g at j within fit (min with rho M), W_j <= V[j, g_j] + rho d (d = T - M).
+        Over the positions j < s, with at most slots[g] stages of g: prefix_supply_sum."""
+        k = fit.sum(axis=1)  # [row, M]
+        cap = np.maximum(self.lows[:, None] + k - 1, 0)
+        w = np.where(k > 0, np.minimum(np.take_along_axis(self.back, cap, axis=1), self.rho * Ms[None, :]), 0.0)
+        V = np.zeros((self.pp, len(self.slots), len(Ms)))
+        np.maximum.at(V, (self.position, self.row_g), w)
+        H = prefix_supply_sum(V, self.slots)
+        out = H[self.position] * (1 + 1e-12)
+        return np.where(self.position[:, None] > 0, out, self.hide[:, None] * Ms[None, :])
+
+
+def prefix_supply_sum(V: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """[j, g, M] values (>= 0) -> [s, M] an upper bound on max sum_{j<s} V[j, a_j] over the assignments a of types to
+    positions with at most slots[g] positions of g: for every lam >= 0 (Lagrange, as the in-flight tables'
+    JOINT_SUPPLY), sum_{j<s} V[j, a_j] = sum_{j<s} (V[j, a_j] - lam_{a_j}) + sum_g lam_g #{j < s: a_j = g}
+    <= sum_{j<s} max_g (V[j, g] - lam_g) + sum_g lam_g min(slots[g], s). Tried at lam = 0 and, for the types whose
+    supply binds (slots[g] < positions), at lam_g = the (slots[g] + 1)-th largest over j of (V[j, g] - max_{h != g}
+    V[j, h])^+ (g's slots filled at that price)."""
+    P, G, _ = V.shape
+    s = np.arange(P)
+
+    def before(x: np.ndarray) -> np.ndarray:  # [j, M] -> [s, M]: the sum over j < s
+        return np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)[:-1]])
+
+    H = before(V.max(axis=1))
+    binds = slots < P
+    if binds.any() and G > 1:
+        others = np.stack([np.delete(V, g, axis=1).max(axis=1) for g in range(G)], axis=1)  # [j, g, M]
+        gain = -np.sort(-np.maximum(V - others, 0.0), axis=0)  # [rank, g, M]: each type's gains, largest first
+        lam = np.where(binds[:, None], gain[np.minimum(slots, P - 1), np.arange(G)], 0.0)  # [g, M]
+        paid = (lam[None, :, :] * np.minimum(slots[None, :], s[:, None])[:, :, None]).sum(axis=1)
+        H = np.minimum(H, paid + before((V - lam[None]).max(axis=1)))
+    return H
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,6 +599,8 @@ def first_stage_reduce_s(f: Skeleton) -> np.ndarray | None:
 
 
 HIDDEN_LEVELS = 256  # values of C tried (geometrically spaced) by the hidden-reduce floor's search (comm_at)
+PREFIX_HIDE_ROUNDS = 2  # the hidden-reduce level test's rounds of what earlier stages can hide (_Caps.prefix_hide;
+# round 21, timepark; 0: only max(1, s) rho M, as before)
 
 
 def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.ndarray] | None:
@@ -590,6 +644,31 @@ def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.nda
     whole = (floor + alpha) * params + experts * np.arange(counts)[None, :]
     hide = np.maximum(rs, 1) * rho
     return whole * (1 - 1e-12), hide
+
+
+def backward_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, float]:
+    """([block stage, n] back[g] n + the ends' backward at its position, rho): W_j = max(0, compute_j - F_j) of a
+    stage with n layers is at most the first and at most rho x its time (hidden_reduce_rows' rho). back[g] is
+    first_stage_reduce_s' per-layer part (the largest step - forward over the modes and block recomputation's steps),
+    the ends' the embedding's (stage 0) and the head's (the last stage) step - forward, each at least 0."""
+    c, pp = f.c, f.cand.pp
+    G = len(f.cand.uses)
+    back, emb, head = np.zeros(G), np.zeros(G), np.zeros(G)
+    rho = 0.0
+    for g in range(G):
+        steps = [c.step_s[g][r][0] for r in range(len(c.modes))]
+        if f.block is not None:
+            steps += [f.block.step_none_s[g][0], f.block.step_full_s[g][0]]
+        back[g] = max(0.0, max(steps) - c.forward_layer_s[g])
+        emb[g] = max(0.0, c.embedding_s[g] - c.forward_embedding_s[g])
+        head[g] = max(0.0, c.head_s[g] - c.forward_head_s[g])
+        parts = [(x, c.forward_layer_s[g]) for x in steps] + [(c.embedding_s[g], c.forward_embedding_s[g]),
+                                                              (c.head_s[g], c.forward_head_s[g])]
+        rho = max([rho] + [1.0 - fw / x for x, fw in parts if x > 0])
+    rg, rs = np.repeat(blocks.g, blocks.stages), blocks.row_position
+    ends = np.where(rs == 0, emb[rg], 0.0) + np.where(rs == pp - 1, head[rg], 0.0)
+    n = np.arange(blocks.rows.shape[1])
+    return (back[rg][:, None] * n[None, :] + ends[:, None]) * (1 + 1e-12), min(1.0, rho * (1 + 1e-9))
 
 
 TYPE_BOUNDARY_FLOOR = True  # marks below the least slowest stage of a plan that mixes types admit one type only
@@ -879,6 +958,10 @@ class _Tables:
         self.hidden_marks = None  # the values of C the hidden-reduce floor's search tries (comm_at), or None
         if hidden is not None and len(self.blocks):
             self.caps_of.whole, self.caps_of.hide = hidden
+            self.caps_of.back, self.caps_of.rho = backward_rows(f, self.blocks)
+            self.caps_of.row_g = np.repeat(self.blocks.g, self.blocks.stages)
+            self.caps_of.slots = np.array([u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block
+                                           for u in f.cand.uses], dtype=np.int64)
             top = float(np.nanmax(np.where(np.isnan(self.blocks.rows), np.nan, hidden[0]), initial=0.0))
             if top > 0:
                 self.hidden_marks = np.concatenate([[0.0], np.geomspace(top * 1e-4, top, HIDDEN_LEVELS)])
