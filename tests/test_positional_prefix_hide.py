@@ -30,16 +30,17 @@ _BACKWARD = positional.backward_rows  # the function under test, before any monk
 
 
 def _caps(V: np.ndarray, slots: list[int], rho_M: float) -> tuple[positional._Caps, np.ndarray]:
-    """A _Caps with one row per (position, type) whose W at its cap is V[j, g] (one count allowed: n = 1), and
-    the fit that allows it (a cap of -1 where V is NaN)."""
+    """A _Caps with one row per (position, type) whose W at its cap is V[j, g] (one count allowed: n = 1, no ends,
+    one way with step V so that x <= M), and the fit that allows it (none where V is NaN)."""
     pp, G = V.shape
     caps = object.__new__(positional._Caps)
     caps.pp = pp
     caps.position = np.repeat(np.arange(pp), G)
     caps.row_g = np.tile(np.arange(G), pp)
     caps.lows = np.zeros(pp * G, dtype=np.int64)
-    caps.back = np.stack([np.zeros(pp * G), np.nan_to_num(V.ravel(), nan=0.0)], axis=1)
-    caps.rho = 1.0
+    values = np.nan_to_num(V.ravel(), nan=0.0)
+    caps.back = (values[None, :], np.full((1, pp * G), min(rho_M, 1.0) * 0.5), np.zeros(pp * G), np.zeros(pp * G))
+    caps.rho, caps.kappa = 1.0, 1.0
     caps.hide = np.maximum(np.arange(pp), 1)[caps.position] * 1.0
     caps.slots = np.array(slots, dtype=np.int64)
     fit = np.repeat(~np.isnan(V.ravel())[:, None], 2, axis=1)[:, :, None]  # [row, n, M = 1]
@@ -148,8 +149,8 @@ def test_every_plan_lies_above_its_bound_and_some_bounds_rise():
 
 def _half_backward(f, blocks):
     """An invalid bound on W_j: half of each stage's backward."""
-    back, rho = _BACKWARD(f, blocks)
-    return back * 0.5, rho
+    back, step, ends, ends_back, rho = _BACKWARD(f, blocks)
+    return back * 0.5, step, ends, ends_back * 0.5, rho
 
 
 def test_half_the_backward_puts_a_bound_above_a_plan(monkeypatch):

@@ -243,8 +243,9 @@ class _Caps:
         self.pp = pp
         self.whole: np.ndarray | None = None  # [block stage, n] rest + X (hidden_reduce_rows), or None
         self.hide: np.ndarray | None = None  # [block stage] max(1, s) rho: the hiding is at most this x M
-        self.back: np.ndarray | None = None  # [block stage, n] a stage's last backward is at most this (prefix_hide)
-        self.rho = 0.0  # ... and at most rho x M (hidden_reduce_rows' rho)
+        self.back: tuple | None = None  # backward_rows: what a stage's last backward can be (prefix_hide)
+        self.rho = 0.0  # ... at most rho x M (hidden_reduce_rows' rho)
+        self.kappa = 0.0  # (m - 1) / (pp - 1): what a stage's backward above M may grow per second of slowest stage
         self.row_g: np.ndarray | None = None  # [block stage] its node type
         self.slots: np.ndarray | None = None  # [g] the most stages of g (node supply)
 
@@ -278,13 +279,28 @@ class _Caps:
         stage 0 the old rho M, its own), given that every stage holds no more layers than `fit` ([block stage, n, M])
         allows its row (round 21, timepark: prefix_hide in docs/solver.md).
 
-        A stage j on g with n_j layers has W_j <= min(back[g] n_j + its ends' backward, rho t_j) (back: the largest
-        step - forward over the modes, first_stage_reduce_s' claim; rho: hidden_reduce_rows'), so with V[j, g] the
-        largest such value over the rows of g at j within fit (min with rho M), W_j <= V[j, g_j] + rho d (d = T - M).
-        Over the positions j < s, with at most slots[g] stages of g: prefix_supply_sum."""
+        A plan at mark M (every stage's t_lb <= M) whose slowest stage takes T = M + d: a stage j on g with n_j layers
+        run one way (backward_rows) computes x = n_j step + ends <= t_j <= M + d and hides W_j <= n_j back + ends_back
+        and W_j <= rho t_j <= rho M + rho d. So W_j - kappa (x - M)^+ <= v(n_j) := max(0, n_j back + ends_back -
+        kappa (x - M)^+), and W_j <= min(rho M, v(n_j)) + kappa d (kappa >= rho: hidden_reduce_rows' m - 1 >= (pp -
+        1) rho). v grows with n while x <= M and, past it, falls (its slope back - kappa step <= 0, back <= rho
+        step): its largest value over n <= the row's cap within fit lies at n1 = floor((M - ends) / step) or n1 + 1
+        (clipped to the cap; n1 - 1 too, against the float floor). V[j, g] = the largest over the rows of g at j and
+        the ways; then sum_{j<s} W_j <= sum_{j<s} V[j, g_j] + (pp - 1) kappa d, (pp - 1) kappa d = (m - 1) d: the
+        iteration's (m - 1) T pays it, as it paid round 10b's max(1, s) rho d. Over the positions j < s, with at
+        most slots[g] stages of g: prefix_supply_sum."""
         k = fit.sum(axis=1)  # [row, M]
-        cap = np.maximum(self.lows[:, None] + k - 1, 0)
-        w = np.where(k > 0, np.minimum(np.take_along_axis(self.back, cap, axis=1), self.rho * Ms[None, :]), 0.0)
+        cap = np.where(k > 0, self.lows[:, None] + k - 1, -1)  # [row, M]
+        back, step, ends, ends_back = self.back
+        safe = np.where(step > 0, step, 1.0)
+        n1 = np.floor((Ms[None, None, :] - ends[None, :, None]) / safe[:, :, None])  # [way, row, M]
+        w = np.zeros(cap.shape)
+        for shift in (-1, 0, 1):
+            n = np.clip(n1 + shift, 0, cap[None])  # [way, row, M]
+            x = n * step[:, :, None] + ends[None, :, None]
+            v = n * back[:, :, None] + ends_back[None, :, None] - self.kappa * np.maximum(x - Ms[None, None, :], 0.0)
+            w = np.maximum(w, v.max(axis=0))
+        w = np.where(cap >= 0, np.minimum(w, self.rho * Ms[None, :]), 0.0)
         V = np.zeros((self.pp, len(self.slots), len(Ms)))
         np.maximum.at(V, (self.position, self.row_g), w)
         H = prefix_supply_sum(V, self.slots)
@@ -646,29 +662,32 @@ def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.nda
     return whole * (1 - 1e-12), hide
 
 
-def backward_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, float]:
-    """([block stage, n] back[g] n + the ends' backward at its position, rho): W_j = max(0, compute_j - F_j) of a
-    stage with n layers is at most the first and at most rho x its time (hidden_reduce_rows' rho). back[g] is
-    first_stage_reduce_s' per-layer part (the largest step - forward over the modes and block recomputation's steps),
-    the ends' the embedding's (stage 0) and the head's (the last stage) step - forward, each at least 0."""
+def backward_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """(back [way, block stage], step [way, block stage], ends [block stage], ends_back [block stage], rho): a stage at
+    that row with n layers run one way (a recomputation mode, or block recomputation's none and full steps) computes
+    n step + ends and its last backward W = max(0, compute - forward) is at most n back + ends_back (back = step -
+    forward, at least 0; ends: the embedding's at stage 0, the head's at the last stage; as first_stage_reduce_s
+    takes them), and at most rho x its time (hidden_reduce_rows' rho). Block recomputation's stage with k of its n
+    layers recomputed computes n step_none + k (step_full - step_none) and hides n back_none + k (back_full -
+    back_none): both linear in k, so every value prefix_hide takes of them lies between its k = 0 and k = n ways."""
     c, pp = f.c, f.cand.pp
     G = len(f.cand.uses)
-    back, emb, head = np.zeros(G), np.zeros(G), np.zeros(G)
+    ways = [[c.step_s[g][r][0] for r in range(len(c.modes))] for g in range(G)]
+    if f.block is not None:
+        ways = [w + [f.block.step_none_s[g][0], f.block.step_full_s[g][0]] for g, w in enumerate(ways)]
+    step = np.array(ways).T  # [way, g]
+    back = np.maximum(step - np.array(c.forward_layer_s)[None, :], 0.0)
     rho = 0.0
     for g in range(G):
-        steps = [c.step_s[g][r][0] for r in range(len(c.modes))]
-        if f.block is not None:
-            steps += [f.block.step_none_s[g][0], f.block.step_full_s[g][0]]
-        back[g] = max(0.0, max(steps) - c.forward_layer_s[g])
-        emb[g] = max(0.0, c.embedding_s[g] - c.forward_embedding_s[g])
-        head[g] = max(0.0, c.head_s[g] - c.forward_head_s[g])
-        parts = [(x, c.forward_layer_s[g]) for x in steps] + [(c.embedding_s[g], c.forward_embedding_s[g]),
-                                                              (c.head_s[g], c.forward_head_s[g])]
+        parts = [(x, c.forward_layer_s[g]) for x in ways[g]] + [(c.embedding_s[g], c.forward_embedding_s[g]),
+                                                                (c.head_s[g], c.forward_head_s[g])]
         rho = max([rho] + [1.0 - fw / x for x, fw in parts if x > 0])
+    emb_back = np.maximum(np.array(c.embedding_s) - np.array(c.forward_embedding_s), 0.0)
+    head_back = np.maximum(np.array(c.head_s) - np.array(c.forward_head_s), 0.0)
     rg, rs = np.repeat(blocks.g, blocks.stages), blocks.row_position
-    ends = np.where(rs == 0, emb[rg], 0.0) + np.where(rs == pp - 1, head[rg], 0.0)
-    n = np.arange(blocks.rows.shape[1])
-    return (back[rg][:, None] * n[None, :] + ends[:, None]) * (1 + 1e-12), min(1.0, rho * (1 + 1e-9))
+    ends = np.where(rs == 0, np.array(c.embedding_s)[rg], 0.0) + np.where(rs == pp - 1, np.array(c.head_s)[rg], 0.0)
+    ends_back = np.where(rs == 0, emb_back[rg], 0.0) + np.where(rs == pp - 1, head_back[rg], 0.0)
+    return back[:, rg], step[:, rg], ends, ends_back, min(1.0, rho * (1 + 1e-9))
 
 
 TYPE_BOUNDARY_FLOOR = True  # marks below the least slowest stage of a plan that mixes types admit one type only
@@ -958,7 +977,9 @@ class _Tables:
         self.hidden_marks = None  # the values of C the hidden-reduce floor's search tries (comm_at), or None
         if hidden is not None and len(self.blocks):
             self.caps_of.whole, self.caps_of.hide = hidden
-            self.caps_of.back, self.caps_of.rho = backward_rows(f, self.blocks)
+            *back, self.caps_of.rho = backward_rows(f, self.blocks)
+            self.caps_of.back = tuple(back)
+            self.caps_of.kappa = (f.c.m - 1) / max(self.pp - 1, 1)
             self.caps_of.row_g = np.repeat(self.blocks.g, self.blocks.stages)
             self.caps_of.slots = np.array([u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block
                                            for u in f.cand.uses], dtype=np.int64)
