@@ -9,7 +9,8 @@ Runs the row on the CPU clock (as bench/proof_rows.py --cpu-clock) with solver.L
 loop's parts by wrapping them: the in-flight step (solver._inflight_bounded, solver._inflight_ahead), its tables
 (inflight.inflight_tables), its rent programmes (inflight._rents_many, _rent_at, _floor_rent) and the exact rents by
 end types (inflight._ends_rent), the middle level (solver._middle_bound), the refined step (Memo.refined_bound),
-the positional bounds (solver.positional_bound, solver._sibling_positional), the model probes and solves. Only the main loop counts: every counter is taken from the moment it starts (the last "loop start";
+the positional bounds (solver.positional_bound, solver._sibling_positional), the model probes and solves. Only the
+main loop counts: every counter is taken from the moment it starts (the last "loop start";
 the seed search's inner loop runs before it). One JSON line: status, value, gap, CPU, when the loop started, per
 level its steps, CPU and ms per step, per part its calls, CPU and ms per call, and the load average.
 """
