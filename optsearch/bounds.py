@@ -1538,16 +1538,17 @@ def _weighted_with_sends_many(ds: list[DegreeTerms], L: int, pps: np.ndarray, pr
     return np.where(usable.any(axis=1)[:, None], value, 0.0)
 
 
-def slowest_floors_many(ds: list[DegreeTerms], L: int, pps: np.ndarray) -> np.ndarray:
-    """[D, P] `slowest_floor(d, L, pps)` (v = 1) of every d in ds: the kept arrays where they are long enough, the
+def slowest_floors_many(ds: list[DegreeTerms], L: int, pps: np.ndarray, v: int = 1) -> np.ndarray:
+    """[D, P] `slowest_floor(d, L, pps, v=v)` of every d in ds: the kept arrays where they are long enough, the
     others computed together (`_least_slowest_many`, the same floats as `least_slowest_stage_s`' one-supply path)
     at pp = 1..max(P, 64), as slowest_floor computes them, and kept (so a later slowest_floor of the same terms gets
-    the same array). With FAST_FLOOR or ONE_SUPPLY_VECTORS off, slowest_floor one d at a time."""
+    the same array). With FAST_FLOOR or ONE_SUPPLY_VECTORS off, slowest_floor one d at a time. v > 1: round 21
+    (costflight), the in-flight step's interleaved candidates (inflight.sharpened_many)."""
     pps = np.asarray(pps, dtype=np.int64)
     most = int(pps.max(initial=1))
-    keys = [(d.step_min_s, d.max_layers_per_stage, d.slots, d.send_min_s, L, 1) for d in ds]
+    keys = [(d.step_min_s, d.max_layers_per_stage, d.slots, d.send_min_s, L, v) for d in ds]
     if not (FAST_FLOOR and ONE_SUPPLY_VECTORS):
-        return np.array([slowest_floor(d, L, pps) for d in ds]).reshape(len(ds), len(pps))
+        return np.array([slowest_floor(d, L, pps, v=v) for d in ds]).reshape(len(ds), len(pps))
     missing: dict[tuple, DegreeTerms] = {}
     for key, d in zip(keys, ds):
         have = _FLOORS.get(key)
@@ -1557,15 +1558,16 @@ def slowest_floors_many(ds: list[DegreeTerms], L: int, pps: np.ndarray) -> np.nd
     for key, d in missing.items():
         groups.setdefault(len(d.slots), []).append(key)
     for group in groups.values():
-        floors = _least_slowest_many([missing[key] for key in group], L, max(most, 64))
+        floors = _least_slowest_many([missing[key] for key in group], L, max(most, 64), v)
         for key, row in zip(group, floors):
             _FLOORS[key] = row
     return np.array([_FLOORS[key][pps - 1] for key in keys]).reshape(len(ds), len(pps))
 
 
-def _least_slowest_many(ds: list[DegreeTerms], L: int, P: int) -> np.ndarray:
-    """[D, P] `least_slowest_stage_s(d, L, np.arange(1, P + 1))` (one supply, v = 1) of every d (one number of node
-    types G), bit for bit as `_least_slowest_one_supply`, on [D, K] and [D, K, G] arrays:
+def _least_slowest_many(ds: list[DegreeTerms], L: int, P: int, v: int = 1) -> np.ndarray:
+    """[D, P] `least_slowest_stage_s(d, L, np.arange(1, P + 1), v=v)` (one supply) of every d (one number of node
+    types G), bit for bit as `_least_slowest_one_supply`, on [D, K] and [D, K, G] arrays (v enters as there: the
+    sends 2 v e and (2 v - 1) e, the usable marks at v layers, the caps rounded down to multiples of v):
     - every row's marks (sends + n step_min[g], the same sums) sorted, padded at the end with inf to the longest row's
       count, and not made unique: a mark repeated gives the same caps and fewest middle stages at each copy, so the
       first index where a condition holds is the first copy of the same mark, and the answer (the mark there) is
@@ -1577,7 +1579,6 @@ def _least_slowest_many(ds: list[DegreeTerms], L: int, P: int) -> np.ndarray:
       count reaches a pad only where no real mark holds, and a pad's mark is inf, the scalar function's answer there
       (lo = len(marks)).
     The per-mark fewest middle stages are `_fewest_middle_stages`' operations on each [K, G] slab."""
-    v = 1
     D, G = len(ds), len(ds[0].slots)
     pps = np.arange(1, P + 1)
     step = np.array([d.step_min_s for d in ds], dtype=float)

@@ -79,6 +79,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from optsearch.bounds import CandidateBound, DegreeTerms, _calls, grad_overlap_floor, sender_send_min_s, slowest_floor
+from optsearch.bounds import slowest_floors_many
 from optsearch.costmodel import (
     MEMORY_RESERVE_BYTES, cp_full_recompute_working_bytes, cp_layer_activation_bytes, cp_layer_step_s,
     distributed_optimizer_on, embedding_allreduce_s, memory_capacity_bytes, state_bytes,
@@ -1574,8 +1575,31 @@ def sharpened_many(problem: Problem, kept: dict, asks: list, cache: dict | None 
     """[sharpened(problem, kept, d, cand, budget, bound, cache, cutoff_usd, cutoff_s) for each ask (d, cand, budget,
     bound, cutoff_usd, cutoff_s)], the cost walks' rents computed for all of them at once (_drive_many; round 17,
     rentbatch): the same values bit for bit. The candidates' keys must differ (each walk its own tables)."""
+    if SLOWEST_AT_ONCE:
+        _slowest_floors_ahead(problem, kept, asks)
     return _drive_many([_sharpened_walk(problem, kept, d, cand, budget, bound, cache, cutoff_usd, cutoff_s)
                         for d, cand, budget, bound, cutoff_usd, cutoff_s in asks])
+
+
+SLOWEST_AT_ONCE = True  # sharpened_many: the batch's slowest-stage floors computed together, per v (round 21)
+
+
+def _slowest_floors_ahead(problem: Problem, kept: dict, asks: list) -> None:
+    """The slowest-stage floors (bounds.slowest_floor) the walks of `asks` will ask for, computed together for each v
+    (bounds.slowest_floors_many: the missing ones on [D, K, G] arrays, kept in bounds._FLOORS), so that each walk's
+    slowest_floor finds its array kept (round 21, costflight). The same floats (slowest_floors_many keeps the
+    arrays slowest_floor computes: tests/test_inflight_round21.py): only the work is shared. On GPT-3 175B
+    (mixed-pool-8k, cost, CPU clock 8.8 s) the loop's in-flight step computed about 1,000 of them one at a time,
+    all at v = 2-4 (the v = 1 ones come from the cheap bounds' lists), about 0.27 ms each."""
+    by_v: dict[int, dict[int, DegreeTerms]] = {}
+    most: dict[int, int] = {}
+    for d, cand, _, bound, *_ in asks:
+        if bound.feasible and cand.key not in kept:
+            by_v.setdefault(cand.v, {})[id(d)] = d
+            most[cand.v] = max(most.get(cand.v, 1), cand.pp)
+    for v, ds in by_v.items():
+        if len(ds) > 1:
+            slowest_floors_many(list(ds.values()), problem.model.num_layers, np.array([most[v]]), v)
 
 
 def _sharpened_walk(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,

@@ -960,6 +960,7 @@ def _guess_order(order: list[tuple[int, ...]], by_key: dict, least_v: dict[tuple
 
 SEQUENCE_MOVES = True  # minimizing cost, an open candidate's best positional sequence with one stage moved (costbig)
 SEQUENCE_MOVES_MAX = 64  # of those moved sequences, at most this many priced per candidate
+SEQUENCE_MOVES_WORK = 128  # and at most this many over pp, at least one (round 21, costflight; 0: no such cap)
 
 
 def _moved_sequences(seq: tuple[int, ...], most: int = SEQUENCE_MOVES_MAX) -> list[tuple[int, ...]]:
@@ -991,9 +992,14 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...], deadline: float
     8 moves, 10 ms).
     deadline (time.perf_counter()): past it no further move is priced, and those priced so far are returned
     (round 14, overrun: on Megatron 1T, mixed-pool-8k, cost, pp 64-128, one move's plan costs 30-60 ms and the 64
-    moves 2-4 s, which ran past --time-limit 10 by up to 2.5 s)."""
+    moves 2-4 s, which ran past --time-limit 10 by up to 2.5 s).
+    At most SEQUENCE_MOVES_WORK // pp of them (round 21, costflight): a move's plan costs about pp x 0.1-0.2 ms, and
+    on the deep cost rows the 64 moves were the loop's largest part (Megatron 1T, mixed-pool-3k, cost, CPU clock
+    8.8 s: 3.0 of its 6.6 s, five calls; GPT-3 175B 8k cost: 0.6 s); at pp 9 (the Mixtral case) 14 moves."""
     out = []
-    for moved in _moved_sequences(seq):
+    most = SEQUENCE_MOVES_MAX if SEQUENCE_MOVES_WORK <= 0 else min(SEQUENCE_MOVES_MAX,
+                                                                   max(1, SEQUENCE_MOVES_WORK // len(seq)))
+    for moved in _moved_sequences(seq, most):
         if _past(deadline):
             break
         if (priced := memo.plan_of(sk, moved)) is not None:

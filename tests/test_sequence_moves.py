@@ -99,3 +99,26 @@ def test_cost_answers_equal_brute_force_where_the_moves_fire():
                     assert math.isclose(objective_value(got.estimate, "cost"), got.objective_value, rel_tol=1e-9)
                     checked += 1
     assert checked >= 8 and len(calls) > 0 and sum(calls) > 0
+
+
+def test_moved_plans_priced_at_most_the_work_over_pp():
+    """Round 21 (costflight): _moved_plans prices at most min(SEQUENCE_MOVES_MAX, SEQUENCE_MOVES_WORK // pp) moved
+    sequences (at least one), the nearest first (_moved_sequences' order); SEQUENCE_MOVES_WORK = 0: the round-11 cap
+    alone."""
+
+    class Counting:
+        def __init__(self):
+            self.asked = []
+
+        def plan_of(self, sk, seq):
+            self.asked.append(seq)
+            return None
+
+    for pp in (4, 9, 34, 64, 130):
+        seq = tuple([0] * (pp // 2) + [1] * (pp - pp // 2))
+        every = solver._moved_sequences(seq, 10**6)
+        for work, most in ((0, solver.SEQUENCE_MOVES_MAX), (128, max(1, 128 // pp)), (1, 1)):
+            memo = Counting()
+            with mock.patch.object(solver, "SEQUENCE_MOVES_WORK", work):
+                solver._moved_plans(memo, None, seq)
+            assert memo.asked == every[:min(most, solver.SEQUENCE_MOVES_MAX, len(every))], (pp, work)

@@ -243,6 +243,11 @@ class _Caps:
         self.pp = pp
         self.whole: np.ndarray | None = None  # [block stage, n] rest + X (hidden_reduce_rows), or None
         self.hide: np.ndarray | None = None  # [block stage] max(1, s) rho: the hiding is at most this x M
+        self.back: tuple | None = None  # backward_rows: what a stage's last backward can be (prefix_hide)
+        self.rho = 0.0  # ... at most rho x M (hidden_reduce_rows' rho)
+        self.kappa = 0.0  # (m - 1) / (pp - 1): what a stage's backward above M may grow per second of slowest stage
+        self.row_g: np.ndarray | None = None  # [block stage] its node type
+        self.slots: np.ndarray | None = None  # [g] the most stages of g (node supply)
 
     def at(self, Ms: np.ndarray, Cs: np.ndarray | None = None, which: int = 0) -> np.ndarray:
         """[block, M] -> cap; with Cs, also no stage's all-reduce (which=0) or optimizer step (1) above C (pairwise
@@ -253,7 +258,13 @@ class _Caps:
         """[block, M] -> cap, and [stage, M] -> the most layers stage s holds on any type (-1: on none)."""
         fit = self.times[:, :, None] <= Ms[None, None, :]
         if Cs is not None and which == 2:  # rest + max(0, X - max(1, s) rho M) <= C (hidden_reduce_rows)
-            fit &= self.whole[:, :, None] - self.hide[:, None, None] * Ms[None, None, :] <= Cs[None, None, :]
+            hide = self.hide[:, None] * Ms[None, :]  # [block stage, M]
+            timed = fit
+            fit = timed & (self.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
+            for _ in range(PREFIX_HIDE_ROUNDS if self.back is not None else 0):
+                # round 21: what the earlier stages can hide, from the counts the level itself allows them
+                hide = np.minimum(hide, self.prefix_hide(fit, Ms))
+                fit = timed & (self.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
         elif Cs is not None:
             fit &= self.comm[which][:, :, None] <= Cs[None, None, :]
         k = fit.sum(axis=1)  # allowed counts from lo that fit (both grow with n: a prefix)
@@ -262,6 +273,63 @@ class _Caps:
         per_stage = np.full((self.pp, len(Ms)), -1, dtype=np.int64)
         np.maximum.at(per_stage, self.position, np.where(k > 0, self.lows[:, None] + k - 1, -1))
         return np.where(ok, cap, -1), per_stage
+
+    def prefix_hide(self, fit: np.ndarray, Ms: np.ndarray) -> np.ndarray:
+        """[block stage, M] -> a bound on the backward that the stages before its position hide (H_s below; at
+        stage 0 the old rho M, its own), given that every stage holds no more layers than `fit` ([block stage, n, M])
+        allows its row (round 21, timepark: prefix_hide in docs/solver.md).
+
+        A plan at mark M (every stage's t_lb <= M) whose slowest stage takes T = M + d: a stage j on g with n_j layers
+        run one way (backward_rows) computes x = n_j step + ends <= t_j <= M + d and hides W_j <= n_j back + ends_back
+        and W_j <= rho t_j <= rho M + rho d. So W_j - kappa (x - M)^+ <= v(n_j) := max(0, n_j back + ends_back -
+        kappa (x - M)^+), and W_j <= min(rho M, v(n_j)) + kappa d (kappa >= rho: hidden_reduce_rows' m - 1 >= (pp -
+        1) rho). v grows with n while x <= M and, past it, falls (its slope back - kappa step <= 0, back <= rho
+        step): its largest value over n <= the row's cap within fit lies at n1 = floor((M - ends) / step) or n1 + 1
+        (clipped to the cap; n1 - 1 too, against the float floor). V[j, g] = the largest over the rows of g at j and
+        the ways; then sum_{j<s} W_j <= sum_{j<s} V[j, g_j] + (pp - 1) kappa d, (pp - 1) kappa d = (m - 1) d: the
+        iteration's (m - 1) T pays it, as it paid round 10b's max(1, s) rho d. Over the positions j < s, with at
+        most slots[g] stages of g: prefix_supply_sum."""
+        k = fit.sum(axis=1)  # [row, M]
+        cap = np.where(k > 0, self.lows[:, None] + k - 1, -1)  # [row, M]
+        back, step, ends, ends_back = self.back
+        safe = np.where(step > 0, step, 1.0)
+        n1 = np.floor((Ms[None, None, :] - ends[None, :, None]) / safe[:, :, None])  # [way, row, M]
+        w = np.zeros(cap.shape)
+        for shift in (-1, 0, 1):
+            n = np.clip(n1 + shift, 0, cap[None])  # [way, row, M]
+            x = n * step[:, :, None] + ends[None, :, None]
+            v = n * back[:, :, None] + ends_back[None, :, None] - self.kappa * np.maximum(x - Ms[None, None, :], 0.0)
+            w = np.maximum(w, v.max(axis=0))
+        w = np.where(cap >= 0, np.minimum(w, self.rho * Ms[None, :]), 0.0)
+        V = np.zeros((self.pp, len(self.slots), len(Ms)))
+        np.maximum.at(V, (self.position, self.row_g), w)
+        H = prefix_supply_sum(V, self.slots)
+        out = H[self.position] * (1 + 1e-12)
+        return np.where(self.position[:, None] > 0, out, self.hide[:, None] * Ms[None, :])
+
+
+def prefix_supply_sum(V: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """[j, g, M] values (>= 0) -> [s, M] an upper bound on max sum_{j<s} V[j, a_j] over the assignments a of types to
+    positions with at most slots[g] positions of g: for every lam >= 0 (Lagrange, as the in-flight tables'
+    JOINT_SUPPLY), sum_{j<s} V[j, a_j] = sum_{j<s} (V[j, a_j] - lam_{a_j}) + sum_g lam_g #{j < s: a_j = g}
+    <= sum_{j<s} max_g (V[j, g] - lam_g) + sum_g lam_g min(slots[g], s). Tried at lam = 0 and, for the types whose
+    supply binds (slots[g] < positions), at lam_g = the (slots[g] + 1)-th largest over j of (V[j, g] - max_{h != g}
+    V[j, h])^+ (g's slots filled at that price)."""
+    P, G, _ = V.shape
+    s = np.arange(P)
+
+    def before(x: np.ndarray) -> np.ndarray:  # [j, M] -> [s, M]: the sum over j < s
+        return np.vstack([np.zeros((1, x.shape[1])), np.cumsum(x, axis=0)[:-1]])
+
+    H = before(V.max(axis=1))
+    binds = slots < P
+    if binds.any() and G > 1:
+        others = np.stack([np.delete(V, g, axis=1).max(axis=1) for g in range(G)], axis=1)  # [j, g, M]
+        gain = -np.sort(-np.maximum(V - others, 0.0), axis=0)  # [rank, g, M]: each type's gains, largest first
+        lam = np.where(binds[:, None], gain[np.minimum(slots, P - 1), np.arange(G)], 0.0)  # [g, M]
+        paid = (lam[None, :, :] * np.minimum(slots[None, :], s[:, None])[:, :, None]).sum(axis=1)
+        H = np.minimum(H, paid + before((V - lam[None]).max(axis=1)))
+    return H
 
 
 @dataclass(frozen=True, slots=True)
@@ -547,6 +615,8 @@ def first_stage_reduce_s(f: Skeleton) -> np.ndarray | None:
 
 
 HIDDEN_LEVELS = 256  # values of C tried (geometrically spaced) by the hidden-reduce floor's search (comm_at)
+PREFIX_HIDE_ROUNDS = 2  # the hidden-reduce level test's rounds of what earlier stages can hide (_Caps.prefix_hide;
+# round 21, timepark; 0: only max(1, s) rho M, as before)
 
 
 def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.ndarray] | None:
@@ -590,6 +660,34 @@ def hidden_reduce_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.nda
     whole = (floor + alpha) * params + experts * np.arange(counts)[None, :]
     hide = np.maximum(rs, 1) * rho
     return whole * (1 - 1e-12), hide
+
+
+def backward_rows(f: Skeleton, blocks: _Blocks) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+    """(back [way, block stage], step [way, block stage], ends [block stage], ends_back [block stage], rho): a stage at
+    that row with n layers run one way (a recomputation mode, or block recomputation's none and full steps) computes
+    n step + ends and its last backward W = max(0, compute - forward) is at most n back + ends_back (back = step -
+    forward, at least 0; ends: the embedding's at stage 0, the head's at the last stage; as first_stage_reduce_s
+    takes them), and at most rho x its time (hidden_reduce_rows' rho). Block recomputation's stage with k of its n
+    layers recomputed computes n step_none + k (step_full - step_none) and hides n back_none + k (back_full -
+    back_none): both linear in k, so every value prefix_hide takes of them lies between its k = 0 and k = n ways."""
+    c, pp = f.c, f.cand.pp
+    G = len(f.cand.uses)
+    ways = [[c.step_s[g][r][0] for r in range(len(c.modes))] for g in range(G)]
+    if f.block is not None:
+        ways = [w + [f.block.step_none_s[g][0], f.block.step_full_s[g][0]] for g, w in enumerate(ways)]
+    step = np.array(ways).T  # [way, g]
+    back = np.maximum(step - np.array(c.forward_layer_s)[None, :], 0.0)
+    rho = 0.0
+    for g in range(G):
+        parts = [(x, c.forward_layer_s[g]) for x in ways[g]] + [(c.embedding_s[g], c.forward_embedding_s[g]),
+                                                                (c.head_s[g], c.forward_head_s[g])]
+        rho = max([rho] + [1.0 - fw / x for x, fw in parts if x > 0])
+    emb_back = np.maximum(np.array(c.embedding_s) - np.array(c.forward_embedding_s), 0.0)
+    head_back = np.maximum(np.array(c.head_s) - np.array(c.forward_head_s), 0.0)
+    rg, rs = np.repeat(blocks.g, blocks.stages), blocks.row_position
+    ends = np.where(rs == 0, np.array(c.embedding_s)[rg], 0.0) + np.where(rs == pp - 1, np.array(c.head_s)[rg], 0.0)
+    ends_back = np.where(rs == 0, emb_back[rg], 0.0) + np.where(rs == pp - 1, head_back[rg], 0.0)
+    return back[:, rg], step[:, rg], ends, ends_back, min(1.0, rho * (1 + 1e-9))
 
 
 TYPE_BOUNDARY_FLOOR = True  # marks below the least slowest stage of a plan that mixes types admit one type only
@@ -879,6 +977,12 @@ class _Tables:
         self.hidden_marks = None  # the values of C the hidden-reduce floor's search tries (comm_at), or None
         if hidden is not None and len(self.blocks):
             self.caps_of.whole, self.caps_of.hide = hidden
+            *back, self.caps_of.rho = backward_rows(f, self.blocks)
+            self.caps_of.back = tuple(back)
+            self.caps_of.kappa = (f.c.m - 1) / max(self.pp - 1, 1)
+            self.caps_of.row_g = np.repeat(self.blocks.g, self.blocks.stages)
+            self.caps_of.slots = np.array([u.node.num_nodes_available // u.nodes_per_block * u.stages_per_block
+                                           for u in f.cand.uses], dtype=np.int64)
             top = float(np.nanmax(np.where(np.isnan(self.blocks.rows), np.nan, hidden[0]), initial=0.0))
             if top > 0:
                 self.hidden_marks = np.concatenate([[0.0], np.geomspace(top * 1e-4, top, HIDDEN_LEVELS)])
