@@ -437,7 +437,8 @@ def deep_kind(seed: int):
                                  micro_batch_sizes=(1, 2))
 
 
-CHECKS = {"floors": check_floors, "deepest": check_deepest, "prefix": check_prefix, "memo": check_memo, "cache": check_cache, "solve-ab": check_solve_ab,
+CHECKS = {"floors": check_floors, "deepest": check_deepest, "prefix": check_prefix, "memo": check_memo,
+          "cache": check_cache, "solve-ab": check_solve_ab,
           "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
 
 
