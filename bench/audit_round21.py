@@ -43,6 +43,7 @@ import audit_round18  # noqa: E402
 import audit_round19  # noqa: E402
 from test_audit_dist_bounds import MAX_PLANS, small, space_plans  # noqa: E402
 from test_audit_round11 import KINDS, assert_equals_truth  # noqa: E402
+from test_audit_round21 import deep_kind  # noqa: E402
 
 from optsearch import costmodel  # noqa: E402
 from optsearch.baselines.exhaustive import solve_exhaustive  # noqa: E402
@@ -411,30 +412,6 @@ def t5_kind(seed: int):
     profile = replace(problem.profile, gpus=gpus) if isinstance(problem.profile, analytic.AnalyticProfile) \
         else problem.profile
     return replace(problem, gpus=gpus, cluster=cluster, profile=profile), options
-
-
-def deep_kind(seed: int):
-    """tests/test_budget_deepest_round21._deep_cheapest drawn by seed: 3-6 layers, stages up to L + 2 (the deepest
-    pipelines, an end stage empty, are in the space), 2.5-8 GiB GPUs on one or two node types with random prices and
-    supply, cp in {1, 2} or {1} (with and without a cp = 1, v = 1 part), b in {1, 2}."""
-    from optsearch.candidates import SpaceOptions
-    from test_solver import GpuSpec, make_problem
-    rng = random.Random(seed)
-    n_types = rng.choice([1, 2, 2])
-    gpus, nodes = [], []
-    for i in range(n_types):
-        gpus.append(GpuSpec(name=f"G{i}", memory_gib=rng.choice([2.5, 2.75, 3.0, 4.0, 8.0]),
-                            peak_fp16_tflop_per_s=rng.choice([70.0, 125.0, 312.0]),
-                            hbm_gbyte_per_s=rng.choice([600.0, 1555.0])))
-        nodes.append(dict(name=f"t{i}", gpu=f"G{i}", gpus_per_node=rng.choice([1, 2, 4]),
-                          num_nodes_available=rng.randint(1, 7), price_usd_per_node_hour=round(rng.uniform(2, 40), 3),
-                          intra_node_link=rng.choice(["nvlink", "pcie"]), intra_node_gbyte_per_s=rng.choice([32, 300]),
-                          inter_node_gbit_per_s=rng.choice([40, 100])))
-    layers = rng.choice([3, 4, 6])
-    problem = make_problem(layers=layers, hidden=1024, heads=16, gbs=rng.choice([16, 64]), node_types=nodes,
-                           gpus=gpus, seq=rng.choice([512, 2048]))
-    return problem, SpaceOptions(max_stages=layers + 2, context_parallel_sizes=rng.choice([(1, 2), (1,)]),
-                                 micro_batch_sizes=(1, 2))
 
 
 CHECKS = {"floors": check_floors, "deepest": check_deepest, "prefix": check_prefix, "memo": check_memo,

@@ -231,3 +231,72 @@ def test_the_kept_tables_follow_prefix_hide_rounds():
         assert _positional(sk, budget, 2, fresh=False) == fresh
         return
     raise AssertionError("candidate not listed")
+
+
+# ---- seed530: solver.DEEPEST_EARLY (_deepest_lazy, _deepest_first) ---------------------------------------------------
+
+def deep_kind(seed: int):
+    """tests/test_budget_deepest_round21._deep_cheapest drawn by seed: 3-6 layers, stages up to L + 2 (the deepest
+    pipelines, an end stage empty, are in the space), 2.5-8 GiB GPUs on one or two node types with random prices and
+    supply, cp in {1, 2} or {1} (with and without a cp = 1, v = 1 part), b in {1, 2}."""
+    from optsearch.candidates import SpaceOptions
+    from test_solver import GpuSpec, make_problem
+    rng = random.Random(seed)
+    n_types = rng.choice([1, 2, 2])
+    gpus, nodes = [], []
+    for i in range(n_types):
+        gpus.append(GpuSpec(name=f"G{i}", memory_gib=rng.choice([2.5, 2.75, 3.0, 4.0, 8.0]),
+                            peak_fp16_tflop_per_s=rng.choice([70.0, 125.0, 312.0]),
+                            hbm_gbyte_per_s=rng.choice([600.0, 1555.0])))
+        nodes.append(dict(name=f"t{i}", gpu=f"G{i}", gpus_per_node=rng.choice([1, 2, 4]),
+                          num_nodes_available=rng.randint(1, 7), price_usd_per_node_hour=round(rng.uniform(2, 40), 3),
+                          intra_node_link=rng.choice(["nvlink", "pcie"]), intra_node_gbyte_per_s=rng.choice([32, 300]),
+                          inter_node_gbit_per_s=rng.choice([40, 100])))
+    layers = rng.choice([3, 4, 6])
+    problem = make_problem(layers=layers, hidden=1024, heads=16, gbs=rng.choice([16, 64]), node_types=nodes,
+                           gpus=gpus, seq=rng.choice([512, 2048]))
+    return problem, SpaceOptions(max_stages=layers + 2, context_parallel_sizes=rng.choice([(1, 2), (1,)]),
+                                 micro_batch_sizes=(1, 2))
+
+
+def _loops_cut(problem, options, budget, monkeypatch, deepest: bool):
+    """tests/test_budget_deepest_round21's harness: every search loop stopped at its first in-flight bound, the seed
+    search's round-robin seeds off: a plan only from the work before the loops."""
+    import optsearch.solver as solver_module
+    from test_budget_descent import _WorkClock
+    clock = _WorkClock()
+    inflight = solver_module._inflight_bounded
+
+    def spends_every_deadline(*args, **kwargs):
+        clock.ahead_s += _WorkClock.MISSED_S
+        return inflight(*args, **kwargs)
+
+    monkeypatch.setattr(solver_module, "time", clock)
+    monkeypatch.setattr(solver_module, "_inflight_bounded", spends_every_deadline)
+    monkeypatch.setattr(solver_module, "FIRST_PLAN_SEEDS", 0)
+    monkeypatch.setattr(solver_module, "DEEPEST_EARLY", deepest)
+    return solve(problem, budget, options=options, time_limit_s=60.0)
+
+
+@pytest.mark.parametrize("seed", [7, 12])
+def test_the_deepest_plans_are_honest_and_a_cut_search_returns_one(seed, monkeypatch):
+    """deep_kind seeds 7 (one plan) and 12 (197 plans; cp in {1, 2}), time under B = the least cost x 1.05: the
+    deepest pipelines' plans (_deepest_lazy and _deepest_first) are in the space, priced, under B, never below brute
+    force's optimum; with every loop cut at its first in-flight bound the search returns a plan under B."""
+    import optsearch.solver as solver_module
+    from optsearch.solver import Memo
+    from test_audit_dist_bounds import check_plan_honest
+    problem, options = deep_kind(seed)
+    cheapest = min(e.cost_usd for _, _, e in space_plans(problem, options))
+    budget = Budget(objective="time", max_cost_usd=cheapest * 1.05)
+    truth = solve_exhaustive(problem, budget, options=options)
+    memo = Memo(problem, options)
+    part = solver_module._narrow_memo(problem, options, memo)
+    got = [solver_module._deepest_first(memo, budget), solver_module._deepest_lazy(memo, part, budget)]
+    assert all(one is not None for one in got)
+    for value, plan, _ in got:
+        check_plan_honest(problem, options, budget, plan, value)
+        assert value >= truth.objective_value * (1 - 1e-9)
+    cut = _loops_cut(problem, options, budget, monkeypatch, True)
+    assert cut.plan is not None and cut.objective_value >= truth.objective_value * (1 - 1e-9)
+    check_plan_honest(problem, options, budget, cut.plan, cut.objective_value)
