@@ -50,6 +50,7 @@ from optsearch.baselines.exhaustive import solve_exhaustive  # noqa: E402
 from optsearch.costmodel import estimate  # noqa: E402
 from optsearch.errors import OptsearchError  # noqa: E402
 from optsearch.profile import analytic  # noqa: E402
+from optsearch.search import budget_violations  # noqa: E402
 from optsearch.solver import Memo, solve  # noqa: E402
 from optsearch.spec.budget import Budget  # noqa: E402
 
@@ -349,6 +350,9 @@ def check_deepest(problem, options, seed, stats):
                                                                          cut.status, cut.objective_value, cut.bound))
             if opt is not None and cut.plan is None:
                 stats[f"cut_no_plan_{tag}_{'on' if on else 'off'}"] += 1
+                meeting = sum(not budget_violations(p, e, budget) for _, p, e in space_plans(problem, options))
+                print(json.dumps({"seed": seed, "cut_no_plan": budget.model_dump(exclude_none=True), "on": on,
+                                  "optimum": opt, "plans_meeting": meeting, "status": cut.status}), flush=True)
 
 
 def check_floors(problem, options, seed, stats):
