@@ -402,6 +402,42 @@ def check_floors(problem, options, seed, stats):
             stats["floors_finite"] += int(np.isfinite(want).sum())
 
 
+def check_prefix_cut(problem, options, seed, stats):
+    """timepark under the loop's cutoffs: v = 1 candidates' positional_bound with PREFIX_HIDE_ROUNDS = 2 and cutoff at
+    1.001 x the candidate's best plan meeting the budget (a plan lies below the cutoff, so the answer may not reach
+    it: at or below that plan), budgets audit_round19's, tables asked in a shuffled order (kept marks shared)."""
+    from optsearch.formulation import positional
+    if not hasattr(positional, "PREFIX_HIDE_ROUNDS"):
+        stats["prefix_absent"] += 1
+        return
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = audit_round19.round19_budgets(priced, rng)
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        if cand.v != 1:
+            continue
+        sk = memo.skeleton(cand)
+        if sk.most is None:
+            continue
+        order = list(range(len(budgets)))
+        rng.shuffle(order)
+        audit_round19._fresh(sk, PREFIX_HIDE_ROUNDS=2)
+        with mock.patch.multiple(positional, PREFIX_HIDE_ROUNDS=2):
+            for i in order:
+                values = audit_round19._meeting(plans, budgets[i])
+                if not values:
+                    continue
+                best = min(values)
+                got = positional.positional_bound(sk, budgets[i], cutoff=best * 1.001).bound
+                stats["prefix_cut_asks"] += 1
+                stats["prefix_cut_tight"] += got >= best * (1 - 1e-6)
+                assert got <= best * (1 + REL), ("above a plan under a cutoff", key,
+                                                 budgets[i].model_dump(exclude_none=True), got, best)
+        sk.positional = None
+
+
 def t5_kind(seed: int):
     """tests/test_audit_round15._t5_tight, its GPUs' memory and the batch drawn by seed (None past 40)."""
     if seed >= 40:
@@ -419,7 +455,7 @@ def t5_kind(seed: int):
 
 
 CHECKS = {"floors": check_floors, "deepest": check_deepest, "prefix": check_prefix, "memo": check_memo,
-          "cache": check_cache, "solve-ab": check_solve_ab,
+          "cache": check_cache, "solve-ab": check_solve_ab, "prefix-cut": check_prefix_cut,
           "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
 
 
