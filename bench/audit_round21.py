@@ -438,6 +438,32 @@ def check_prefix_cut(problem, options, seed, stats):
         sk.positional = None
 
 
+def check_switches(problem, options, seed, stats):
+    """Each switch this round added, flipped alone (inflight.SLOWEST_AT_ONCE off, solver.SEQUENCE_MOVES_WORK 0,
+    DEEPEST_SKIPS_MORE off, DEEPEST_EARLY_DPS 1, positional.PREFIX_HIDE_ROUNDS 0): both backends, no limit, budgets
+    audit_round19's (a sample of 6): brute force's answer every way."""
+    from optsearch import inflight
+    from optsearch import solver as solver_module
+    from optsearch.formulation import positional
+    flips = [(inflight, {"SLOWEST_AT_ONCE": False}), (solver_module, {"SEQUENCE_MOVES_WORK": 0}),
+             (solver_module, {"DEEPEST_SKIPS_MORE": False}), (solver_module, {"DEEPEST_EARLY_DPS": 1}),
+             (positional, {"PREFIX_HIDE_ROUNDS": 0})]
+    rng = random.Random(seed)
+    priced = list(space_plans(problem, options))
+    if not priced:
+        return
+    budgets = audit_round19.round19_budgets(priced, rng)
+    for budget in rng.sample(budgets, min(6, len(budgets))):
+        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+        for module, flags in flips:
+            for name in ("cbc", "cpsat"):
+                with mock.patch.multiple(module, **flags):
+                    got = solve(problem, budget, solver=name, options=options)
+                stats["switch_solves"] += 1
+                assert_equals_truth(problem, options, budget, got, truth,
+                                    (flags, name, budget.model_dump(exclude_none=True), got.status, got.objective_value))
+
+
 def t5_kind(seed: int):
     """tests/test_audit_round15._t5_tight, its GPUs' memory and the batch drawn by seed (None past 40)."""
     if seed >= 40:
@@ -456,6 +482,7 @@ def t5_kind(seed: int):
 
 CHECKS = {"floors": check_floors, "deepest": check_deepest, "prefix": check_prefix, "memo": check_memo,
           "cache": check_cache, "solve-ab": check_solve_ab, "prefix-cut": check_prefix_cut,
+          "switches": check_switches,
           "solve": audit_round19.CHECKS["solve"], "clock": audit_round19.CHECKS["clock"]}
 
 
