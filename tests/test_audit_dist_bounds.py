@@ -171,6 +171,19 @@ def edge_budgets(priced: list, rng: random.Random) -> list[Budget]:
             out.append(Budget(objective=objective, max_cost_usd=est.cost_usd))
         out.append(Budget(objective="time", max_usd_per_hour=est.usd_per_hour))
         out.append(Budget(objective="cost", max_time_s=est.training_time_s, max_cost_usd=est.cost_usd * 1.5))
+    return unique_budgets(out)
+
+
+def unique_budgets(budgets: list[Budget]) -> list[Budget]:
+    """The budgets in order, each once: the picks often coincide (the fastest plan is the cheapest on many small
+    instances, a random pick is one of them), and a budget checked twice checks nothing more (the suite's time)."""
+    seen: set[str] = set()
+    out = []
+    for budget in budgets:
+        key = budget.model_dump_json()
+        if key not in seen:
+            seen.add(key)
+            out.append(budget)
     return out
 
 

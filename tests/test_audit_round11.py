@@ -27,7 +27,8 @@ from optsearch.costmodel import estimate, overlap_param_gather_settings, param_g
 from optsearch.search import BUDGET_REL, budget_violations, objective_value
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import MAX_PLANS, check_plan_honest, off_heavy_instance, random_instance, space_plans
+from test_audit_dist_bounds import (MAX_PLANS, check_plan_honest, off_heavy_instance, random_instance, space_plans,
+                                    unique_budgets)
 from test_audit_round10 import tight_instance, with_knobs
 
 REL = 1e-9
@@ -176,7 +177,7 @@ def edge_budgets(problem, options, seed: int) -> list[Budget]:
         for scale in (1.0, 1 / (1 + BUDGET_REL), 1 - 1e-6):
             out.append(Budget(objective="time", max_cost_usd=est.cost_usd * scale))
             out.append(Budget(objective="cost", max_time_s=est.training_time_s * scale))
-    return out
+    return unique_budgets(out)  # each once (the fastest plan is the cheapest on seed 28: 18 budgets, 12 distinct)
 
 
 def check_edge(problem, options, seed: int, solvers=("cbc", "cpsat")) -> dict:
