@@ -214,15 +214,13 @@ def test_a_prefix_hide_that_credits_half_the_earlier_stages_is_caught(monkeypatc
         _prefix_holds(6)
 
 
-@pytest.mark.xfail(strict=True, reason="audit13: _Tables keeps comm(M) from asks under PREFIX_HIDE_ROUNDS = 0; the "
-                   "switch is read at ask time, not kept with the tables (a cache-key gap, bounds stay valid)")
 def test_the_kept_tables_answer_as_one_prefix_hide_setting():
     """One skeleton asked (cost) under PREFIX_HIDE_ROUNDS = 0, then (time) under 2: the answer is that of one
     setting, either the tables' (a fresh table's under 0, as the pair-cover switches are kept) or the switch's now (a
     fresh table's under 2), not a mix of marks kept from the first ask and marks computed under 2. off_heavy seed 0,
     candidate (2, 2, 1, 2, 1, 1, 1, 0), time: 88.727 against 88.411 (0) and 90.267 (2). Every value is a valid
-    (lower) bound and the solver never flips the switch mid-solve. Fix: keep the switch with the tables
-    (_PAIR_SWITCHES' way) or key the kept marks on it."""
+    (lower) bound and the solver never flips the switch mid-solve. Fixed by the lead after the audit: _Caps keeps the
+    switch as its tables are built (prefix_rounds, _PAIR_SWITCHES' way); was a strict xfail."""
     first, then = Budget(objective="cost"), Budget(objective="time")
     for key, sk, ests in _prefix_asks(0):
         if key != (2, 2, 1, 2, 1, 1, 1, 0):

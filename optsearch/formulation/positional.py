@@ -244,6 +244,8 @@ class _Caps:
         self.whole: np.ndarray | None = None  # [block stage, n] rest + X (hidden_reduce_rows), or None
         self.hide: np.ndarray | None = None  # [block stage] max(1, s) rho: the hiding is at most this x M
         self.back: tuple | None = None  # backward_rows: what a stage's last backward can be (prefix_hide)
+        self.prefix_rounds = PREFIX_HIDE_ROUNDS  # the switch as the tables are built (kept, as _PAIR_SWITCHES are:
+        # a table's kept marks and a later ask's under another setting would mix; audit13, round 21)
         self.rho = 0.0  # ... at most rho x M (hidden_reduce_rows' rho)
         self.kappa = 0.0  # (m - 1) / (pp - 1): what a stage's backward above M may grow per second of slowest stage
         self.row_g: np.ndarray | None = None  # [block stage] its node type
@@ -261,7 +263,7 @@ class _Caps:
             hide = self.hide[:, None] * Ms[None, :]  # [block stage, M]
             timed = fit
             fit = timed & (self.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
-            for _ in range(PREFIX_HIDE_ROUNDS if self.back is not None else 0):
+            for _ in range(self.prefix_rounds if self.back is not None else 0):
                 # round 21: what the earlier stages can hide, from the counts the level itself allows them
                 hide = np.minimum(hide, self.prefix_hide(fit, Ms))
                 fit = timed & (self.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
