@@ -259,22 +259,13 @@ def deep_kind(seed: int):
 
 
 def _loops_cut(problem, options, budget, monkeypatch, deepest: bool):
-    """tests/test_budget_deepest_round21's harness: every search loop stopped at its first in-flight bound, the seed
-    search's round-robin seeds off: a plan only from the work before the loops."""
+    """tests/test_budget_deepest_round21's harness (test_budget_descent.solve_with_loops_cut): every search loop
+    stopped at its first in-flight bound, the seed search's round-robin seeds off: a plan only from the work before
+    the loops."""
     import optsearch.solver as solver_module
-    from test_budget_descent import _WorkClock
-    clock = _WorkClock()
-    inflight = solver_module._inflight_bounded
-
-    def spends_every_deadline(*args, **kwargs):
-        clock.ahead_s += _WorkClock.MISSED_S
-        return inflight(*args, **kwargs)
-
-    monkeypatch.setattr(solver_module, "time", clock)
-    monkeypatch.setattr(solver_module, "_inflight_bounded", spends_every_deadline)
-    monkeypatch.setattr(solver_module, "FIRST_PLAN_SEEDS", 0)
+    from test_budget_descent import solve_with_loops_cut
     monkeypatch.setattr(solver_module, "DEEPEST_EARLY", deepest)
-    return solve(problem, budget, options=options, time_limit_s=60.0)
+    return solve_with_loops_cut(problem, options, budget, monkeypatch)[0]
 
 
 @pytest.mark.parametrize("seed", [7, 12])

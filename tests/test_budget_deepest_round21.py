@@ -16,7 +16,7 @@ from optsearch.search import budget_violations, objective_value
 from optsearch.solver import Memo, _budget_descent, solve
 from optsearch.spec.budget import Budget
 
-from test_budget_descent import _WorkClock, _own_seeds_meet
+from test_budget_descent import _WorkClock, _own_seeds_meet, solve_with_loops_cut
 from test_solver import GpuSpec, make_problem
 
 
@@ -36,20 +36,8 @@ def _deep_cheapest(cps=(1, 2)):
 
 
 def _solve_with_loops_cut(problem, options, budget, monkeypatch):
-    """solve, every search loop (the seed search's, the solve's own) stopped at its first in-flight bound
-    (_WorkClock), the seed search's own round-robin seeds off (FIRST_PLAN_SEEDS = 0): a plan comes only from the work
-    before the loops (the early seeds, the deepest pipelines, the descent, the climbs)."""
-    clock = _WorkClock()
-    inflight = solver_module._inflight_bounded
-
-    def spends_every_deadline(*args, **kwargs):
-        clock.ahead_s += _WorkClock.MISSED_S
-        return inflight(*args, **kwargs)
-
-    monkeypatch.setattr(solver_module, "time", clock)
-    monkeypatch.setattr(solver_module, "_inflight_bounded", spends_every_deadline)
-    monkeypatch.setattr(solver_module, "FIRST_PLAN_SEEDS", 0)
-    return solve(problem, budget, options=options, time_limit_s=60.0)
+    """solve with every search loop cut at its first in-flight bound (test_budget_descent.solve_with_loops_cut)."""
+    return solve_with_loops_cut(problem, options, budget, monkeypatch)[0]
 
 
 @pytest.mark.parametrize("cps", [(1, 2), (1,)])

@@ -42,6 +42,23 @@ class _WorkClock:
         return time.perf_counter() + self.ahead_s
 
 
+def solve_with_loops_cut(problem, options, budget, monkeypatch):
+    """(solve's result, its _WorkClock): every search loop (the seed search's, the solve's own) stopped at its first
+    in-flight bound, the seed search's own round-robin seeds off (FIRST_PLAN_SEEDS = 0): a plan comes only from the
+    work before the loops (the early seeds, the deepest pipelines, the descent, the climbs)."""
+    clock = _WorkClock()
+    inflight = solver_module._inflight_bounded
+
+    def spends_every_deadline(*args, **kwargs):
+        clock.ahead_s += _WorkClock.MISSED_S
+        return inflight(*args, **kwargs)
+
+    monkeypatch.setattr(solver_module, "time", clock)
+    monkeypatch.setattr(solver_module, "_inflight_bounded", spends_every_deadline)
+    monkeypatch.setattr(solver_module, "FIRST_PLAN_SEEDS", 0)
+    return solve(problem, budget, options=options, time_limit_s=60.0), clock
+
+
 def _own_seeds_meet(problem, options, budget) -> bool:
     """Whether a quick plan of the search's own seeds (the QUICK_SEEDS least time-bounded v = 1 candidates of each
     (cp, tp)) meets the budget."""
@@ -70,17 +87,7 @@ def test_time_under_a_budget_just_above_the_cheapest_plan_has_a_plan_before_any_
     assert cheapest.status == "optimal"
     budget = Budget(objective="time", max_cost_usd=cheapest.objective_value * 1.01)
     assert not _own_seeds_meet(problem, options, budget)  # the premise: the time order's seeds give no plan
-    clock = _WorkClock()
-    inflight = solver_module._inflight_bounded
-
-    def spends_every_deadline(*args, **kwargs):
-        clock.ahead_s += _WorkClock.MISSED_S
-        return inflight(*args, **kwargs)
-
-    monkeypatch.setattr(solver_module, "time", clock)
-    monkeypatch.setattr(solver_module, "_inflight_bounded", spends_every_deadline)
-    monkeypatch.setattr(solver_module, "FIRST_PLAN_SEEDS", 0)
-    got = solve(problem, budget, options=options, time_limit_s=60.0)
+    got, clock = solve_with_loops_cut(problem, options, budget, monkeypatch)
     assert got.plan is not None, got.message
     assert clock.ahead_s > 0  # a loop did start, and its work was cut off
     est = estimate(problem, got.plan)
