@@ -42,17 +42,6 @@ def main() -> None:
         timed(I, "_with_whole_levels", "inflight whole levels")
         timed(S, "_inflight_bounded", "inflight step (all)")
         timed(S.Memo, "refined_bound", "refined bound")
-        timed(S, "positional_bound", "positional bound")
-        timed(S, "_sibling_positional", "sibling positional")
-        timed(S, "_model_probe", "model probe")
-        timed(S, "_solve_model", "model solve")
-        timed(S.Memo, "quick_plans", "quick plans")
-        if hasattr(S, "_quick_within"):  # round 20
-            timed(S, "_quick_within", "quick plans within B")
-            timed(S, "_sibling_floor", "sibling floor")
-        timed(S, "_with_interleaved", "interleaved variants")
-        timed(S.Memo, "skeleton", "skeleton")
-        timed(S.Memo, "runnable", "runnable (priced)")
 
     run(args, Budget(objective="time", max_cost_usd=args.max_cost_usd), parts, {"max_cost_usd": args.max_cost_usd})
 

@@ -61,17 +61,6 @@ def main() -> None:
         timed(S, "_moved_plans", "moved plans")
         timed(S.Memo, "plan_of", "plan of (priced)")
         timed(S.Memo, "refined_bound", "refined bound")
-        timed(S, "positional_bound", "positional bound")
-        timed(S, "_sibling_positional", "sibling positional")
-        timed(S, "_model_probe", "model probe")
-        timed(S, "_solve_model", "model solve")
-        timed(S.Memo, "quick_plans", "quick plans")
-        if hasattr(S, "_quick_within"):  # round 20
-            timed(S, "_quick_within", "quick plans within B")
-            timed(S, "_sibling_floor", "sibling floor")
-        timed(S, "_with_interleaved", "interleaved variants")
-        timed(S.Memo, "skeleton", "skeleton")
-        timed(S.Memo, "runnable", "runnable (priced)")
 
     run(args, Budget(objective="cost", max_time_s=args.max_time_s), parts, {"max_time_s": args.max_time_s})
 

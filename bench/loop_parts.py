@@ -16,7 +16,8 @@ from collections import defaultdict
 
 def run(args, budget, parts, record: dict) -> None:
     """Solve args.model on args.cluster under budget (time limit args.time_limit, gap args.gap) with the parts timed:
-    parts(timed, I, S) calls timed(owner, name, label) for each; record: the row's own fields of the JSON line."""
+    parts(timed, I, S) calls timed(owner, name, label) for each of the row's own parts (the positional bounds, model
+    probes and quick plans are timed here for both); record: the row's own fields of the JSON line."""
     import optsearch.inflight as I
     import optsearch.solver as S
     from optsearch.cli.options import space_from_target
@@ -49,7 +50,18 @@ def run(args, budget, parts, record: dict) -> None:
                 spent[label] += time.process_time() - t0
         setattr(owner, name, wrapped)
 
-    parts(timed, I, S)
+    parts(timed, I, S)  # the row's own parts, then those both loops have
+    timed(S, "positional_bound", "positional bound")
+    timed(S, "_sibling_positional", "sibling positional")
+    timed(S, "_model_probe", "model probe")
+    timed(S, "_solve_model", "model solve")
+    timed(S.Memo, "quick_plans", "quick plans")
+    if hasattr(S, "_quick_within"):  # round 20
+        timed(S, "_quick_within", "quick plans within B")
+        timed(S, "_sibling_floor", "sibling floor")
+    timed(S, "_with_interleaved", "interleaved variants")
+    timed(S.Memo, "skeleton", "skeleton")
+    timed(S.Memo, "runnable", "runnable (priced)")
 
     class LoopTimes(dict):
         snap = None
