@@ -960,7 +960,7 @@ def _guess_order(order: list[tuple[int, ...]], by_key: dict, least_v: dict[tuple
 
 SEQUENCE_MOVES = True  # minimizing cost, an open candidate's best positional sequence with one stage moved (costbig)
 SEQUENCE_MOVES_MAX = 64  # of those moved sequences, at most this many priced per candidate
-SEQUENCE_MOVES_WORK = 1600  # and at most this many over pp, at least one (round 21, costflight; 0: no such cap)
+SEQUENCE_MOVES_WORK = 40_000  # and at most this many over pp squared, at least one (round 21; 0: no such cap)
 
 
 def _moved_sequences(seq: tuple[int, ...], most: int = SEQUENCE_MOVES_MAX) -> list[tuple[int, ...]]:
@@ -993,16 +993,18 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...], deadline: float
     deadline (time.perf_counter()): past it no further move is priced, and those priced so far are returned
     (round 14, overrun: on Megatron 1T, mixed-pool-8k, cost, pp 64-128, one move's plan costs 30-60 ms and the 64
     moves 2-4 s, which ran past --time-limit 10 by up to 2.5 s).
-    At most SEQUENCE_MOVES_WORK // pp of them (round 21, costflight): a move's plan costs about pp x 0.1-0.2 ms, and
-    on the deep cost rows the 64 moves were the loop's largest part (Megatron 1T, mixed-pool-3k, cost, CPU clock
-    8.8 s: 3.0 of its 6.6 s, five calls; GPT-3 175B 8k cost: 0.6 s). 1600 (the lead, after the merges; was 128):
-    at 128, Megatron 310B 8k cost<=D (D = 1,011,061 s) lost the move that gives its 3,312,008 plan at pp 25 (5 moves)
-    and ended at 1.56 % (70b62e1: 0.25 %), the plan coming 2 s later from a model; at 1600 (pp 25: all 64, pp 34: 47,
-    pp 65: 24) it is proven optimal at 8.8 s of CPU and 1T 3k cost (4.01 %) and 175B 8k cost (0.49 %) keep 128's
-    gains (one run each at 0, 128, 512, 1024, 1600: 8.31 / 4.01 x4; 2.59 / 0.49 x4; 0.0 / 1.56 / 1.56 / 0.25 / 0.0)."""
+    At most SEQUENCE_MOVES_WORK // pp**2 of them (round 21): a move's plan costs about pp x 0.1-0.2 ms, and on the
+    deep cost rows the 64 moves were the loop's largest part (costflight: Megatron 1T, mixed-pool-3k, cost, CPU clock
+    8.8 s: 3.0 of its 6.6 s, five calls; GPT-3 175B 8k cost: 0.6 s). costflight capped them at 128 // pp; at that cap
+    Megatron 310B 8k cost<=D (D = 1,011,061 s) lost the pp-25 move that gives its 3,312,008 plan (5 moves left) and
+    ended at 1.56 % (70b62e1: 0.25 %, the plan coming 2 s later from a model), and at 1600 // pp (64 at pp 25) 1T 3k
+    cost's plans came 0.9 s later (7.8 s of CPU) and missed the catalog's 10 s. Over pp squared (the lead, after the
+    merges): pp 9 and 25 keep all 64, pp 34 34, pp 65 9, pp 129 2. On the CPU clock at 8.8 s (one run each, against
+    1600 // pp): 1T 3k cost 4.01 % (its plan at 6.9 s), 175B 8k / 3k cost 0.49 %, 310B 8k cost<=D optimal, Mixtral
+    8x22B 8k cost 0.01 %, 1T 8k cost optimal: the same values."""
     out = []
     most = SEQUENCE_MOVES_MAX if SEQUENCE_MOVES_WORK <= 0 else min(SEQUENCE_MOVES_MAX,
-                                                                   max(1, SEQUENCE_MOVES_WORK // len(seq)))
+                                                                   max(1, SEQUENCE_MOVES_WORK // len(seq) ** 2))
     for moved in _moved_sequences(seq, most):
         if _past(deadline):
             break

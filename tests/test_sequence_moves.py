@@ -102,7 +102,7 @@ def test_cost_answers_equal_brute_force_where_the_moves_fire():
 
 
 def test_moved_plans_priced_at_most_the_work_over_pp():
-    """Round 21 (costflight): _moved_plans prices at most min(SEQUENCE_MOVES_MAX, SEQUENCE_MOVES_WORK // pp) moved
+    """Round 21: _moved_plans prices at most min(SEQUENCE_MOVES_MAX, SEQUENCE_MOVES_WORK // pp**2) moved
     sequences (at least one), the nearest first (_moved_sequences' order); SEQUENCE_MOVES_WORK = 0: the round-11 cap
     alone."""
 
@@ -117,7 +117,7 @@ def test_moved_plans_priced_at_most_the_work_over_pp():
     for pp in (4, 9, 34, 64, 130):
         seq = tuple([0] * (pp // 2) + [1] * (pp - pp // 2))
         every = solver._moved_sequences(seq, 10**6)
-        for work, most in ((0, solver.SEQUENCE_MOVES_MAX), (128, max(1, 128 // pp)), (1, 1)):
+        for work, most in ((0, solver.SEQUENCE_MOVES_MAX), (40_000, max(1, 40_000 // pp**2)), (1, 1)):
             memo = Counting()
             with mock.patch.object(solver, "SEQUENCE_MOVES_WORK", work):
                 solver._moved_plans(memo, None, seq)
