@@ -287,18 +287,22 @@ def run_checks(checks: dict, args, problem, options, seed: int, totals: dict) ->
                               "trace": traceback.format_exc()[-1500:]}), flush=True)
 
 
-def sweep(checks: dict, args, seeds, instance, keep, totals: dict, began: float) -> int:
-    """The sweep of rounds 13 to 16: instance(seed) (None: no more), those keep(problem, options) lets through, each
-    checked by run_checks until --max-seconds of CPU; then the totals line. Returns the exit code (0)."""
+def sweep(checks: dict, args, seeds, instance, keep, totals: dict, began: float, skipped: bool = False) -> int:
+    """The sweep of rounds 13 to 21: instance(seed) (None: no more), those keep(problem, options) lets through, each
+    checked by run_checks until --max-seconds of CPU; then the totals line. Returns the exit code (0). skipped
+    (rounds 18 to 21): a None draw (over its plan limit, or past a drawn list's end) and a draw keep refuses are
+    counted in totals["skipped"] and the sweep goes on."""
     for seed in seeds:
         if real_time.process_time() - began > args.max_seconds:
             break
         drawn = instance(seed)
-        if drawn is None:
+        if drawn is None and not skipped:
             break
-        problem, options = drawn
-        if not keep(problem, options):
+        if drawn is None or not keep(*drawn):
+            if skipped:
+                totals["skipped"] += 1
             continue
+        problem, options = drawn
         totals["instances"] += 1
         run_checks(checks, args, problem, options, seed, totals)
     print_totals(args, totals, began)

@@ -507,21 +507,7 @@ def main() -> int:
         instance = audit_round18.EXTRA_KINDS[args.kind]
     else:
         instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
-    for seed in seeds:
-        if real_time.process_time() - began > args.max_seconds:
-            break
-        drawn = instance(seed)
-        if drawn is None:
-            totals["skipped"] += 1
-            continue
-        problem, options = drawn
-        if not small(problem, options):
-            totals["skipped"] += 1
-            continue
-        totals["instances"] += 1
-        audit_round13.run_checks(CHECKS, args, problem, options, seed, totals)
-    audit_round13.print_totals(args, totals, began)
-    return 0
+    return audit_round13.sweep(CHECKS, args, seeds, instance, small, totals, began, skipped=True)
 
 
 if __name__ == "__main__":
