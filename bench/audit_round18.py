@@ -94,10 +94,11 @@ def _sequence_plans(problem, options, memo, sk, pos, stats) -> None:
             assert in_search_space(problem, plan, options) and est.fits and est == estimate(problem, plan), plan
 
 
-def _walk_setup(problem, options, seed, budgets_of, budgets_kept: int | None):
-    """check_boundary's and check_lift's start: (every plan by candidate, the budgets budgets_of draws from the priced
-    plans (the first budgets_kept), just below the median plan's time (a slower_than_s), a fresh Memo)."""
-    rng = random.Random(seed)
+def _walk_setup(problem, options, seed, budgets_of, budgets_kept: int | None, rng: random.Random | None = None):
+    """check_boundary's and check_lift's start (and rounds 20-21's pair / prefix checks'): (every plan by candidate,
+    the budgets budgets_of draws from the priced plans (the first budgets_kept), just below the median plan's time
+    (a slower_than_s), a fresh Memo). rng: the caller's, drawn on after (default random.Random(seed))."""
+    rng = random.Random(seed) if rng is None else rng
     by_cand = audit_round14.plans_by_candidate(problem, options)
     priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
     budgets = budgets_of(priced, rng)[:budgets_kept]

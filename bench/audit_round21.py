@@ -232,12 +232,8 @@ def check_prefix(problem, options, seed, stats):
         stats["prefix_absent"] += 1
         return
     rng = random.Random(seed)
-    by_cand = audit_round14.plans_by_candidate(problem, options)
-    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
-    budgets = audit_round19.round19_budgets(priced, rng)
-    times = sorted(e.training_time_s for _, _, e in priced)
-    median = times[len(times) // 2] * 0.999 if times else 0.0
-    memo = Memo(problem, options)
+    by_cand, budgets, median, memo = audit_round18._walk_setup(problem, options, seed, audit_round19.round19_budgets,
+                                                               None, rng)
     for key, (cand, plans) in by_cand.items():
         sibling = memo.skeleton(replace(cand, v=1))
         if sibling.most is None:
