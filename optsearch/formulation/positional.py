@@ -1273,23 +1273,25 @@ def _pair_least_rent(tab: _Tables, setup: tuple, Ms: np.ndarray, Xs: np.ndarray)
 
 def budget_pair_lift(f: Skeleton, tab: _Tables, ix: np.ndarray, lifted: np.ndarray, plain_of, b: float) -> np.ndarray:
     """Minimizing time under a cost budget: [mark] a floor on the iteration of every plan at mark ix that meets the
-    budget, at least `lifted` (budget_time_lift's). plain_of(rows)[r] = (m - 1) M + a floor on the rest of the iteration that
-    needs no share of the slowest stage's excess over M (S(M) + comm_lower_s + E's floor: no hidden-reduce level).
+    budget, at least `lifted` (budget_time_lift's). plain_of(rows)[r] = (m - 1) M + a floor on the rest of the
+    iteration that needs no share of the slowest stage's excess over M (S(M) + comm_lower_s + E's floor: no
+    hidden-reduce level).
 
-    The bound's rows charge each stage its least send out over every next type, so at a mark M the rent programme
-    lets a cheap, slow type in beside a fast one at no cost in M; but the fast stage beside it sends across the pair's
-    slower network (pair_cover_floor_s: a block followed by type h pays pair(g, h) on its last stage, every stage of
-    a plan takes at least its variant row). Megatron 76B on mixed-pool-3k, tp 1, dp 14, cp 4, 16 stages: all-H100 at
-    4 layers a stage breaks B by 3.4 %, and the H100 stage beside an A100 one sends 1.5 ms slower, so no layout
-    with an A100 holds 60 layers at the bound's mark. For a plan X at M (its rows within the caps at M, its slowest
-    stage T_s >= M) let M' = the largest of its variant rows (<= T_s). For any X_k > M either M' <= X_k: X's blocks
-    lie within the caps at M and every variant row within X_k, so its rent is at least R_k (_pair_least_rent); or
+    The bound's rows charge each stage its least sends over every neighbouring type, so at a mark M the rent
+    programme lets a cheap, slow type in beside a fast one at no cost in M; but the stages on both sides of that
+    boundary send across the pair's slower network (pair_cover_both_floor_s: a block preceded by type p pays
+    pair(p, g) on its first stage, one followed by h pays pair(g, h) on its last; every stage of a plan takes at
+    least its variant row). Megatron 76B on mixed-pool-3k, tp 1, dp 14, cp 4, 16 stages: all-H100 at 4 layers a
+    stage breaks B by 3.4 %, and an H100 stage beside an A100 one sends 1.5 ms slower, so no layout with an A100
+    holds 60 layers at the bound's mark. For a plan P at M (its rows within the caps at M, its slowest stage
+    T_s >= M) let M' = the largest of its variant rows (<= T_s). For any X_k > M either M' <= X_k: P's blocks lie
+    within the caps at M and every variant row within X_k, so its rent is at least R_k (_pair_least_rent); or
     M' > X_k: T_s > X_k, and its iteration is at least (m - 1) X_k + its sum of stage times + A + E + O >= plain +
     (m - 1)(X_k - M) (the hidden-reduce level of the bound's comm rests on (m - 1)(T_s - M), which is why plain
     leaves it out). Where R_k x lifted breaks the budget (rent x T <= b, T >= lifted), every plan that meets it is of
     the second kind: T >= max(lifted, plain + (m - 1)(X_k - M)). Taken at the largest such X_k (R_k falls as X_k
     grows); valid for any X_k. The thresholds are the variant rows' values in (M, M + PAIR_RENT_SPAN x lifted /
-    (m - 1)], each taken a relative 1e-12 below (caps at X exclude the row at that value), at most PAIR_RENT_WAYS."""
+    (m - 1)], each taken a relative 1e-12 below (more plans on the second side), at most PAIR_RENT_WAYS."""
     setup = _pair_rent_setup(f, tab)
     m = f.c.m
     if setup is None or m <= 1:
