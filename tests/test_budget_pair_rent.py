@@ -117,3 +117,28 @@ def test_an_invalid_lift_fails(monkeypatch):
 
     monkeypatch.setattr(positional, "_pair_least_rent", dearer)
     assert _least_ratio(*_coupled())[0] < 1 - 1e-9
+
+
+def test_batches_of_one_pair_give_the_same_bounds(monkeypatch):
+    """PAIR_RENT_WORK cuts the (mark, X) pairs into batches; batches of one pair or a few (the work limit at the
+    largest candidate's one-pair tables, the thresholds per mark left at PAIR_RENT_WAYS) give the same bounds, and a
+    limit below one pair leaves the lift out (the bounds without it)."""
+    problem, options = _coupled()
+    memo = Memo(problem, options)
+    asks = {(cand.key, est.cost_usd): cand for cand, _, est in space_plans(problem, options)
+            if cand.v == 1 and memo.skeleton(cand).most is not None}
+
+    def bounds(work: int, calls: int, on: bool = True) -> list[float]:
+        monkeypatch.setattr(positional, "PAIR_RENT_WORK", work)
+        monkeypatch.setattr(positional, "PAIR_RENT_CALLS", calls)
+        return [_bound(memo, cand, Budget(objective="time", max_cost_usd=cost), on) for (_, cost), cand in asks.items()]
+
+    def one_pair(cand) -> int:  # budget_pair_lift's table entries of one (mark, X) pair
+        tab = positional.tables(memo.skeleton(cand))
+        return len(cand.uses) ** 2 * (tab.sup.size + 1) * (tab.L + 1) * (cand.pp + 1)
+
+    one = max(one_pair(cand) for cand in asks.values())
+    whole = bounds(positional.PAIR_RENT_WORK, positional.PAIR_RENT_CALLS)
+    assert bounds(one, 10 ** 6) == whole
+    assert bounds(1, 1) == bounds(1, 1, on=False)
+    assert whole != bounds(1, 1, on=False)  # the lift changes some of them here

@@ -1198,6 +1198,10 @@ BUDGET_PAIR_RENT = True  # time under a cost budget: a refined mark whose layout
 # (pair_cover_floor_s' rows) all break the budget is lifted to the slowest stage they need (budget_pair_lift; round 22)
 PAIR_RENT_SPAN = 0.25  # the thresholds X tried lie in (M, M + this x T / (m - 1)]: the lift is at most this x T
 PAIR_RENT_WAYS = 12  # at most this many thresholds X per mark (one programme over all of them)
+PAIR_RENT_WORK = 4_000_000  # the most table entries (thresholds x G^2 x supply states x layers x stages) per
+# programme call: the (mark, X) pairs are taken in batches within it, and a candidate whose one pair exceeds it is
+# not lifted
+PAIR_RENT_CALLS = 4  # the thresholds per mark are cut (evenly) so that a lift makes at most about this many calls
 
 
 def _pair_rent_setup(f: Skeleton, tab: _Tables) -> tuple | None:
@@ -1298,17 +1302,25 @@ def budget_pair_lift(f: Skeleton, tab: _Tables, ix: np.ndarray, lifted: np.ndarr
         return lifted
     values = setup[-1]
     Ms = tab.marks[ix]
+    G = len(f.cand.uses)
+    one = G * G * (tab.sup.size + 1) * (tab.L + 1) * (tab.pp + 1)  # table entries of one (mark, X) pair
+    if one > PAIR_RENT_WORK:
+        return lifted
+    ways = min(PAIR_RENT_WAYS, max(1, PAIR_RENT_CALLS * (PAIR_RENT_WORK // one) // len(ix)))
     pairs = []  # (mark row, threshold)
     for j in range(len(ix)):
         xs = values[(values > Ms[j]) & (values <= Ms[j] + PAIR_RENT_SPAN * lifted[j] / (m - 1))] * (1 - 1e-12)
         xs = xs[xs > Ms[j]]
-        if len(xs) > PAIR_RENT_WAYS:
-            xs = xs[np.unique(np.linspace(0, len(xs) - 1, PAIR_RENT_WAYS).round().astype(np.int64))]
+        if len(xs) > ways:
+            xs = xs[np.unique(np.linspace(0, len(xs) - 1, ways).round().astype(np.int64))]
         pairs += [(j, x) for x in xs.tolist()]
     if not pairs:
         return lifted
     rows, xs = np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs])
-    empty = _pair_least_rent(tab, setup, Ms[rows], xs) * lifted[rows] > b * (1 + 1e-9)
+    step = max(1, PAIR_RENT_WORK // one)
+    rent = np.concatenate([_pair_least_rent(tab, setup, Ms[rows[k:k + step]], xs[k:k + step])
+                           for k in range(0, len(rows), step)])
+    empty = rent * lifted[rows] > b * (1 + 1e-9)
     if not empty.any():
         return lifted
     reach = np.full(len(ix), -np.inf)  # the largest X_k whose layouts all break the budget, per mark
