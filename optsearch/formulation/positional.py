@@ -1013,6 +1013,7 @@ class _Tables:
         self.combined: dict[tuple[int, float], float] = {}  # (mark, rent weight) -> least sum + weight x rent
         self.sequences: dict[tuple[int, float | None], tuple[int, ...] | None] = {}  # (mark, weight) -> node types
         self.deadline: float | None = None  # set by each positional_bound call: the programmes raise OutOfTime
+        self.pair_rent: tuple | None = None  # _pair_rent_setup's variants (() where it has none), built when asked
         if not PAIR_COVER_LAZY:
             self.apply_pair_cover(f)
 
@@ -1193,6 +1194,143 @@ def budget_time_lift(tab: _Tables, ix: np.ndarray, K: np.ndarray, iteration: np.
     return np.maximum(iteration, np.where(usable, t2, -np.inf).max(axis=1))
 
 
+BUDGET_PAIR_RENT = True  # time under a cost budget: a refined mark whose layouts within each boundary's own send
+# (pair_cover_floor_s' rows) all break the budget is lifted to the slowest stage they need (budget_pair_lift; round 22)
+PAIR_RENT_SPAN = 0.25  # the thresholds X tried lie in (M, M + this x T / (m - 1)]: the lift is at most this x T
+PAIR_RENT_WAYS = 12  # at most this many thresholds X per mark (one programme over all of them)
+PAIR_RENT_WORK = 4_000_000  # the most table entries (thresholds x G^2 x supply states x layers x stages) per
+# programme call: the (mark, X) pairs are taken in batches within it, and a candidate whose one pair exceeds it is
+# not lifted
+PAIR_RENT_CALLS = 4  # the thresholds per mark are cut (evenly) so that a lift makes at most about this many calls
+
+
+def _pair_rent_setup(f: Skeleton, tab: _Tables) -> tuple | None:
+    """pair_cover_both_floor_s' block variants for budget_pair_lift, once per candidate (kept on the tables): variant
+    (b, p, h) has block b's rows with its first stage's send back at the pair (p, b's type) and its last stage's send
+    out at the pair (b's type, h) (p = -1: b starts the pipeline; h = -1: b ends it). (by_start: s -> [(variant, its
+    type, stages, p, h)], stacked rows, their lows, variant offsets, block of each variant, sorted row values), or
+    None with one type or one stage."""
+    if tab.pair_rent is not None:
+        return tab.pair_rent or None
+    blocks, pp, G = tab.blocks, tab.pp, len(f.cand.uses)
+    if pp <= 1 or G <= 1 or len(blocks) == 0:
+        tab.pair_rent = ()
+        return None
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    pair, inter_out, inter_in = np.minimum(inter, inter.T), inter.min(axis=1), inter.min(axis=0)
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends, starts = blocks.start + blocks.stages == pp, blocks.start == 0
+    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if starts[b] else range(G))
+                for h in ((-1,) if ends[b] else range(G))]
+    rows = []
+    for b, p, h in variants:
+        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
+        t = int(blocks.g[b])
+        if p >= 0:
+            r[0] += max(pair[t, p] - inter_in[t], 0.0)
+        if h >= 0:
+            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
+        rows.append(r)
+    stacked = np.concatenate(rows)
+    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]
+    for i, (b, p, h) in enumerate(variants):
+        by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), p, h))
+    tab.pair_rent = (by_start, stacked, lows, np.cumsum(sizes) - sizes, np.array([b for b, _, _ in variants]),
+                     np.unique(stacked[~np.isnan(stacked)]))
+    return tab.pair_rent
+
+
+def _pair_least_rent(tab: _Tables, setup: tuple, Ms: np.ndarray, Xs: np.ndarray) -> np.ndarray:
+    """[k] -> the least rent of block sequences within node supply (the bound's own index) that hold L layers with
+    every stage within the bound's caps at Ms[k] and every variant row (each block's sends at the pairs with the
+    types really before and after it) at most Xs[k]: _least_rent's programme with the types of the block before and
+    of the block itself in its state. inf where none does."""
+    by_start, stacked, lows, v_offsets, of_block, _ = setup
+    sup, pp, L = tab.sup, tab.pp, tab.L
+    n, U, G = len(Ms), tab.sup.size, len(sup.src)
+    cap = np.minimum(_variant_caps(stacked, lows, v_offsets, Xs), tab.caps_of.at(Ms)[of_block])  # [variant, k]
+    cap = np.where(np.isfinite(cap), cap, -1).astype(np.int64)
+    rent = tab.blocks.rent_usd_per_hour
+    cols = np.arange(L + 1)
+    # F[s][k, p, t, u, l]: least rent of the blocks from stage s on, the block at s of type t, the one before of
+    # type p, using the supply u, holding l more layers; past the last stage (s = pp) every (p, t) ends at u = l = 0
+    F: list[np.ndarray | None] = [None] * (pp + 1)
+    F[pp] = np.full((n, G, G, U + 1, L + 1), np.inf)
+    F[pp][:, :, :, 0, 0] = 0.0
+    for s in range(pp - 1, -1, -1):
+        _on_time(tab.deadline)
+        best = np.full((n, G, G, U + 1, L + 1), np.inf)
+        for i, t, q, p, h in by_start[s]:
+            c_i = cap[i]  # [k]
+            if (c_i < 0).all():
+                continue
+            nxt = F[s + q][:, t, max(h, 0)][:, sup.src[t], :]  # [k, u, l]: after it a block of h, one t fewer
+            left = np.maximum(cols[None, :] - np.maximum(c_i, 0)[:, None], 0)  # [k, l]
+            got = np.take_along_axis(nxt, np.broadcast_to(left[:, None, :], nxt.shape), axis=2)
+            got = np.where((c_i >= 0)[:, None, None], got + rent[of_block[i]], np.inf)
+            np.minimum(best[:, max(p, 0), t, :U, :], got, out=best[:, max(p, 0), t, :U, :])
+        F[s] = best
+    return F[0][:, 0, :, :U, L].min(axis=(1, 2))
+
+
+def budget_pair_lift(f: Skeleton, tab: _Tables, ix: np.ndarray, lifted: np.ndarray, plain_of, b: float) -> np.ndarray:
+    """Minimizing time under a cost budget: [mark] a floor on the iteration of every plan at mark ix that meets the
+    budget, at least `lifted` (budget_time_lift's). plain_of(rows)[r] = (m - 1) M + a floor on the rest of the
+    iteration that needs no share of the slowest stage's excess over M (S(M) + comm_lower_s + E's floor: no
+    hidden-reduce level).
+
+    The bound's rows charge each stage its least sends over every neighbouring type, so at a mark M the rent
+    programme lets a cheap, slow type in beside a fast one at no cost in M; but the stages on both sides of that
+    boundary send across the pair's slower network (pair_cover_both_floor_s: a block preceded by type p pays
+    pair(p, g) on its first stage, one followed by h pays pair(g, h) on its last; every stage of a plan takes at
+    least its variant row). Megatron 76B on mixed-pool-3k, tp 1, dp 14, cp 4, 16 stages: all-H100 at 4 layers a
+    stage breaks B by 3.4 %, and an H100 stage beside an A100 one sends 1.5 ms slower, so no layout with an A100
+    holds 60 layers at the bound's mark. For a plan P at M (its rows within the caps at M, its slowest stage
+    T_s >= M) let M' = the largest of its variant rows (<= T_s). For any X_k > M either M' <= X_k: P's blocks lie
+    within the caps at M and every variant row within X_k, so its rent is at least R_k (_pair_least_rent); or
+    M' > X_k: T_s > X_k, and its iteration is at least (m - 1) X_k + its sum of stage times + A + E + O >= plain +
+    (m - 1)(X_k - M) (the hidden-reduce level of the bound's comm rests on (m - 1)(T_s - M), which is why plain
+    leaves it out). Where R_k x lifted breaks the budget (rent x T <= b, T >= lifted), every plan that meets it is of
+    the second kind: T >= max(lifted, plain + (m - 1)(X_k - M)). Taken at the largest such X_k (R_k falls as X_k
+    grows); valid for any X_k. The thresholds are the variant rows' values in (M, M + PAIR_RENT_SPAN x lifted /
+    (m - 1)], each taken a relative 1e-12 below (more plans on the second side), at most PAIR_RENT_WAYS."""
+    setup = _pair_rent_setup(f, tab)
+    m = f.c.m
+    if setup is None or m <= 1:
+        return lifted
+    values = setup[-1]
+    Ms = tab.marks[ix]
+    G = len(f.cand.uses)
+    one = G * G * (tab.sup.size + 1) * (tab.L + 1) * (tab.pp + 1)  # table entries of one (mark, X) pair
+    if one > PAIR_RENT_WORK:
+        return lifted
+    ways = min(PAIR_RENT_WAYS, max(1, PAIR_RENT_CALLS * (PAIR_RENT_WORK // one) // len(ix)))
+    pairs = []  # (mark row, threshold)
+    for j in range(len(ix)):
+        xs = values[(values > Ms[j]) & (values <= Ms[j] + PAIR_RENT_SPAN * lifted[j] / (m - 1))] * (1 - 1e-12)
+        xs = xs[xs > Ms[j]]
+        if len(xs) > ways:
+            xs = xs[np.unique(np.linspace(0, len(xs) - 1, ways).round().astype(np.int64))]
+        pairs += [(j, x) for x in xs.tolist()]
+    if not pairs:
+        return lifted
+    rows, xs = np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs])
+    step = max(1, PAIR_RENT_WORK // one)
+    rent = np.concatenate([_pair_least_rent(tab, setup, Ms[rows[k:k + step]], xs[k:k + step])
+                           for k in range(0, len(rows), step)])
+    empty = rent * lifted[rows] > b * (1 + 1e-9)
+    if not empty.any():
+        return lifted
+    reach = np.full(len(ix), -np.inf)  # the largest X_k whose layouts all break the budget, per mark
+    np.maximum.at(reach, rows[empty], xs[empty])
+    hit = np.nonzero(np.isfinite(reach))[0]
+    out = lifted.copy()
+    out[hit] = np.maximum(lifted[hit], plain_of(hit) + (m - 1) * (reach[hit] - Ms[hit]))
+    return out
+
+
 def tables(f: Skeleton) -> _Tables:
     if f.positional is None:
         f.positional = _Tables(f)
@@ -1214,6 +1352,7 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     c, pp, L = f.c, f.cand.pp, f.c.kind_layers[0]
     emb_s = embedding_floor_s(f)  # E, counted in every iteration below through comm (round 10)
     comm_s = comm_lower_s(f) + emb_s
+    plain_comm_s = comm_s  # A + O + E's floor that needs no share of the slowest stage (budget_pair_lift)
     _on_time(deadline)
     tab = tables(f)
     tab.deadline = deadline
@@ -1348,6 +1487,11 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
                         lifted = budget_time_lift(tab, ix[lift], (c.m - 1) * Ms[lift] + comm[lift], iteration[lift],
                                                   None if shift is None else shift[lift],
                                                   budget.max_cost_usd * slack / per_hour)
+                        if BUDGET_PAIR_RENT:  # round 22: the layouts within each boundary's own send
+                            at = ix[lift]
+                            lifted = budget_pair_lift(f, tab, at, lifted, lambda r: (
+                                (c.m - 1) * marks[at[r]] + tab.total_at(at[r]) + plain_comm_s),
+                                budget.max_cost_usd * slack / per_hour)
                         value[lift] = np.where(meets(rent[lift], lifted), c.iterations * lifted, np.inf)
         return value, weight
 
