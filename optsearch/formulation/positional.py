@@ -779,19 +779,25 @@ def _pair_supply(f: Skeleton, limit: int) -> tuple[_Supply, np.ndarray | None]:
     caps = tuple(sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp))
     key = (pp, caps, G, limit)
     if key not in _PAIR_SUPPLY:
-        states, taken = [()], []
+        states, taken = np.zeros((1, 0), dtype=np.int64), []  # [state, counted type]: the count vectors
         for cap, g in caps:
-            grown = [c + (k,) for c in states for k in range(min(cap, pp - sum(c)) + 1)]
-            if len(grown) > limit:
+            grow = np.minimum(cap, pp - states.sum(axis=1)) + 1  # each vector's next count: 0..min(cap, pp - sum)
+            if grow.sum() > limit:
                 break
-            states, taken = grown, taken + [g]
-        states.sort(key=sum)  # stable: index 0 stays no block
+            starts = np.cumsum(grow) - grow
+            nxt = np.arange(grow.sum()) - np.repeat(starts, grow)
+            states, taken = np.column_stack([np.repeat(states, grow, axis=0), nxt]), taken + [g]
+        sums = states.sum(axis=1)
+        states, sums = states[np.argsort(sums, kind="stable")], np.sort(sums)  # stable: index 0 stays no block
         size = len(states)
-        at = {c: i for i, c in enumerate(states)}
+        radix = np.cumprod([1] + [cap + 1 for cap, g in caps[:len(taken)]])[:len(taken)]
+        codes = states @ radix if len(taken) else np.zeros(size, dtype=np.int64)
+        order = np.argsort(codes)
         src = np.tile(np.arange(size), (G, 1))
         for j, g in enumerate(taken):
-            src[g] = [at[c[:j] + (c[j] - 1,) + c[j + 1:]] if c[j] else size for c in states]
-        upto = np.searchsorted(np.array([sum(c) for c in states]), np.arange(pp + 1), side="right")
+            less = order[np.searchsorted(codes[order], codes - radix[j]).clip(0, size - 1)]  # one block of g fewer
+            src[g] = np.where(states[:, j] >= 1, less, size)
+        upto = np.searchsorted(sums, np.arange(pp + 1), side="right")
         _PAIR_SUPPLY[key] = (_Supply(size=size, src=src), upto)
     return _PAIR_SUPPLY[key]
 
