@@ -754,6 +754,57 @@ PAIR_COVER_STATES = 4096  # the most supply states (the counted types' block cou
 PAIR_COVER_WAYS = 8  # values of M tried per pass of pair_cover_floor_s's search (one programme over all of them)
 PAIR_COVER_ONLY_WIDER = True  # only where its index counts more binding types than the bound's own (_supply)
 PAIR_COVER_WORK = 10_000_000  # the most (block variant x state x M) sums per pass; above it the floor is not run
+PAIR_COVER_WITHIN_PP = True  # the pair-cover floors' supply index holds only the counts a pipeline can use (the
+# counted blocks at most pp in all: _pair_supply; round 22, deep1t22): Megatron 1T 3k's 65/66-stage candidates, two
+# types of 64 blocks, 2,209/2,272 states where the full mixed-radix index needs 4,225 (> PAIR_COVER_STATES)
+
+_PAIR_SUPPLY: dict = {}  # (pp, ((cap, g), ...), G, limit) -> (_Supply, upto): one index a shape
+
+
+def _pair_supply(f: Skeleton, limit: int) -> tuple[_Supply, np.ndarray | None]:
+    """The pair-cover floors' supply index (PAIR_COVER_WITHIN_PP; _supply's otherwise, with upto None): the binding
+    types counted from the scarcest, as _supply, but only the count vectors c with sum_g c[g] <= pp, while there are
+    at most `limit` of them, ordered by that sum; upto[k] = how many have sum <= k (k = 0..pp). The programmes' state
+    at stage s counts the blocks of the suffix from s, and every block holds at least one stage, so no suffix from s
+    uses more than pp - s counted blocks: at stage s a state whose sum is over pp - s holds -inf in the full index,
+    and the programmes compute only the first upto[pp - s] states there (the rest stay -inf; each one's src has a
+    smaller sum, so it lies among them too). So over the same counted types the floor is the full index's, bit for
+    bit; where the full index's product of (cap + 1) is over the limit and this one is not, it counts one more type
+    (only relaxing less). Index 0 is no block; src[g, u] is u less one block of g, or U (the sentinel) where u holds
+    none; an uncounted type leaves u as it is."""
+    if not PAIR_COVER_WITHIN_PP:
+        return _supply(f, limit), None
+    pp, G = f.cand.pp, len(f.cand.uses)
+    most = [u.node.num_nodes_available // u.nodes_per_block for u in f.cand.uses]
+    caps = tuple(sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp))
+    key = (pp, caps, G, limit)
+    if key not in _PAIR_SUPPLY:
+        states, taken = np.zeros((1, 0), dtype=np.int64), []  # [state, counted type]: the count vectors
+        for cap, g in caps:
+            grow = np.minimum(cap, pp - states.sum(axis=1)) + 1  # each vector's next count: 0..min(cap, pp - sum)
+            if grow.sum() > limit:
+                break
+            starts = np.cumsum(grow) - grow
+            nxt = np.arange(grow.sum()) - np.repeat(starts, grow)
+            states, taken = np.column_stack([np.repeat(states, grow, axis=0), nxt]), taken + [g]
+        sums = states.sum(axis=1)
+        states, sums = states[np.argsort(sums, kind="stable")], np.sort(sums)  # stable: index 0 stays no block
+        size = len(states)
+        radix = np.cumprod([1] + [cap + 1 for cap, g in caps[:len(taken)]])[:len(taken)]
+        codes = states @ radix if len(taken) else np.zeros(size, dtype=np.int64)
+        order = np.argsort(codes)
+        src = np.tile(np.arange(size), (G, 1))
+        for j, g in enumerate(taken):
+            less = order[np.searchsorted(codes[order], codes - radix[j]).clip(0, size - 1)]  # one block of g fewer
+            src[g] = np.where(states[:, j] >= 1, less, size)
+        upto = np.searchsorted(sums, np.arange(pp + 1), side="right")
+        _PAIR_SUPPLY[key] = (_Supply(size=size, src=src), upto)
+    return _PAIR_SUPPLY[key]
+
+
+def _counted(sup: _Supply) -> int:
+    """How many types a supply index counts (those whose src moves u)."""
+    return int(sum((row != np.arange(sup.size)).any() for row in sup.src))
 
 
 def _pair_cover_setup(f: Skeleton, blocks: _Blocks) -> tuple | None:
@@ -764,14 +815,15 @@ def _pair_cover_setup(f: Skeleton, blocks: _Blocks) -> tuple | None:
     pp, G = f.cand.pp, len(f.cand.uses)
     if not PAIR_COVER or pp <= 1 or G <= 1 or len(blocks) == 0:
         return None
-    base, wide = _supply(f), _supply(f, PAIR_COVER_STATES)
-    if PAIR_COVER_ONLY_WIDER and wide.size == base.size:  # no binding type counted beyond the bound's own index
+    base, (wide, upto) = _supply(f), _pair_supply(f, PAIR_COVER_STATES)
+    if PAIR_COVER_ONLY_WIDER and _counted(wide) <= _counted(base):  # no binding type counted beyond the bound's own
         return None
     inter = np.array(f.c.send_inter_s, dtype=float)
     pair = np.minimum(inter, inter.T)  # [g, h]
     offsets = np.cumsum(blocks.stages) - blocks.stages
     ends = blocks.start + blocks.stages == pp  # the block that ends the pipeline sends nothing forward
-    return pp, G, wide, f.c.kind_layers[0], inter, pair, offsets, ends
+    upto = np.full(pp + 1, wide.size) if upto is None else upto  # the states computed at stage s: upto[pp - s]
+    return pp, G, wide, upto, f.c.kind_layers[0], inter, pair, offsets, ends
 
 
 def _variant_caps(stacked: np.ndarray, lows: np.ndarray, v_offsets: np.ndarray, Xs: np.ndarray) -> np.ndarray:
@@ -830,7 +882,7 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
     setup = _pair_cover_setup(f, blocks)
     if setup is None:
         return -math.inf
-    pp, G, wide, L, inter, pair, offsets, ends = setup
+    pp, G, wide, upto, L, inter, pair, offsets, ends = setup
     inter_out = inter.min(axis=1)
     # variant h of block b: its rows with the last stage's send out at the pair (b's type, h); one variant (h = 0,
     # the same rows) for a block that ends the pipeline
@@ -850,8 +902,9 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
     if len(values) == 0:
         return -math.inf
     U = wide.size
-    if len(variants) * U * PAIR_COVER_WAYS > PAIR_COVER_WORK:  # its time is not the bound's to spend (no deadline
-        return -math.inf  # inside _Tables): Megatron 1T 3k's 66 stages are 5.2 M a pass, about 20 ms
+    work = int(sum(upto[pp - blocks.start[b]] for b, _ in variants))  # states computed (len(variants) x U without
+    if work * PAIR_COVER_WAYS > PAIR_COVER_WORK:  # PAIR_COVER_WITHIN_PP): its time is not the bound's to spend (no
+        return -math.inf  # deadline inside _Tables): Megatron 1T 3k's 66 stages are 5.2 M a pass, about 20 ms
     by_start: list[list[tuple[int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, g, q, next type)
     for i, (b, h) in enumerate(variants):
         by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), -1 if ends[b] else h))
@@ -864,9 +917,10 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
         H[pp][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
         for s in range(pp - 1, -1, -1):
             best = np.full((nX, G, U + 1), -np.inf)
+            n = upto[pp - s]  # the states a suffix from s can reach (the others stay -inf)
             for i, g, q, h in by_start[s]:
-                got = H[s + q][:, max(h, 0), wide.src[g]]  # [X, u]: the blocks after, starting on h, one g fewer
-                np.maximum(best[:, g, :U], cap[i][:, None] + got, out=best[:, g, :U])
+                got = H[s + q][:, max(h, 0), wide.src[g][:n]]  # [X, u]: the blocks after, starting on h, one g fewer
+                np.maximum(best[:, g, :n], cap[i][:, None] + got, out=best[:, g, :n])
             H[s] = best
         return H[0][:, :, :U].max(axis=(1, 2))
 
@@ -881,7 +935,8 @@ PAIR_COVER_LAZY = True  # M_pair is computed only when a positional_bound call's
 # the largest mark) lie below its cutoff, not for every candidate whose tables are built (_Tables.apply_pair_cover)
 PAIR_COVER_BOTH_WORK = 30_000_000  # the most (block variant x state x M) sums per pass of the symmetric programme
 _PAIR_SWITCHES = ("PAIR_COVER", "PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_COVER_ONLY_WIDER", "PAIR_COVER_WORK",
-                  "PAIR_COVER_BOTH", "PAIR_COVER_BOTH_WORK")  # kept by _Tables as it is built, used when M_pair is applied
+                  "PAIR_COVER_BOTH", "PAIR_COVER_BOTH_WORK",
+                  "PAIR_COVER_WITHIN_PP")  # kept by _Tables as it is built, used when M_pair is applied
 
 
 def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
@@ -914,7 +969,7 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
     setup = _pair_cover_setup(f, blocks)
     if setup is None:
         return -math.inf
-    pp, G, wide, L, inter, pair, offsets, ends = setup
+    pp, G, wide, upto, L, inter, pair, offsets, ends = setup
     inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
     first = blocks.start == 0  # sends nothing back
     # variant (b, p, h): block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
@@ -939,7 +994,8 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
     if len(values) == 0:
         return -math.inf
     U = wide.size
-    if len(variants) * U * PAIR_COVER_WAYS > PAIR_COVER_BOTH_WORK:  # no deadline inside _Tables: its time is capped
+    work = int(sum(upto[pp - blocks.start[b]] for b, _, _ in variants))  # states computed (len(variants) x U
+    if work * PAIR_COVER_WAYS > PAIR_COVER_BOTH_WORK:  # without PAIR_COVER_WITHIN_PP): no deadline inside _Tables
         return -math.inf
     by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, t, q, p, h)
     for i, (b, p, h) in enumerate(variants):
@@ -953,10 +1009,11 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
         H: list[np.ndarray | None] = [None] * (pp + 1)  # H[s][X, t, p, u]: the suffix from s starts with t, after p
         for s in range(pp - 1, -1, -1):
             best = np.full((nX, G, G, U + 1), -np.inf)
+            n = upto[pp - s]  # the states a suffix from s can reach (the others stay -inf)
             for i, t, q, p, h in by_start[s]:
                 after = done if h < 0 else H[s + q][:, h, t, :]  # [X, u]: the suffix after it expects t before it
-                got = after[:, wide.src[t]]  # [X, u]: one block of t fewer
-                slot = best[:, t, max(p, 0), :U]
+                got = after[:, wide.src[t][:n]]  # [X, u]: one block of t fewer
+                slot = best[:, t, max(p, 0), :n]
                 np.maximum(slot, cap[i][:, None] + got, out=slot)
             H[s] = best
         return H[0][:, :, :, :U].max(axis=(1, 2, 3))
