@@ -1329,16 +1329,20 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     n = len(tab.marks)
     budget = max_cost_usd * slack * 3600.0 / iterations  # USD-seconds per hour of one iteration: rent x iteration
     alpha = tab.allreduce_per_layer
-    positive = alpha[alpha > 0]
-    if positive.size == 0:
-        levels = np.array([np.inf])
-    else:
-        lo, hi = float(positive.min()), float(alpha.max() * tab.L)
-        levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
-    extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - tab.allreduce_floor)  # [q] Delta_q
     v = tab.v
-    with np.errstate(divide="ignore", invalid="ignore"):
-        limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)  # [q, g]
+    if BUDGET_FAST:  # round 22 (flight22): the levels' arrays kept by their inputs (the same floats)
+        levels, extra, lim = _budget_levels(alpha, tab.L, tab.allreduce_floor, v)
+    else:
+        positive = alpha[alpha > 0]
+        if positive.size == 0:
+            levels = np.array([np.inf])
+        else:
+            lo, hi = float(positive.min()), float(alpha.max() * tab.L)
+            levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
+        extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - tab.allreduce_floor)  # [q] Delta_q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)
+        lim = limit if v == 1 else np.floor(limit / v) * v  # [q, g]
     best = cutoff  # round 20: as if a bucket at the cutoff fitted (inf: none)
     j = 0
     if BUDGET_FLOOR_STOP:  # round 19 (budgetlow): the intervals whose floor rent x iteration fits, before any rent
@@ -1349,6 +1353,8 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break
         stop = min(j + CHUNK, n)
+        if BUDGET_FAST:  # round 22 (flight22): only the chunk's rows below best (it grows with j; the rest not kept)
+            stop = j + _rows_below(tab.iteration[j:stop], best)
         _rent(tab, stop)
         rent, it = tab.rent[j:stop], tab.iteration[j:stop]
         ok = np.isfinite(rent) & (rent * it <= budget) & (it < best)
@@ -1364,19 +1370,67 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
             keep &= times * iterations <= max_time_s * slack
         rows, qs = np.nonzero(keep)
         if rows.size:
-            lim = limit if v == 1 else np.floor(limit / v) * v
             capped = np.minimum(tab.caps[j:stop][rows], lim[qs][:, :, None])  # [pairs, g, i]
             rents = _least_rent(tab, capped)
-            with np.errstate(invalid="ignore"):  # inf - inf where a position has no usable type (excluded after)
-                rents = np.where(_holds_within_supply(tab, capped), rents, np.inf)
-            fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
-            if max_usd_per_hour is not None:
-                fits &= rents <= max_usd_per_hour * slack
+            if BUDGET_FAST:  # round 22 (flight22): the supply test only where the rent fits (fits is the same)
+                fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
+                if max_usd_per_hour is not None:
+                    fits &= rents <= max_usd_per_hour * slack
+                if fits.any():
+                    with np.errstate(invalid="ignore"):
+                        fits[fits] = _holds_within_supply(tab, capped[fits])
+            else:
+                with np.errstate(invalid="ignore"):  # inf - inf where a position has no usable type (excluded after)
+                    rents = np.where(_holds_within_supply(tab, capped), rents, np.inf)
+                fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
+                if max_usd_per_hour is not None:
+                    fits &= rents <= max_usd_per_hour * slack
             if fits.any():
                 best = min(best, float(times[rows, qs][fits].min()))
         j = stop
     return None if not math.isfinite(best) else best
 
+
+
+BUDGET_FAST = True  # _time_under_cost's work cut, the same value bit for bit (round 22, flight22; _rows_below)
+
+
+def _rows_below(it: np.ndarray, best: float) -> int:
+    """The number of leading entries of `it` (a chunk of tab.iteration, non-decreasing) below best (round 22,
+    flight22). _time_under_cost keeps a row of its chunk only where it < best (best as the chunk starts), so the rows
+    from the first one at or above best on are never kept; it(M_j) grows with j, so the next chunk would start there
+    and stop the walk at once (it(M_j) >= best). Their rents (tab.rent) are then left for a later walk to compute:
+    a row's rent does not depend on the other rows of its call (_rent_at), so every value is the same bit for bit."""
+    over = np.flatnonzero(it >= best)
+    return int(over[0]) if len(over) else len(it)
+
+
+_LEVELS: dict = {}  # (alpha bytes, L, allreduce_floor, v) -> _budget_levels' arrays (round 22, flight22)
+
+
+def _budget_levels(alpha: np.ndarray, L: int, floor: float, v: int) -> tuple:
+    """_time_under_cost's all-reduce levels c_q, their Delta_q and the caps' limits [q, g] (multiples of v), the
+    expressions of its BUDGET_FAST = False branch on the same floats, kept by their inputs (a pure function of them:
+    the same arrays; read only). Tables of one degree at pp > 1 share alpha, L and the floor."""
+    key = (alpha.tobytes(), alpha.shape, L, floor, v, ALLREDUCE_LEVELS)
+    got = _LEVELS.get(key)
+    if got is None:
+        positive = alpha[alpha > 0]
+        if positive.size == 0:
+            levels = np.array([np.inf])
+        else:
+            lo, hi = float(positive.min()), float(alpha.max() * L)
+            levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
+        extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - floor)  # [q] Delta_q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)
+        lim = limit if v == 1 else np.floor(limit / v) * v
+        for a in (levels, extra, lim):
+            a.flags.writeable = False
+        if len(_LEVELS) > 4_096:
+            _LEVELS.clear()
+        got = _LEVELS[key] = (levels, extra, lim)
+    return got
 
 
 BUDGET_CUTOFF = True  # _time_under_cost prices only the buckets below the incumbent (round 20, inflightb)
