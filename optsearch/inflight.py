@@ -1805,6 +1805,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break  # it grows with j: no later interval meets the deadline
         stop = min(j + CHUNK, n)
+        if WHOLE_FAST:  # round 22 (flight22): the first interval alone, then only the rows below the least value
+            stop = j + 1 if not math.isfinite(best) else j + _rows_below(tab.iteration[j:stop], best)
         caps = tab.caps[j:stop]  # [J, g, i]
         lo = np.full(stop - j, tab.whole_mean)  # X > lo (or X >= the mean)
         hi = np.full(stop - j, max(top, tab.whole_mean) * 2)
@@ -1851,6 +1853,16 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
             best = min(best, float(value[ok].min()))
         j = stop
     return None if not math.isfinite(best) else best
+
+
+WHOLE_FAST = True  # whole_levels_iteration searches the rows below the least value found only (round 22, flight22)
+# Each interval's value (its level bisection, hiding floor and pair excess) is computed row by row (no row's value
+# depends on the other rows of its chunk), and is at least its it(M_j), which grows with j. The walk's value is the
+# least over the intervals from j0 up to the first one whose it(M_j) reaches the least value found before it. With
+# WHOLE_FAST the first interval is searched alone, and each chunk after it only up to its first row at or above the
+# least value so far (_rows_below): a row left out has a value >= its it(M_j) >= that least value, so the least is
+# the same float, and the walk stops at or before the old chunk start where it stopped (the rows between are such
+# rows). On Megatron 39B (mixed-pool-8k, time<=B) the first chunk searched 15,318 rows for 1,327 below the value.
 
 
 def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_time_s: float | None,
