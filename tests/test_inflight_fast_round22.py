@@ -5,6 +5,7 @@ budget, the in-flight step's work cut (flight22, 2026-11-25)").
   node-supply test only on the buckets whose rent fits, and keeps its levels' arrays by their inputs.
 - inflight.WHOLE_FAST: whole_levels_iteration searches the first interval alone, then only the rows below the least
   value found.
+- inflight.FLOOR_RENT_KEPT: R(inf) (_floor_rent) kept by the inputs of _least_rent, shared by tables alike.
 
 Both are exact: with the switches on and off, every in-flight value the loop asks (fresh memos, so fresh tables) is
 the same float (or None both ways), under cost budgets at plans' exact costs with the loop's cutoffs (none, the
@@ -49,7 +50,8 @@ def _budgets(priced) -> list[tuple[Budget, list[float]]]:
 def _values(problem, options, budget, cutoffs, on: bool, work: dict) -> list:
     """The loop's in-flight values of every listed candidate under budget at each cutoff, the switches set to `on`;
     work counts the rent rows and the whole levels' searched rows."""
-    saved = inflight.BUDGET_FAST, inflight.WHOLE_FAST, inflight._least_rent, inflight._holds
+    saved = (inflight.BUDGET_FAST, inflight.WHOLE_FAST, inflight.FLOOR_RENT_KEPT, inflight._least_rent,
+             inflight._holds)
     least_rent, holds = inflight._least_rent, inflight._holds
 
     def rent_counted(tab, caps):
@@ -60,7 +62,7 @@ def _values(problem, options, budget, cutoffs, on: bool, work: dict) -> list:
         work["holds"] += len(caps)
         return holds(tab, caps)
 
-    inflight.BUDGET_FAST = inflight.WHOLE_FAST = on
+    inflight.BUDGET_FAST = inflight.WHOLE_FAST = inflight.FLOOR_RENT_KEPT = on
     inflight._least_rent, inflight._holds = rent_counted, holds_counted
     try:
         out = []
@@ -73,7 +75,8 @@ def _values(problem, options, budget, cutoffs, on: bool, work: dict) -> list:
                     out.append((item.cand.key, cut, solver._inflight_bounded(memo, budget, refined, 0.0, cut)))
         return out
     finally:
-        inflight.BUDGET_FAST, inflight.WHOLE_FAST, inflight._least_rent, inflight._holds = saved
+        (inflight.BUDGET_FAST, inflight.WHOLE_FAST, inflight.FLOOR_RENT_KEPT, inflight._least_rent,
+         inflight._holds) = saved
 
 
 def _compare(instances) -> tuple[int, int, dict, dict]:
@@ -132,3 +135,4 @@ def test_the_levels_are_kept_read_only_and_equal():
     assert c is not a and all((x == y).all() for x, y in zip(a, c))
     assert inflight._rows_below(np.array([1.0, 2.0, 3.0]), 2.5) == 2
     assert inflight._rows_below(np.array([1.0, 2.0]), math.inf) == 2
+
