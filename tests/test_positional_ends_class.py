@@ -21,7 +21,7 @@ from optsearch.search import objective_value
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import space_plans
+from test_audit_dist_bounds import off_heavy_instance, space_plans
 from test_positional_type_boundary import boundary_instance
 
 _FLOOR, _BASE = positional.ends_class_floor_s, positional.ends_class_base  # before any monkeypatch
@@ -92,10 +92,50 @@ def test_the_sends_charged_twice_put_a_bound_above_a_plan(monkeypatch):
 
 def _last_twice(f, tab, top, comm_s, emb_s):
     """An invalid base: S_top's last-block embedding excess not taken off before the pair's is added."""
-    out = _BASE(f, tab, top, comm_s, emb_s)
-    return out + (tab.last[None, :] if tab.last is not None else 0.0)
+    base, a0 = _BASE(f, tab, top, comm_s, emb_s)
+    return base + (tab.last[None, :] if tab.last is not None else 0.0), a0
 
 
 def test_the_last_excess_counted_twice_puts_a_bound_above_a_plan(monkeypatch):
     monkeypatch.setattr(positional, "ends_class_base", _last_twice)
     assert _walk(*boundary_instance(109, True))[0] < 1 - 1e-9
+
+
+def _least_without_levels(problem, options) -> tuple[float, int]:
+    """(the least plan time / positional bound with no budget over every plan of every v = 1 pattern-mode candidate,
+    how many candidates' bounds lie above the bound with ENDS_CLASS_LEVELS = 0: the sends and the ends only)."""
+    memo, plain = Memo(problem, options), Memo(problem, options)
+    least, raised = math.inf, 0
+    kept: dict = {}
+    budget = Budget(objective="time")
+    for cand, plan, est in space_plans(problem, options):
+        if cand.v != 1 or memo.skeleton(cand).most is None:
+            continue
+        if cand.key not in kept:
+            kept[cand.key] = positional.positional_bound(memo.skeleton(cand), budget).bound
+            levels, positional.ENDS_CLASS_LEVELS = positional.ENDS_CLASS_LEVELS, 0
+            try:
+                raised += kept[cand.key] > positional.positional_bound(plain.skeleton(cand), budget).bound * (1 + 1e-9)
+            finally:
+                positional.ENDS_CLASS_LEVELS = levels
+        least = min(least, objective_value(est, "time") / kept[cand.key])
+    return least, raised
+
+
+def test_the_reduce_levels_bound_every_plan_and_raise_some():
+    # off_heavy seed 9 (the overlap on): 3 of its candidates' bounds rise with the levels (measured when written;
+    # seed 7 likewise), the least plan / bound 1 + 1e-9
+    least, raised = _least_without_levels(*off_heavy_instance(9))
+    assert least >= 1 - 1e-9 and raised > 0
+
+
+def _no_a0(f, blocks, slope, base, above, limit, deadline=None, hidden=None):
+    """An invalid floor: the reduce the base already counts (a0) not taken off before a level's is added."""
+    if hidden is not None:
+        hidden = (hidden[0], hidden[1] * 0.0, hidden[2])
+    return _FLOOR(f, blocks, slope, base, above, limit, deadline, hidden)
+
+
+def test_the_reduce_counted_twice_puts_a_bound_above_a_plan(monkeypatch):
+    monkeypatch.setattr(positional, "ends_class_floor_s", _no_a0)
+    assert _least_without_levels(*off_heavy_instance(9))[0] < 1 - 1e-9
