@@ -969,8 +969,8 @@ ENDS_CLASS_FLOOR = True  # minimizing time: a floor on the iteration of each cla
 ENDS_CLASS_WAYS = 2  # values of the floor tried per pass of its search (one programme over all of them x the classes)
 ENDS_CLASS_WORK = 200_000_000  # the most (block variant x state x column) sums per pass; above it the floor is not run
 ENDS_CLASS_STATES = 256  # its supply index (_supply's limit): the bound's own (the pair-cover floors take 4096)
-ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels between the bound's own A and the
-# cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
+ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
+# to the cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
 
 
 def _hidden_fit(caps: "_Caps", Ms: np.ndarray, Cs: np.ndarray) -> np.ndarray:
@@ -1589,7 +1589,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         hidden = None
         if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # the reduce levels from the least a0 to the cutoff's
             gap = (cutoff - best) / c.iterations if math.isfinite(cutoff) else 0.05 * best / c.iterations
-            hidden = (tab.caps_of, a0, a0.min() + gap * np.arange(ENDS_CLASS_LEVELS + 1) / ENDS_CLASS_LEVELS)
+            steps = np.append(0.0, 0.5 ** np.arange(ENDS_CLASS_LEVELS - 1, -1, -1))  # 0, gap / 2^(n-1), ..., gap
+            hidden = (tab.caps_of, a0, a0.min() + gap * steps)
         floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations, deadline,
                                    hidden)
         if c.iterations * floor > best:
