@@ -969,6 +969,8 @@ ENDS_CLASS_FLOOR = True  # minimizing time: a floor on the iteration of each cla
 ENDS_CLASS_WAYS = 2  # values of the floor tried per pass of its search (one programme over all of them x the classes)
 ENDS_CLASS_WORK = 200_000_000  # the most (block variant x state x column) sums per pass; above it the floor is not run
 ENDS_CLASS_STATES = 256  # its supply index (_supply's limit): the bound's own (the pair-cover floors take 4096)
+ENDS_CLASS_LAST_SUMS = True  # its base's sum by the last block's type (one sum programme a type at the largest mark)
+ENDS_CLASS_SPAN = 0.03  # ... spread evenly over the cutoff's gap, at most this share of the walk's bound
 ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
 # to the cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
 
@@ -1131,6 +1133,11 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
     c, G = f.c, len(f.cand.uses)
     s_top = float(tab.total_at(top)[0])
     last = tab.last if tab.last is not None else np.zeros(G)
+    if ENDS_CLASS_LAST_SUMS:  # S_top by the last block's type: the sum programme with only gL allowed to end
+        caps = tab.caps(top)
+        s_top = np.array([_least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, deadline=tab.deadline,
+                                     last_extra=np.where(np.arange(G) == g, last, np.inf))[0][0] for g in range(G)])
+        s_top = np.where(np.isfinite(s_top), s_top, np.inf)[None, :]
     pair = np.zeros((G, G))
     if c.emb_inter_s:
         pair = np.array(c.emb_inter_s, dtype=float)
@@ -1588,8 +1595,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         base, a0 = ends_class_base(f, tab, top, comm_s, emb_s)
         hidden = None
         if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # the reduce levels from the least a0 to the cutoff's
-            gap = (cutoff - best) / c.iterations if math.isfinite(cutoff) else 0.05 * best / c.iterations
-            steps = np.append(0.0, 0.5 ** np.arange(ENDS_CLASS_LEVELS - 1, -1, -1))  # 0, gap / 2^(n-1), ..., gap
+            gap = min(cutoff - best, ENDS_CLASS_SPAN * best) / c.iterations
+            steps = np.arange(ENDS_CLASS_LEVELS + 1) / ENDS_CLASS_LEVELS  # 0, gap / n, ..., gap
             hidden = (tab.caps_of, a0, a0.min() + gap * steps)
         floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations, deadline,
                                    hidden)
