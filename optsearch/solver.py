@@ -1026,7 +1026,8 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...], deadline: float
 # time, and C spread up to that split's A; with REDUCE_SEQUENCES the same programme also picks the type of every
 # stage (its two types in their numbers), which moves the slower type's runs to where their reduce hides. Run only on
 # the first REDUCE_SPLITS_MOST open candidates' best quick plans (minimizing time, v = 1), the splits ranked by a
-# guess of their iteration and the best REDUCE_PRICED priced by the cost model. Incumbents only, never a bound.
+# guess of their iteration and the best REDUCE_PRICED priced by the cost model; not under a cost budget (the time<=B
+# rows, not measured). Incumbents only, never a bound.
 REDUCE_SPLITS = True
 REDUCE_SPLITS_X = 2  # stage-time caps tried: the slowest-stage split's and the next distinct stage times above it
 REDUCE_SPLITS_C = 8  # exposed-reduce caps tried: C_k = A_split x k / REDUCE_SPLITS_C, k = 1..REDUCE_SPLITS_C
@@ -3501,8 +3502,9 @@ def solve(
                     if SEQUENCE_MOVES and budget.objective == "cost" and incumbent is not None and pos.sequences and (
                             pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):  # open: its best sequence's moves too
                         found += _moved_plans(memo, sk, pos.sequences[0], deadline)
-                    if REDUCE_SPLITS and budget.objective == "time" and reduce_left > 0 and pos.sequences and (
-                            incumbent is not None and pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):
+                    if REDUCE_SPLITS and budget.objective == "time" and budget.max_cost_usd is None and (
+                            reduce_left > 0 and incumbent is not None
+                            and pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):
                         quick = _best_meeting(budget, memo.quick_plans(sk))  # open: its best quick plan's sequence
                         if quick is not None:
                             reduce_left -= 1
