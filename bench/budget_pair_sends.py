@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("--time-limit", type=float, default=8.8)
     ap.add_argument("--top", type=int, default=400)
     ap.add_argument("--show", type=int, default=12)
+    ap.add_argument("--solve-off", action="store_true", help="the row solved with the switch off (the base's queue)")
     args = ap.parse_args()
 
     from optsearch import inflight as I
@@ -39,12 +40,13 @@ def main() -> None:
     wall = time.perf_counter
     time.perf_counter = time.process_time
     S.QUEUE_DUMP = []
+    I.BUDGET_PAIR_SENDS = not args.solve_off and I.BUDGET_PAIR_SENDS
     result = S.solve(problem, budget, time_limit_s=args.time_limit, options=options)
     time.perf_counter = wall
     print("value", result.objective_value, "bound", result.bound, "gap", result.gap)
     queue, parked, inc = S.QUEUE_DUMP[-1]
     entries = sorted([(e[0], e[3]) for e in queue] + [(e[0], e[3]) for e in parked], key=lambda e: e[0])
-    switch = I.BUDGET_PAIR_SENDS
+    switch = True
     got = {}
     for on in (False, True):
         I.BUDGET_PAIR_SENDS = on
@@ -59,6 +61,8 @@ def main() -> None:
         got[on] = {key: S._inflight_bounded(memo, budget, rf) for key, rf in items}
         print(f"switch {on}: {len(items)} in-flight bounds, {time.process_time() - t0:.3f} s of CPU")
     I.BUDGET_PAIR_SENDS = switch
+    for lower, item in entries[:args.show]:
+        print("front", item.cand.key, round(lower, 1), got[False].get(item.cand.key), got[True].get(item.cand.key))
     off, on = got[False], got[True]
     closed = [k for k in off if off[k] is not None and on[k] is None]
     raised = [k for k in off if off[k] is not None and on[k] is not None and on[k] > off[k] * (1 + 1e-9)]

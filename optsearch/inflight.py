@@ -1346,7 +1346,9 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     cutoff (round 20, inflightb; seconds per iteration, _budget_cut's): the walk starts as if a bucket at the cutoff
     had been found, so it prices only the buckets below it and stops at the first interval whose it(M_j) reaches it;
     the value is min(cutoff, the value without it), and the cutoff where the value without it is None (_budget_cut:
-    the solver drops the candidate either way)."""
+    the solver drops the candidate either way). Round 22 (rentflight, BUDGET_PAIR_SENDS): the buckets that fit are
+    also priced within each boundary's own send (_pair_fitting, _pair_send_rent), the least floor of one that fits
+    that too taken."""
     slack = BOUND_SLACK
     n = len(tab.marks)
     budget = max_cost_usd * slack * 3600.0 / iterations  # USD-seconds per hour of one iteration: rent x iteration
