@@ -13,6 +13,8 @@ M_j itself, strictly below: the plans whose slowest stage is at a mark left out)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from draws import draws
@@ -64,6 +66,14 @@ def test_the_pair_send_rent_lies_below_every_plan_that_meets_the_budget(monkeypa
         least, raised = _check(*_coupled(layers=layers, stages=stages), monkeypatch)
         assert least >= 1 - 1e-9
         assert raised > 0  # the pair rent closes or raises some bounds (33, 67 when written): not vacuous
+
+
+def test_the_pair_send_rent_lies_below_every_interleaved_plan(monkeypatch):
+    """The coupled instance with 8 layers and v in {1, 2}: the interleaved tables (v sends each way) too."""
+    problem, options = _coupled(layers=8, stages=2)
+    least, raised = _check(problem, replace(options, virtual_stages=(1, 2)), monkeypatch)
+    assert least >= 1 - 1e-9
+    assert raised > 0  # some bounds raised (27 of the v = 2 candidates' alone when written)
 
 
 def test_the_pair_send_rent_lies_below_every_plan_on_random_instances(monkeypatch):
