@@ -1428,7 +1428,7 @@ def _pair_fitting(tab: InFlightTables, js: np.ndarray, qs: np.ndarray, times: np
     """The least of times over the buckets (js, qs) (each one whose Lagrangian rent fits the budget) whose rent
     within each boundary's own send (_pair_send_rent) fits it too; inf where none does (round 22, rentflight).
     Buckets are priced in order of time, a few at a time, until one fits: the value is the least fitting one's."""
-    if not (_pair_delta(tab) > 0).any():  # every send at e_g: the rents are the Lagrangian's
+    if not (_pair_delta(tab) > 0).any():  # every send at e_g already: not priced again (a weaker bound, valid)
         return float(times.min())
     order = np.argsort(times, kind="stable")
     at, step = 0, 0
