@@ -443,12 +443,13 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
 
 def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                rent_weight: np.ndarray | None = None, choices: bool = False, deadline: float | None = None,
-               first_extra: np.ndarray | None = None, last_extra: np.ndarray | None = None):
+               first_extra: np.ndarray | None = None, last_extra: np.ndarray | None = None, kept: list | None = None):
     """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
     node supply. rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices
     records the best (block, layers) per (s, u, l) for the first M, and the u it ends with. first_extra[g, n, M] is
     added to a block of type g that starts the pipeline holding n layers (_first_stage_extra: stage 0's reduce);
-    last_extra[g] to a block of type g that ends it (embedding_last_rows: the tied embedding's all-reduce)."""
+    last_extra[g] to a block of type g that ends it (embedding_last_rows: the tied embedding's all-reduce). kept (a
+    list): F[s] for s = 0..pp is put in it (_traced_sequence)."""
     nM, U = caps.shape[1], sup.size
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
@@ -498,6 +499,8 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
         F[s] = best
         if choices:
             pick[s] = arg
+    if kept is not None:
+        kept[:] = F
     ends = F[0][:, :U, L]
     return ends.min(axis=1), (pick, int(ends[0].argmin()) if choices else 0)
 
@@ -521,6 +524,60 @@ def _sequence(picked: tuple[dict[int, list], int], sup: _Supply, pp: int, L: int
     s, left, seq = 0, L, []
     while s < pp:
         got = pick[s][u][left]
+        if got is None:
+            return None
+        g, q, n = got
+        seq += [g] * q
+        s, left, u = s + q, left - n, int(sup.src[g, u])
+    return tuple(seq)
+
+
+SEQUENCE_TRACED = True  # _Tables.sequence traces the sum programme's tables back along one path (_traced_sequence;
+# round 22, quick1t) instead of recording every state's choice (choices=True): the same sequence, 0.10-0.11 s -> less
+# on Megatron 1T 3k's deep two-node candidates (a quarter of their positional step)
+
+
+def _traced_sequence(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
+                     rent_weight: np.ndarray | None, last_extra: np.ndarray | None,
+                     deadline: float | None = None) -> tuple[int, ...] | None:
+    """_sequence(_least_sum(..., choices=True)) at one mark (caps [block, 1]), from the tables of the plain programme.
+    The choices path records at each (s, u, l) the choice of the last strict improvement over the groups in order,
+    each count n from the least up, and within (group, n) the first block at the least: that is the first (group, n,
+    block) in this order whose sum equals the state's final value (an earlier one equal to it would have made the
+    improvement; none is below it). The plain programme's F holds those final values, the same floats (the same
+    sums per + F[s + q][src, l - n], the same min; tests/test_positional_walk_floor.py), so walking from stage 0's
+    least end (the first u at l = L, as choices' argmin) and taking at each stage the first (group, n, block) whose
+    sum, computed by the same expressions, equals F[s][u, left] gives the same choices along the one path _sequence
+    reads; None where that value is infinite (no choice recorded)."""
+    F: list = []
+    _least_sum(groups, sup, caps, pp, L, rent_weight, deadline=deadline, last_extra=last_extra, kept=F)
+    U = sup.size
+    u = int(F[0][0, :U, L].argmin())
+    s, left, seq = 0, L, []
+    while s < pp:
+        want = F[s][0, u, left]
+        if not np.isfinite(want):
+            return None
+        got = None
+        for grp in groups[s]:
+            cap = caps[grp.index]  # [block, 1]
+            base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
+                                           rent_weight[None, :] * grp.rent_usd_per_hour[:, None])
+            if last_extra is not None and s + grp.stages == pp:
+                base = base + last_extra[grp.g][:, None]
+            base = np.where(cap >= 0, base, np.inf)
+            nxt = F[s + grp.stages][0]  # [u, l]
+            for n in range(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1):
+                if n > left:
+                    break
+                per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
+                sums = per[:, 0] + nxt[sup.src[grp.g, u], left - n]  # [block]
+                hit = np.nonzero(sums == want)[0]
+                if len(hit):
+                    got = (int(grp.g[hit[0]]), grp.stages, n)
+                    break
+            if got is not None:
+                break
         if got is None:
             return None
         g, q, n = got
@@ -1206,6 +1263,10 @@ class _Tables:
 
     def sequence(self, i: int, weight: float | None) -> tuple[int, ...] | None:
         """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
+        if (i, weight) not in self.sequences and SEQUENCE_TRACED:
+            self.sequences[(i, weight)] = _traced_sequence(
+                self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
+                None if weight is None else np.array([weight]), self.last, self.deadline)
         if (i, weight) not in self.sequences:
             _, pick = _least_sum(self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
                                  None if weight is None else np.array([weight]), choices=True,
