@@ -909,7 +909,7 @@ def _least_covering(values: np.ndarray, most_held, L: int) -> float:
     return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
 
 
-def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
+def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, at: float | None = None) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
     search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
     per pass than PAIR_COVER_WORK). Round 19, supply1t.
@@ -981,6 +981,8 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
             H[s] = best
         return H[0][:, :, :U].max(axis=(1, 2))
 
+    if at is not None:  # PAIR_COVER_DEFER's test: -inf where M_pair <= at (its cover at `at` reaches L), else inf
+        return -math.inf if most_held(np.array([at]))[0] >= L else math.inf
     return _least_covering(values, most_held, L)
 
 
@@ -1165,6 +1167,18 @@ class _Tables:
         _, per_stage = self.caps_of.both(self.marks)
         self.possible = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
                          & (self.marks >= paired) & (self.marks >= self.mixed_floor))
+
+    def pair_cover_within(self, f: Skeleton, at: float) -> bool:
+        """Whether M_pair (apply_pair_cover's floor, under the switches as the tables were built) is at most `at`:
+        one programme at one value (PAIR_COVER_DEFER), where the floor's search takes several passes of
+        PAIR_COVER_WAYS. True where the floor is not run (it would be -inf)."""
+        least = self.marks[self.possible][:1]
+        now = {name: globals()[name] for name in _PAIR_SWITCHES}
+        globals().update(self.pair_switches)
+        try:
+            return not len(least) or pair_cover_floor_s(f, self.blocks, float(least[0]), at) == -math.inf
+        finally:
+            globals().update(now)
 
     def caps(self, ix: np.ndarray) -> np.ndarray:
         """[block, mark] caps at these marks (recomputed: kept for every mark they would take the most memory)"""
@@ -1455,6 +1469,11 @@ def tables(f: Skeleton) -> _Tables:
     return f.positional
 
 
+PAIR_COVER_DEFER = True  # minimizing cost with a cutoff: the walk first without M_pair; where its bound is below the
+# cutoff and M_pair is at most the least mark of its kept answers (one programme, pair_cover_within), that is the
+# bound with M_pair too; else M_pair is applied and the walk run again (round 22, quick1t; docs/solver.md)
+
+
 def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2,
                      slower_than_s: float = 0.0, deadline: float | None = None) -> PositionalBound:
     """The bound of the module docstring for f's candidate under the budget, with up to `keep` type sequences.
@@ -1519,8 +1538,10 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
 
     top = np.nonzero(tab.possible)[0][-1:]
     rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
+    defer = (PAIR_COVER_DEFER and is_cost and tab.pair_pending and not tab.pair_switches["PAIR_COVER_BOTH"]
+             and math.isfinite(cutoff))  # M_pair only where the walk's answer needs it (below)
     for level in range(5) if len(top) else ():
-        applied = level == 2 and tab.pair_pending
+        applied = level == 2 and tab.pair_pending and not defer
         if applied:  # round 20 (PAIR_COVER_LAZY): M_pair only where the structural floors with R at the largest mark
             tab.apply_pair_cover(f)  # (level 1) left the cutoff in reach
             marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
@@ -1543,6 +1564,9 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
                 rough = np.where(meets(rent, floor_iteration[first]), value_of(rent, floor_iteration[first]), np.inf)
                 least = min(float(rough.min()), float(floor[rest].min(initial=math.inf)))
             if least >= cutoff:
+                if defer and level >= 2:  # closed before the walk: as at the walk's end below
+                    tab.apply_pair_cover(f)
+                    return positional_bound(f, budget, cutoff, keep, slower_than_s, deadline)
                 return PositionalBound(least * (1 - 1e-9), ())
         if level == 0:
             rent_top = float(tab.rent_at(top)[0])
@@ -1662,9 +1686,15 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             if np.isfinite(value).any():
                 best = min(best, float(value.min()))
             found += [(float(v), int(j), float(wt)) for v, j, wt in zip(value, ix[rows], weight) if v < cutoff]
+    if defer and (best >= cutoff or not found):  # closed: M_pair applied and the walk again (the same value as
+        tab.apply_pair_cover(f)  # without PAIR_COVER_DEFER; what the programmes computed is kept on the tables)
+        return positional_bound(f, budget, cutoff, keep, slower_than_s, deadline)
     if best >= cutoff or not found:
         return PositionalBound(best * (1 - 1e-9), ())
     found.sort()
+    if defer and not tab.pair_cover_within(f, float(min(marks[j] for _, j, _ in found[:keep]))):
+        tab.apply_pair_cover(f)  # M_pair lies above a mark the answer rests on: applied, and the walk again
+        return positional_bound(f, budget, cutoff, keep, slower_than_s, deadline)
     sequences: list[tuple[int, ...]] = []
     # Minimizing time under a cost budget, the fastest layout at a mark is often one that breaks the budget: the
     # layout of the combined programme (sum of stage times + weight x rent, the weight of the McCormick cost bound)
