@@ -120,3 +120,36 @@ def test_the_pair_cover_test_skipped_is_caught(monkeypatch):
     monkeypatch.setattr(positional._Tables, "pair_cover_within", lambda self, f, at: True)
     asked, same, _ = _bounds_compared(monkeypatch)
     assert same < asked
+
+
+def _programmes_compared(monkeypatch, short: bool = False) -> tuple[int, int]:
+    """(programmes, those whose values equal the full index's bit for bit), SUPPLY_REACH on (or, short: a mutant
+    whose reach is one state short) against off, over every candidate's marks (R, C's cover, S with a rent weight)."""
+    monkeypatch.setattr(positional, "_supply", _narrow)  # fewer states than blocks: the reach cuts something
+    asked = same = 0
+    for problem, options in _cases():
+        memo = Memo(problem, options)
+        for _, cand in _candidates(problem, options):
+            tab = positional.tables(memo.skeleton(cand))
+            if tab.sup.reach is None:
+                continue
+            reach = np.maximum(tab.sup.reach - 1, 1) if short else tab.sup.reach
+            on = positional._Supply(size=tab.sup.size, src=tab.sup.src, reach=reach)
+            off = positional._Supply(size=tab.sup.size, src=tab.sup.src)
+            caps = tab.caps(np.arange(len(tab.marks)))
+            weight = np.full(len(tab.marks), 1e-3)
+            for fn in (lambda sup: positional._least_rent(tab.groups, sup, caps, tab.pp, tab.L),
+                       lambda sup: positional._most_cover(tab.groups, sup, caps, tab.pp),
+                       lambda sup: _LEAST_SUM(tab.groups, sup, caps, tab.pp, tab.L, weight)[0]):
+                asked, same = asked + 1, same + np.array_equal(fn(on), fn(off))
+    return asked, same
+
+
+def test_the_reach_gives_the_same_programmes(monkeypatch):
+    asked, same = _programmes_compared(monkeypatch)
+    assert asked and same == asked
+
+
+def test_a_reach_one_short_is_caught(monkeypatch):
+    asked, same = _programmes_compared(monkeypatch, short=True)
+    assert same < asked

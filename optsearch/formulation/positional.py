@@ -364,6 +364,7 @@ class _Supply:
 
     size: int
     src: np.ndarray  # [g, u]
+    reach: np.ndarray | None = None  # [k]: 1 + the largest u whose counts sum to at most k (SUPPLY_REACH), or None
 
 
 def supply_strides(caps: list[tuple[int, int]], limit: int) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -388,9 +389,26 @@ def _supply(f: Skeleton, limit: int = 256) -> _Supply:
         sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp), limit)
     us = np.arange(size)
     src = np.tile(us, (len(most), 1))
+    sums = np.zeros(size, dtype=np.int64)  # each state's counted blocks in all
     for g, (stride, blocks) in strides.items():
         src[g] = np.where((us // stride) % (blocks + 1) >= 1, us - stride, size)
-    return _Supply(size=size, src=src)
+        sums += (us // stride) % (blocks + 1)
+    # SUPPLY_REACH: a suffix of k stages uses at most k counted blocks, so the programmes' states past reach[k] at
+    # stage pp - k stay as they start (inf, or -inf in _most_cover): they compute only the first reach[pp - s]
+    most_at = np.zeros(pp + 2, dtype=np.int64)  # [k]: 1 + the largest u whose sum is k (k = pp + 1: above pp)
+    np.maximum.at(most_at, np.minimum(sums, pp + 1), us + 1)
+    reach = np.maximum.accumulate(most_at)[:pp + 1]
+    return _Supply(size=size, src=src, reach=reach if SUPPLY_REACH else None)
+
+
+SUPPLY_REACH = True  # the bound's programmes (_least_rent, _least_sum, _most_cover) compute at stage s only the
+# supply states a suffix of pp - s stages can reach (the first _Supply.reach[pp - s]; the rest stay infinite, as they
+# would be computed): round 22, quick1t
+
+
+def _reach(sup: _Supply, pp: int, s: int) -> int:
+    """The states the programmes compute at stage s (SUPPLY_REACH): every one that holds a finite value there."""
+    return sup.size if sup.reach is None else int(sup.reach[pp - s])
 
 
 def _start(sup: _Supply, nM: int, L: int) -> np.ndarray:
@@ -410,12 +428,13 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     for s in range(pp - 1, -1, -1):
         _on_time(deadline)
         best = np.full((nM, U + 1, L + 1), np.inf)
+        n = _reach(sup, pp, s)  # the states a suffix from s can reach (the others stay inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
-            lines = rows + (sup.src[grp.g] * (L + 1))[None, :, :, None]  # [M, block, u, 1]: F[s + q][M, src]
+            lines = rows + (sup.src[grp.g][:, :n] * (L + 1))[None, :, :, None]  # [M, block, u, 1]: F[s + q][M, src]
             got = F[s + grp.stages].ravel().take(lines + np.maximum(cols - np.maximum(cap, 0)[:, :, None, None], 0))
             rent = np.where(cap >= 0, grp.rent_usd_per_hour[None, :], np.inf)
-            np.minimum(best[:, :U], (got + rent[:, :, None, None]).min(axis=1), out=best[:, :U])
+            np.minimum(best[:, :n], (got + rent[:, :, None, None]).min(axis=1), out=best[:, :n])
         F[s] = best
     return F[0][:, :U, L].min(axis=1)
 
@@ -432,11 +451,12 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     for s in range(pp - 1, -1, -1):
         _on_time(deadline)
         best = np.full((nM, U + 1), -np.inf)
+        n = _reach(sup, pp, s)  # the states a suffix from s can reach (the others stay -inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
-            got = G[s + grp.stages][:, sup.src[grp.g]]  # [M, block, u]
+            got = G[s + grp.stages][:, sup.src[grp.g][:, :n]]  # [M, block, u]
             held = np.where(cap >= 0, cap, -np.inf)[:, :, None] + got
-            np.maximum(best[:, :U], held.max(axis=1), out=best[:, :U])
+            np.maximum(best[:, :n], held.max(axis=1), out=best[:, :n])
         G[s] = best
     return G[0][:, :U].max(axis=1)
 
@@ -458,9 +478,10 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
         _on_time(deadline)
         best = np.full((nM, U + 1, L + 1), np.inf)
         arg = [[None] * (L + 1) for _ in range(U)] if choices else None
+        top = U if choices else _reach(sup, pp, s)  # the states computed (the others stay inf)
         for grp in groups[s]:
             cap = caps[grp.index]  # [block, M]
-            nxt = F[s + grp.stages][:, sup.src[grp.g], :]  # [M, block, u, l]
+            nxt = F[s + grp.stages][:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
@@ -480,14 +501,14 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                 shift = np.arange(L + 1)[None, :] - ns[:, None]  # [n, l]: l - n
                 padded = np.concatenate([nxt, np.full(nxt.shape[:3] + (1,), np.inf)], axis=3)
                 got = per.transpose(2, 1, 0)[:, :, None, :, None] + padded[:, :, :, np.where(shift >= 0, shift, L + 1)]
-                np.minimum(best[:, :U, :], got.min(axis=(1, 3)), out=best[:, :U, :])
+                np.minimum(best[:, :top, :], got.min(axis=(1, 3)), out=best[:, :top, :])
                 continue
             for n in ns.tolist():
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
                 if extra is not None:
                     per = per + extra[:, n, :]
                 if not choices:
-                    _min_into(best[:, :U, n:], per, nxt[:, :, :, : L + 1 - n])
+                    _min_into(best[:, :top, n:], per, nxt[:, :, :, : L + 1 - n])
                     continue
                 got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
                 low = got.min(axis=1)
@@ -1469,7 +1490,9 @@ def tables(f: Skeleton) -> _Tables:
     return f.positional
 
 
-PAIR_COVER_DEFER = True  # minimizing cost with a cutoff: the walk first without M_pair; where its bound is below the
+PAIR_COVER_DEFER = False  # off: a trade (GPT-3 175B 8k cost 36 / 22 positional steps in 8.8 s against 43, closed
+# candidates walk twice; Megatron 1T 3k's front 0.30 -> 0.25 s a step; docs/solver.md round 22, quick1t). On,
+# minimizing cost with a cutoff: the walk first without M_pair; where its bound is below the
 # cutoff and M_pair is at most the least mark of its kept answers (one programme, pair_cover_within), that is the
 # bound with M_pair too; else M_pair is applied and the walk run again (round 22, quick1t; docs/solver.md)
 
