@@ -1233,6 +1233,33 @@ def _reduce_split_plans(memo: Memo, sk: Skeleton, seqs, deadline: float | None =
     return out
 
 
+HALF_DP_PLANS = True  # minimizing cost, a new loop incumbent's candidate at half its dp: quick plans (round 22)
+HALF_DP_DEPTHS = 2  # of the half-dp candidates at pp - this .. pp + this
+
+
+def _half_dp_plans(memo: Memo, budget: Budget, bounded: list[Bounded], cand: Candidate) -> Priced | None:
+    """The best quick plan, meeting the budget, of the listed v = 1 candidates with the same tp, b, ep, cp and
+    optimizer setting as cand, half its dp and pp within HALF_DP_DEPTHS of its own; None where none (odd dp, none
+    listed). Incumbents only (round 22, quick1t): half the GPUs a stage may let one node type hold every stage, a
+    plan the type mixes of cand's own positional sequences never are. Megatron 1T, mixed-pool-3k, cost: the loop's
+    plans at 6.8-7.6 s of CPU are tp 4, dp 2, cp 2, 65-69 stages of two node types ($15.71M-15.74M); the best plan
+    known, $15,486,753, is tp 4, dp 1, cp 2, 67 stages all on p5.48xlarge, a quick plan (8 ms) of a candidate whose
+    cheap and refined bounds put it behind the deep two-node front (reached at 33-36 s)."""
+    if cand.dp % 2:
+        return None
+    by_key = _v1_by_key(bounded)
+    key = cand.key
+    best = None
+    for pp in range(key[3] - HALF_DP_DEPTHS, key[3] + HALF_DP_DEPTHS + 1):
+        item = by_key.get((key[0], key[1] // 2, key[2], pp) + key[4:])
+        if item is None:
+            continue
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
+
+
 def _past(deadline: float | None) -> bool:
     """Whether the deadline (time.perf_counter()) has passed; never without one."""
     return deadline is not None and time.perf_counter() > deadline
@@ -3547,6 +3574,10 @@ def solve(
             own = _best_meeting(budget, found)
             if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                 incumbent = (own[0], own[1], own[2], None)
+                if HALF_DP_PLANS and budget.objective == "cost" and item.cand.v == 1 and not _past(deadline) and (
+                        (half := _half_dp_plans(memo, budget, bounded, item.cand)) is not None
+                        and half[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                    incumbent = (half[0], half[1], half[2], None)
             bounded_here += 1
             report(item)
             if sharper == math.inf or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):
