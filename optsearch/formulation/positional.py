@@ -1019,6 +1019,33 @@ _PAIR_SWITCHES = ("PAIR_COVER", "PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_CO
                   "PAIR_COVER_WITHIN_PP")  # kept by _Tables as it is built, used when M_pair is applied
 
 
+def _send_variants(f: Skeleton, blocks: _Blocks) -> tuple:
+    """The block variants of the both-sends floors (pair_cover_both_floor_s, ends_class_floor_s, budget_pair_lift):
+    variant (b, p, h) is block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
+    it), its rows with its first stage's send back at the pair (b's type, p) and its last stage's send out at (b's
+    type, h), each above the type's cheapest inter-node send. (variants, their rows stacked, those rows' lows, each
+    variant's number of rows, each block's first row)."""
+    G, pp = len(f.cand.uses), f.cand.pp
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    pair, inter_out, inter_in = np.minimum(inter, inter.T), inter.min(axis=1), inter.min(axis=0)
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends, starts = blocks.start + blocks.stages == pp, blocks.start == 0
+    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if starts[b] else range(G))
+                for h in ((-1,) if ends[b] else range(G))]
+    rows = []
+    for b, p, h in variants:
+        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
+        t = int(blocks.g[b])
+        if p >= 0:
+            r[0] += max(pair[t, p] - inter_in[t], 0.0)
+        if h >= 0:
+            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
+        rows.append(r)
+    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    return variants, np.concatenate(rows), lows, sizes, offsets
+
+
 def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
     """M_pair with both sends of every block charged (round 20, deep1t): every plan of the candidate has a stage that
     takes at least this per micro-batch (-inf where the search is not run, as pair_cover_floor_s; math.inf where no
@@ -1050,24 +1077,7 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
     if setup is None:
         return -math.inf
     pp, G, wide, upto, L, inter, pair, offsets, ends = setup
-    inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
-    first = blocks.start == 0  # sends nothing back
-    # variant (b, p, h): block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
-    # it); its first stage's send back at the pair (b's type, p), its last stage's send out at (b's type, h)
-    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if first[b] else range(G))
-                for h in ((-1,) if ends[b] else range(G))]
-    rows = []
-    for b, p, h in variants:
-        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
-        t = int(blocks.g[b])
-        if p >= 0:
-            r[0] += max(pair[t, p] - inter_in[t], 0.0)
-        if h >= 0:
-            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
-        rows.append(r)
-    stacked = np.concatenate(rows)
-    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
-    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    variants, stacked, lows, sizes, _ = _send_variants(f, blocks)
     v_offsets = np.cumsum(sizes) - sizes
     values = np.unique(stacked[~np.isnan(stacked)])
     values = values[values >= start]  # below the least mark the bound allows, a floor changes nothing
@@ -1156,26 +1166,7 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
     if pp <= 1 or G <= 1 or len(blocks) == 0 or not np.isfinite(base).any():
         return -math.inf
     wide, L = _supply(f, ENDS_CLASS_STATES), f.c.kind_layers[0]
-    inter = np.array(f.c.send_inter_s, dtype=float)
-    pair = np.minimum(inter, inter.T)  # [g, h]
-    inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
-    offsets = np.cumsum(blocks.stages) - blocks.stages
-    ends = blocks.start + blocks.stages == pp
-    first = blocks.start == 0
-    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if first[b] else range(G))
-                for h in ((-1,) if ends[b] else range(G))]
-    rows = []
-    for b, p, h in variants:  # pair_cover_both_floor_s' rows
-        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
-        t = int(blocks.g[b])
-        if p >= 0:
-            r[0] += max(pair[t, p] - inter_in[t], 0.0)
-        if h >= 0:
-            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
-        rows.append(r)
-    stacked = np.concatenate(rows)
-    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
-    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    variants, stacked, lows, sizes, offsets = _send_variants(f, blocks)  # pair_cover_both_floor_s' rows
     v_offsets = np.cumsum(sizes) - sizes
     own = np.concatenate([np.arange(offsets[b], offsets[b] + blocks.stages[b]) for b, _, _ in variants])  # its row
     values = np.unique(stacked[~np.isnan(stacked)])
@@ -1558,24 +1549,7 @@ def _pair_rent_setup(f: Skeleton, tab: _Tables) -> tuple | None:
     if pp <= 1 or G <= 1 or len(blocks) == 0:
         tab.pair_rent = ()
         return None
-    inter = np.array(f.c.send_inter_s, dtype=float)
-    pair, inter_out, inter_in = np.minimum(inter, inter.T), inter.min(axis=1), inter.min(axis=0)
-    offsets = np.cumsum(blocks.stages) - blocks.stages
-    ends, starts = blocks.start + blocks.stages == pp, blocks.start == 0
-    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if starts[b] else range(G))
-                for h in ((-1,) if ends[b] else range(G))]
-    rows = []
-    for b, p, h in variants:
-        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
-        t = int(blocks.g[b])
-        if p >= 0:
-            r[0] += max(pair[t, p] - inter_in[t], 0.0)
-        if h >= 0:
-            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
-        rows.append(r)
-    stacked = np.concatenate(rows)
-    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
-    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    variants, stacked, lows, sizes, _ = _send_variants(f, blocks)
     by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]
     for i, (b, p, h) in enumerate(variants):
         by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), p, h))
