@@ -785,8 +785,26 @@ def _rent_at(tab: InFlightTables, ix: np.ndarray) -> None:
 def _floor_rent(tab: InFlightTables) -> float:
     """R(inf) (the caps at M = inf), computed once where a walk needs it (tab.floor_rent NaN: not yet)."""
     if math.isnan(tab.floor_rent):
-        tab.floor_rent = float(_least_rent(tab, tab.caps.fn(np.array([np.inf])))[0])
+        if FLOOR_RENT_KEPT:  # round 22 (flight22): kept by _least_rent's inputs, shared by the tables alike
+            caps = tab.caps.fn(np.array([np.inf]))
+            key = (caps.tobytes(), caps.shape, tab.price.tobytes(), tab.middle.tobytes(), tab.L, tab.w,
+                   tab.most_layers, EXACT_MULTIPLIER, RENT_BY_ENVELOPE, SHORT_MULTIPLIERS)
+            got = _FLOOR_RENTS.get(key)
+            if got is None:
+                if len(_FLOOR_RENTS) > MULTIPLIERS_KEPT:
+                    _FLOOR_RENTS.clear()
+                got = _FLOOR_RENTS[key] = float(_least_rent(tab, caps)[0])
+            tab.floor_rent = got
+        else:
+            tab.floor_rent = float(_least_rent(tab, tab.caps.fn(np.array([np.inf])))[0])
     return tab.floor_rent
+
+
+FLOOR_RENT_KEPT = True  # _floor_rent's values kept by the inputs of _least_rent (round 22, flight22)
+# _least_rent(tab, caps) reads of the table only price, middle, L, w and most_layers (and the module's switches), so
+# two tables with the same of these and the same caps at M = inf get the same float (a pure function of them). On
+# Megatron 39B (mixed-pool-8k, time<=B, to the proof) 1,716 tables asked for 679 distinct floor rents.
+_FLOOR_RENTS: dict = {}
 
 
 # ---- The rent walks of many candidates at once (round 17, rentbatch) ----
@@ -1329,16 +1347,20 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     n = len(tab.marks)
     budget = max_cost_usd * slack * 3600.0 / iterations  # USD-seconds per hour of one iteration: rent x iteration
     alpha = tab.allreduce_per_layer
-    positive = alpha[alpha > 0]
-    if positive.size == 0:
-        levels = np.array([np.inf])
-    else:
-        lo, hi = float(positive.min()), float(alpha.max() * tab.L)
-        levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
-    extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - tab.allreduce_floor)  # [q] Delta_q
     v = tab.v
-    with np.errstate(divide="ignore", invalid="ignore"):
-        limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)  # [q, g]
+    if BUDGET_FAST:  # round 22 (flight22): the levels' arrays kept by their inputs (the same floats)
+        levels, extra, lim = _budget_levels(alpha, tab.L, tab.allreduce_floor, v)
+    else:
+        positive = alpha[alpha > 0]
+        if positive.size == 0:
+            levels = np.array([np.inf])
+        else:
+            lo, hi = float(positive.min()), float(alpha.max() * tab.L)
+            levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
+        extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - tab.allreduce_floor)  # [q] Delta_q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)
+        lim = limit if v == 1 else np.floor(limit / v) * v  # [q, g]
     best = cutoff  # round 20: as if a bucket at the cutoff fitted (inf: none)
     j = 0
     if BUDGET_FLOOR_STOP:  # round 19 (budgetlow): the intervals whose floor rent x iteration fits, before any rent
@@ -1349,6 +1371,8 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break
         stop = min(j + CHUNK, n)
+        if BUDGET_FAST:  # round 22 (flight22): only the chunk's rows below best (it grows with j; the rest not kept)
+            stop = j + _rows_below(tab.iteration[j:stop], best)
         _rent(tab, stop)
         rent, it = tab.rent[j:stop], tab.iteration[j:stop]
         ok = np.isfinite(rent) & (rent * it <= budget) & (it < best)
@@ -1364,19 +1388,67 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
             keep &= times * iterations <= max_time_s * slack
         rows, qs = np.nonzero(keep)
         if rows.size:
-            lim = limit if v == 1 else np.floor(limit / v) * v
             capped = np.minimum(tab.caps[j:stop][rows], lim[qs][:, :, None])  # [pairs, g, i]
             rents = _least_rent(tab, capped)
-            with np.errstate(invalid="ignore"):  # inf - inf where a position has no usable type (excluded after)
-                rents = np.where(_holds_within_supply(tab, capped), rents, np.inf)
-            fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
-            if max_usd_per_hour is not None:
-                fits &= rents <= max_usd_per_hour * slack
+            if BUDGET_FAST:  # round 22 (flight22): the supply test only where the rent fits (fits is the same)
+                fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
+                if max_usd_per_hour is not None:
+                    fits &= rents <= max_usd_per_hour * slack
+                if fits.any():
+                    with np.errstate(invalid="ignore"):
+                        fits[fits] = _holds_within_supply(tab, capped[fits])
+            else:
+                with np.errstate(invalid="ignore"):  # inf - inf where a position has no usable type (excluded after)
+                    rents = np.where(_holds_within_supply(tab, capped), rents, np.inf)
+                fits = np.isfinite(rents) & (rents * times[rows, qs] <= budget)
+                if max_usd_per_hour is not None:
+                    fits &= rents <= max_usd_per_hour * slack
             if fits.any():
                 best = min(best, float(times[rows, qs][fits].min()))
         j = stop
     return None if not math.isfinite(best) else best
 
+
+
+BUDGET_FAST = True  # _time_under_cost's work cut, the same value bit for bit (round 22, flight22; _rows_below)
+
+
+def _rows_below(it: np.ndarray, best: float) -> int:
+    """The number of leading entries of `it` (a chunk of tab.iteration, non-decreasing) below best (round 22,
+    flight22). _time_under_cost keeps a row of its chunk only where it < best (best as the chunk starts), so the rows
+    from the first one at or above best on are never kept; it(M_j) grows with j, so the next chunk would start there
+    and stop the walk at once (it(M_j) >= best). Their rents (tab.rent) are then left for a later walk to compute:
+    a row's rent does not depend on the other rows of its call (_rent_at), so every value is the same bit for bit."""
+    over = np.flatnonzero(it >= best)
+    return int(over[0]) if len(over) else len(it)
+
+
+_LEVELS: dict = {}  # (alpha bytes, L, allreduce_floor, v) -> _budget_levels' arrays (round 22, flight22)
+
+
+def _budget_levels(alpha: np.ndarray, L: int, floor: float, v: int) -> tuple:
+    """_time_under_cost's all-reduce levels c_q, their Delta_q and the caps' limits [q, g] (multiples of v), the
+    expressions of its BUDGET_FAST = False branch on the same floats, kept by their inputs (a pure function of them:
+    the same arrays; read only). Tables of one degree at pp > 1 share alpha, L and the floor."""
+    key = (alpha.tobytes(), alpha.shape, L, floor, v, ALLREDUCE_LEVELS)
+    got = _LEVELS.get(key)
+    if got is None:
+        positive = alpha[alpha > 0]
+        if positive.size == 0:
+            levels = np.array([np.inf])
+        else:
+            lo, hi = float(positive.min()), float(alpha.max() * L)
+            levels = np.append(np.geomspace(lo, max(hi, lo), ALLREDUCE_LEVELS), np.inf)
+        extra = np.maximum(0.0, np.concatenate([[-np.inf], levels[:-1]]) - floor)  # [q] Delta_q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            limit = np.where(alpha[None, :] > 0, np.floor(levels[:, None] / alpha[None, :] * ROUND_UP), np.inf)
+        lim = limit if v == 1 else np.floor(limit / v) * v
+        for a in (levels, extra, lim):
+            a.flags.writeable = False
+        if len(_LEVELS) > 4_096:
+            _LEVELS.clear()
+        got = _LEVELS[key] = (levels, extra, lim)
+    return got
 
 
 BUDGET_CUTOFF = True  # _time_under_cost prices only the buckets below the incumbent (round 20, inflightb)
@@ -1751,6 +1823,8 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
         if max_time_s is not None and tab.iteration[j] * iterations > max_time_s * slack:
             break  # it grows with j: no later interval meets the deadline
         stop = min(j + CHUNK, n)
+        if WHOLE_FAST:  # round 22 (flight22): the first interval alone, then only the rows below the least value
+            stop = j + 1 if not math.isfinite(best) else j + _rows_below(tab.iteration[j:stop], best)
         caps = tab.caps[j:stop]  # [J, g, i]
         lo = np.full(stop - j, tab.whole_mean)  # X > lo (or X >= the mean)
         hi = np.full(stop - j, max(top, tab.whole_mean) * 2)
@@ -1797,6 +1871,16 @@ def whole_levels_iteration(tab: InFlightTables, j0: int, iterations: int, max_ti
             best = min(best, float(value[ok].min()))
         j = stop
     return None if not math.isfinite(best) else best
+
+
+WHOLE_FAST = True  # whole_levels_iteration searches the rows below the least value found only (round 22, flight22)
+# Each interval's value (its level bisection, hiding floor and pair excess) is computed row by row (no row's value
+# depends on the other rows of its chunk), and is at least its it(M_j), which grows with j. The walk's value is the
+# least over the intervals from j0 up to the first one whose it(M_j) reaches the least value found before it. With
+# WHOLE_FAST the first interval is searched alone, and each chunk after it only up to its first row at or above the
+# least value so far (_rows_below): a row left out has a value >= its it(M_j) >= that least value, so the least is
+# the same float, and the walk stops at or before the old chunk start where it stopped (the rows between are such
+# rows). On Megatron 39B (mixed-pool-8k, time<=B) the first chunk searched 15,318 rows for 1,327 below the value.
 
 
 def _with_whole_levels(tab: InFlightTables, best: float, iterations: int, max_time_s: float | None,

@@ -2455,6 +2455,14 @@ def _check(problem: Problem, f, sol, plan, est, solver_name: str, window_s: floa
 MAX_ROUNDING_CUTS = 20
 MODEL_PROBE_S = 1.0  # an interleaved candidate's model, tried for this long before its sibling's positional bound
 # (CP-SAT's deterministic time; the wall clock caps it at 4 x that, or the deadline)
+# Round 22 (probe22): CP-SAT's parameters for a probe, on top of the engine's own. A probe is a small model (39B 8k:
+# ~136 variables, ~290 rows) that ends "infeasible" under the incumbent's cut in a few milliseconds of deterministic
+# time; the native solve was ~19 ms of CPU, its presolve's second round and the LP's cut rounds most of what is
+# avoidable. Without cuts (cut_level 0) and with one presolve round the same 198 probes of 39B 8k and 76B 3k's proofs
+# end with the same statuses in ~30 % less CPU (docs/solver.md "Round 22: ... (probe22)"). Parameters only steer
+# CP-SAT: "optimal" and "infeasible" are proofs whatever they are, and a probe that runs out of its deterministic
+# time says "unknown" and leaves the candidate to its positional bound, as before.
+PROBE_PARAMS = {"cut_level": 0, "max_presolve_iterations": 1}
 
 
 def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: SpaceOptions, memo: Memo,
@@ -2470,10 +2478,16 @@ def _model_probe(problem: Problem, engine: Backend, budget: Budget, options: Spa
     under B on mixed-pool-3k: 3 candidates in 9 s, each model infeasible under the cut after its 2 s bound)."""
     sk = memo.skeleton(item.cand)
     f = build(problem, budget, item.cand, options, incumbent_value, INCUMBENT_REL, skel=sk)
-    if isinstance(engine, CpSat):  # CP-SAT's deterministic time: the same probe whatever the machine's load
-        engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": MODEL_PROBE_S})
-    sol, found, solves = _solve_model(problem, engine, f, limit_s, None)
+    sol, found, solves = _solve_model(problem, _probe_engine(engine), f, limit_s, None)
     return sol, found, solves, f
+
+
+def _probe_engine(engine: Backend) -> Backend:
+    """The backend a model probe runs on: CP-SAT with PROBE_PARAMS and MODEL_PROBE_S of deterministic time (the same
+    probe whatever the machine's load); another backend as it is."""
+    if isinstance(engine, CpSat):
+        return CpSat(engine.seed, {**engine.params, **PROBE_PARAMS, "max_deterministic_time": MODEL_PROBE_S})
+    return engine
 
 
 LOOP_TIMES: dict | None = None  # a dict: solve (and its inner solves) add each loop step kind's CPU s and count

@@ -1021,6 +1021,195 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
     return _least_covering(values, most_held, L)
 
 
+ENDS_CLASS_FLOOR = True  # minimizing time: a floor on the iteration of each class of plans by its end types, with
+# both sends of every block (ends_class_floor_s; round 22, park530)
+ENDS_CLASS_WAYS = 2  # values of the floor tried per pass of its search (one programme over all of them x the classes)
+ENDS_CLASS_WORK = 200_000_000  # the most (block variant x state x column) sums per pass; above it the floor is not run
+ENDS_CLASS_STATES = 256  # its supply index (_supply's limit): the bound's own (the pair-cover floors take 4096)
+ENDS_CLASS_LAST_SUMS = True  # its base's sum by the last block's type (one sum programme a type at the largest mark)
+ENDS_CLASS_SPAN = 0.03  # ... spread evenly over the cutoff's gap, at most this share of the walk's bound
+ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
+# to the cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
+
+
+def _hidden_fit(caps: "_Caps", Ms: np.ndarray, Cs: np.ndarray) -> np.ndarray:
+    """[block stage, n, column] the counts _Caps.both's hidden-reduce test (which=2, with its prefix-hide rounds)
+    allows at (Ms, Cs) pairwise, before the caps are summed (ends_class_floor_s)."""
+    timed = caps.times[:, :, None] <= Ms[None, None, :]
+    hide = caps.hide[:, None] * Ms[None, :]
+    fit = timed & (caps.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
+    for _ in range(caps.prefix_rounds if caps.back is not None else 0):
+        hide = np.minimum(hide, caps.prefix_hide(fit, Ms))
+        fit = timed & (caps.whole[:, :, None] - hide[:, None, :] <= Cs[None, None, :])
+    return fit
+
+
+def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndarray, above: float,
+                       limit: float, deadline: float | None = None, hidden: tuple | None = None) -> float:
+    """A floor V on every plan's iteration, given per class of end types k = (g0, gL) (the first block's type, the
+    last block's) a floor base[k] on everything in its iteration but (m - 1) x its slowest stage (inf: not counted):
+    the least V = slope x X + base[k] over the classes k and the rows' values X at which a block sequence that
+    starts on g0 and ends on gL, with both sends of every block charged (pair_cover_both_floor_s' rows), holds L
+    layers with every row at most X. Only V in (above, limit] is searched: -inf where `above` already has such a
+    sequence (the floor does not exceed it), `limit` where none does up to it. Round 22, park530.
+
+    Why it holds. A plan of class k with slowest stage T has X_plan = max over its stages of these rows <= T
+    (pair_cover_both_floor_s), and its own blocks, with their real neighbours' variants, are a sequence of class k
+    holding L layers at X_plan; so its iteration >= slope x T + base[k] >= slope x X_plan + base[k] >= the least such
+    value over the classes. At a value V the test takes, for each class, the largest row value X_k <= (V - base[k])
+    / slope (rounded up: a larger X only allows more); where no class holds L layers at its X_k, every plan's
+    X_plan > X_k, so its iteration > V. The most held grows with X, so the test grows with V and the least value
+    that passes it (over the finite set slope x X + base[k]) is the floor; the search (ENDS_CLASS_WAYS values a
+    pass) rests only on the values that failed. -inf where it is not run: pp = 1, one type, no block, more work per
+    pass than ENDS_CLASS_WORK.
+
+    With hidden = (caps, a0, levels) (the overlap on: the bound's _Caps with hidden_reduce_rows' tables, a0[g0] the
+    reduce that base[g0, :] already counts, levels C_0 < ... the reduce levels tried): a plan's iteration is (m - 1)
+    X_plan + C^ + sum t + E + max O with C^ = max A + (m - 1) (T - X_plan) = max_s A~_s at mark X_plan (>= its every
+    t_lb), so where C^ <= C_j every stage's count lies within the hidden-reduce test's caps at (X_plan, C_j) (round
+    21's induction, _Caps.both which=2; its rows are ANDed with these), and where C^ > C_(j-1) the iteration is at
+    least slope x X_plan + base[k] - a0[g0] + max(a0[g0], C_(j-1)) (max O >= C_O as base counts, and max A >= a0
+    too). Each plan lies in one level (C_(-1) = -inf, the last level without the test), so the least over the
+    classes and the levels of the least such value at which the class holds L layers within level j's test bounds
+    it: the test at V passes where some (class, level) does."""
+    pp, G = f.cand.pp, len(f.cand.uses)
+    if pp <= 1 or G <= 1 or len(blocks) == 0 or not np.isfinite(base).any():
+        return -math.inf
+    wide, L = _supply(f, ENDS_CLASS_STATES), f.c.kind_layers[0]
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    pair = np.minimum(inter, inter.T)  # [g, h]
+    inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends = blocks.start + blocks.stages == pp
+    first = blocks.start == 0
+    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if first[b] else range(G))
+                for h in ((-1,) if ends[b] else range(G))]
+    rows = []
+    for b, p, h in variants:  # pair_cover_both_floor_s' rows
+        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
+        t = int(blocks.g[b])
+        if p >= 0:
+            r[0] += max(pair[t, p] - inter_in[t], 0.0)
+        if h >= 0:
+            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
+        rows.append(r)
+    stacked = np.concatenate(rows)
+    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    v_offsets = np.cumsum(sizes) - sizes
+    own = np.concatenate([np.arange(offsets[b], offsets[b] + blocks.stages[b]) for b, _, _ in variants])  # its row
+    values = np.unique(stacked[~np.isnan(stacked)])
+    U = wide.size
+    classes = [(g0, gl) for g0 in range(G) for gl in range(G) if np.isfinite(base[g0, gl])]
+    if len(values) == 0 or len(variants) * U * ENDS_CLASS_WAYS * G * G > ENDS_CLASS_WORK:
+        return -math.inf
+    by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, t, q, p, h)
+    for i, (b, p, h) in enumerate(variants):
+        by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), p, h))
+    reach = int(sizes.max())
+
+    def held(Xs: np.ndarray, g0: np.ndarray, last: np.ndarray, Cs: np.ndarray) -> np.ndarray:
+        """[column] the most layers a sequence from g0 to one of the types `last` ([column, g]) allows holds with
+        every row at most Xs and, at a finite Cs, within the hidden-reduce test at (Xs, Cs) (columns pairwise)."""
+        if hidden is None or not np.isfinite(Cs).any():
+            cap = _variant_caps(stacked, lows, v_offsets, Xs)  # [variant, column]
+        else:
+            fit = _hidden_fit(hidden[0], Xs, Cs)[own]  # [variant row, n, column]; an infinite C: the times only
+            k = ((stacked[:, :, None] <= Xs[None, None, :]) & fit[:, :stacked.shape[1]]).sum(axis=1)
+            cap = np.add.reduceat(lows[:, None] + k - 1, v_offsets, axis=0)
+            cap = np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)
+        nX = len(Xs)
+        H: dict[int, np.ndarray] = {}  # H[s][column, t, p, u]: the suffix from s starts with t, after p
+        for s in range(pp - 1, -1, -1):
+            best = np.full((nX, G, G, U + 1), -np.inf)
+            for i, t, q, p, h in by_start[s]:
+                if h < 0:  # it ends the pipeline: only in the columns whose class may end on t
+                    got = np.where(last[:, t][:, None] & (wide.src[t] == 0)[None, :], 0.0, -np.inf)
+                else:
+                    got = H[s + q][:, h, t, :][:, wide.src[t]]  # [column, u]: one block of t fewer
+                slot = best[:, t, max(p, 0), :U]
+                np.maximum(slot, cap[i][:, None] + got, out=slot)
+            H[s] = best
+            H.pop(s + reach + 1, None)
+        return H[0][np.arange(nX), g0, 0, :U].max(axis=1)
+
+    # the classes with one first type and the same base share a column (the same test: any of their last types)
+    groups: dict[tuple[int, float], np.ndarray] = {}
+    for g0, gl in classes:
+        groups.setdefault((g0, float(base[g0, gl])), np.zeros(G, dtype=bool))[gl] = True
+    # columns: (group, level): C_j (inf: no test) and the base with max(a0, C_(j-1)) in place of a0
+    levels = np.append(hidden[2], np.inf) if hidden is not None else np.array([np.inf])
+    below = np.append(-np.inf, levels[:-1])
+    cols = [(g, b, lv, b + max(0.0, lo - (hidden[1][g] if hidden is not None else 0.0)))
+            for g, b in groups for lv, lo in zip(levels, below)]
+    k0 = np.array([g for g, _, _, _ in cols])
+    kl = np.array([groups[(g, b)] for g, b, _, _ in cols])
+    kc = np.array([lv for _, _, lv, _ in cols])
+    kb = np.array([x for _, _, _, x in cols])
+
+    def passes(Vs: np.ndarray) -> np.ndarray:
+        """[V] whether some class holds L layers at its X_k(V)."""
+        _on_time(deadline)
+        x = (Vs[:, None] - kb[None, :]) / slope  # [V, class]
+        at = np.searchsorted(values, x * (1 + 1e-9) + 1e-15, side="right") - 1  # the largest value <= x, rounded up
+        live = at >= 0
+        out = np.zeros(len(Vs), dtype=bool)
+        if live.any():
+            v_ix, c_ix = np.nonzero(live)
+            got = held(values[at[v_ix, c_ix]], k0[c_ix], kl[c_ix], kc[c_ix]) >= L
+            np.logical_or.at(out, v_ix, got)
+        return out
+
+    if passes(np.array([above]))[0]:
+        return -math.inf
+    cands = np.unique((slope * values[:, None] + kb[None, :]).ravel())
+    cands = cands[(cands > above) & (cands <= limit)]
+    lo, hi = 0, len(cands)  # the least index that passes lies in [lo, hi] (hi: none does)
+    while lo < hi:
+        points = np.unique(np.linspace(lo, hi - 1, ENDS_CLASS_WAYS).round().astype(np.int64))
+        ok = passes(cands[points])
+        hi = int(points[ok].min()) if ok.any() else hi
+        lo = max(lo, int(points[~ok].max()) + 1) if (~ok).any() else lo
+        lo = min(lo, hi)
+    return float(cands[lo]) * (1 - 1e-12) if lo < len(cands) else limit
+
+
+def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
+                    emb_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """[g0, gL] -> a floor on every plan's iteration less (m - 1) x its slowest stage, for the plans whose first
+    block runs on g0 and last on gL (ends_class_floor_s' base; round 22, park530). From the bound's own floors at
+    the largest mark (each is a floor at every mark: positional_bound): S_top = S(M_top) with the last block's
+    tied-embedding excess le[gL] (embedding_last_rows), comm_s >= max A + max O + emb_s less E's part, C_O(M_top)
+    <= max O. A plan of the class has sum t + le[gL] >= S_top (its own blocks are a layout the programme allows),
+    E >= E(g0, gL) = the pair's all-reduce (across nodes; within one node only where one block of g0 = gL holds the
+    pipeline: embedding_floor_s' rows), and, under the overlap, max A >= stage 0's reduce floor on g0 at its least
+    over the layer counts (first_stage_reduce_s), so max A + max O >= comm_s - emb_s + max(0, h0 - shift), shift =
+    comm_s - emb_s - C_O (positional_bound's sum_and_comm). So iteration - (m - 1) T >= S_top - le[gL] + comm_s +
+    (E(g0, gL) - emb_s) + max(0, h0[g0] - shift). Also a0[g0] = shift + max(0, h0[g0] - shift): what the base
+    counts of max A (with C_O unknown, taken as 0, of max A + max O), for ends_class_floor_s' levels."""
+    c, G = f.c, len(f.cand.uses)
+    s_top = float(tab.total_at(top)[0])
+    last = tab.last if tab.last is not None else np.zeros(G)
+    if ENDS_CLASS_LAST_SUMS:  # S_top by the last block's type: the sum programme with only gL allowed to end
+        caps = tab.caps(top)
+        s_top = np.array([_least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, deadline=tab.deadline,
+                                     last_extra=np.where(np.arange(G) == g, last, np.inf))[0][0] for g in range(G)])
+        s_top = np.where(np.isfinite(s_top), s_top, np.inf)[None, :]
+    pair = np.zeros((G, G))
+    if c.emb_inter_s:
+        pair = np.array(c.emb_inter_s, dtype=float)
+        for g in range(G):
+            if c.emb_same_possible[g]:
+                pair[g, g] = min(pair[g, g], c.emb_intra_s[g])
+        pair = np.maximum(pair * (1 - 1e-12) - emb_s, 0.0)  # as embedding_last_rows: the same rounding margin
+    head = np.zeros(G)
+    c_o = float(tab.comm_o[top[0]]) if not np.isnan(tab.comm_o[top[0]]) else 0.0
+    shift = max(comm_s - emb_s - c_o, 0.0)
+    if tab.first is not None:
+        head = np.maximum(tab.first.min(axis=1) - shift, 0.0)
+    return s_top - last[None, :] + comm_s + pair + head[:, None], shift + head
+
+
 class _Tables:
     """The budget-free work of one candidate's bound, kept on its skeleton between solves (a what-if sweep bounds the
     same candidate under many budgets): its blocks and caps, and R(M), C(M), S(M) and the combined programme's value
@@ -1601,6 +1790,21 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             if np.isfinite(value).any():
                 best = min(best, float(value.min()))
             found += [(float(v), int(j), float(wt)) for v, j, wt in zip(value, ix[rows], weight) if v < cutoff]
+    if ENDS_CLASS_FLOOR and not is_cost and found and best < cutoff and len(top) and c.m > 1:
+        # round 22 (park530): the slowest stage by the end types' class with both sends, each class with its own
+        # ends' terms (ends_class_floor_s, ends_class_base); only where the walk left the candidate below the cutoff
+        base, a0 = ends_class_base(f, tab, top, comm_s, emb_s)
+        hidden = None
+        if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # the reduce levels from the least a0 to the cutoff's
+            gap = min(cutoff - best, ENDS_CLASS_SPAN * best) / c.iterations
+            steps = np.arange(ENDS_CLASS_LEVELS + 1) / ENDS_CLASS_LEVELS  # 0, gap / n, ..., gap
+            hidden = (tab.caps_of, a0, a0.min() + gap * steps)
+        floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations, deadline,
+                                   hidden)
+        if c.iterations * floor > best:
+            best = c.iterations * floor
+            if budget.max_time_s is not None and best > budget.max_time_s * slack:
+                best = math.inf  # no plan meets the deadline
     if best >= cutoff or not found:
         return PositionalBound(best * (1 - 1e-9), ())
     found.sort()
