@@ -34,6 +34,7 @@ Prints one JSON line per failure and a summary."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import random
@@ -251,6 +252,77 @@ def check_within(problem, options, seed, stats):
                 sk.positional = None
 
 
+def ends_budgets(by_cand, rng):
+    """Minimizing time: no budget, deadlines at two plans' times (and 5 % above), cost caps at 1.00 / 1.05 x two
+    plans' costs, a rent cap at a plan's rent."""
+    every = [e for _, plans in by_cand.values() for _, e in plans]
+    picks = rng.sample(every, min(2, len(every)))
+    out = [Budget(objective="time")]
+    for e in picks:
+        out += [Budget(objective="time", max_time_s=e.training_time_s * s) for s in (1.0, 1.05)]
+        out += [Budget(objective="time", max_cost_usd=e.cost_usd * s) for s in (1.0, 1.05)]
+    if picks and hasattr(picks[0], "usd_per_hour"):
+        out.append(Budget(objective="time", max_usd_per_hour=picks[0].usd_per_hour))
+    return out
+
+
+CUTS = (math.inf, 1.0001, 1.001, 1.02, 1.5)
+
+
+def check_ends(problem, options, seed, stats):
+    """park530's ends-class floor (ENDS_CLASS_FLOOR): every candidate's positional bound minimizing time (v = 1; v > 1
+    through its sibling / f_v) under ends_budgets, slower_than_s 0 and the median plan time (v = 1), cutoffs none and
+    1.0001 / 1.001 / 1.02 / 1.5 x the candidate's best plan meeting the budget (the floor's reduce levels follow the
+    cutoff's gap), on fresh tables with the switch on and off: on at least off (at no cutoff), and on at or below
+    that plan (a bound at or above the cutoff is allowed only where no plan lies below it)."""
+    if not hasattr(positional, "ENDS_CLASS_FLOOR"):
+        stats["ends_absent"] += 1
+        return
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    budgets = ends_budgets(by_cand, rng)
+    times = sorted(e.training_time_s for _, plans in by_cand.values() for _, e in plans)
+    median = times[len(times) // 2] * 0.999 if times else 0.0
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None:
+            stats["ends_no_tables"] += 1
+            continue
+        asks = []
+        for budget in budgets:
+            for slower in ((0.0, median) if cand.v == 1 else (0.0,)):
+                values = audit_round19._meeting(plans, budget, slower)
+                best = min(values) if values else None
+                for cut in CUTS:
+                    if best is None and cut != math.inf:
+                        continue
+                    asks.append((budget, slower, math.inf if cut == math.inf else best * cut, best))
+        rng.shuffle(asks)
+        got = {}
+        for on in (False, True):
+            audit_round19._fresh(sibling, ENDS_CLASS_FLOOR=on)
+            with mock.patch.multiple(positional, ENDS_CLASS_FLOOR=on):
+                got[on] = [_bound(memo, cand, sibling, b, s, cutoff=c) for b, s, c, _ in asks]
+            sibling.positional = None
+        for (budget, slower, cut, best), off, on in zip(asks, got[False], got[True]):
+            stats["ends_asks"] += 1
+            raised = on > off * (1 + REL)
+            stats["ends_raised"] += raised
+            if cut == math.inf:
+                assert on >= off * (1 - 1e-12), ("lowered", key, budget.model_dump(exclude_none=True), off, on)
+            if best is None:
+                stats["ends_no_plan"] += 1
+                continue
+            stats["ends_compared"] += 1
+            stats["ends_raised_compared"] += raised
+            stats["ends_tight"] += on >= best * (1 - 1e-6)
+            if on > best * (1 + REL):
+                stats["ends_above"] += 1
+                raise AssertionError(("above a plan", seed, repr(key), budget.model_dump(exclude_none=True), slower,
+                                      cut, off, on, best))
+
+
 def check_solve_ab(problem, options, seed, stats):
     rng = random.Random(seed)
     priced = list(space_plans(problem, options))
@@ -275,8 +347,126 @@ def check_solve_ab(problem, options, seed, stats):
             assert off.status == on.status, (name, off.status, on.status)
 
 
-CHECKS = {"rent": check_rent, "rent-cut": check_rent_cut, "rent-mut": check_rent_mut, "within": check_within,
-          "solve-ab": check_solve_ab, "solve": audit_round21.CHECKS["solve"], "clock": audit_round21.CHECKS["clock"],
+def _round22_flips():
+    from optsearch import inflight
+    from optsearch import solver as solver_module
+    flips = [(positional, {"BUDGET_PAIR_RENT": False}), (positional, {"PAIR_COVER_WITHIN_PP": False})]
+    for module, name, off in ((positional, "ENDS_CLASS_FLOOR", False), (inflight, "BUDGET_FAST", False),
+                              (inflight, "WHOLE_FAST", False), (inflight, "FLOOR_RENT_KEPT", False),
+                              (solver_module, "PROBE_PARAMS", {})):
+        if hasattr(module, name):
+            flips.append((module, {name: off}))
+    return flips
+
+
+def check_switches22(problem, options, seed, stats):
+    """Each switch of round 22 flipped alone (BUDGET_PAIR_RENT, PAIR_COVER_WITHIN_PP, ENDS_CLASS_FLOOR off; flight22's
+    BUDGET_FAST, WHOLE_FAST, FLOOR_RENT_KEPT off; probe22's PROBE_PARAMS empty), and all on: both backends, no limit,
+    time under caps at 1.00 / 1.05 x two plans' costs, time and cost without a budget, time under a plan's time:
+    brute force's answer each time, every plan re-priced."""
+    rng = random.Random(seed)
+    priced = list(space_plans(problem, options))
+    if not priced:
+        return
+    picks = rng.sample(priced, min(2, len(priced)))
+    budgets = [Budget(objective="time", max_cost_usd=e.cost_usd * s) for _, _, e in picks for s in (1.0, 1.05)]
+    budgets += [Budget(objective="time"), Budget(objective="cost"),
+                Budget(objective="cost", max_time_s=picks[0][2].training_time_s)]
+    for budget in budgets:
+        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+        for module, flags in [(positional, {})] + _round22_flips():
+            for name in ("cbc", "cpsat"):
+                with mock.patch.multiple(module, **flags) if flags else contextlib.nullcontext():
+                    got = solve(problem, budget, solver=name, options=options)
+                stats["switch22_solves"] += 1
+                assert_equals_truth(problem, options, budget, got, truth,
+                                    (flags, name, budget.model_dump(exclude_none=True), truth.status,
+                                     truth.objective_value, got.status, got.objective_value))
+
+
+def coupled_mid(seed: int):
+    """coupled_draw's types at medium size (8-16 layers, up to 8 stages, 2-6 fast nodes, 4-16 cheap ones): past brute
+    force; candidates are solved one at a time by CP-SAT (check rent-mid)."""
+    from test_audit_round22 import coupled_draw
+    from optsearch.candidates import SpaceOptions
+    from test_solver import make_problem
+    rng = random.Random(33_000 + seed)
+    base = None
+    for k in range(50):
+        base = coupled_draw(seed * 50 + k) if base is None else base
+    if base is None:
+        return None
+    problem, _ = base
+    nodes = [n.model_dump() for n in problem.cluster.node_types]
+    for n in nodes:
+        n["num_nodes_available"] = rng.randint(2, 6) if n["name"] == "fast" else rng.randint(4, 16)
+    made = make_problem(layers=rng.randint(8, 16), hidden=problem.model.hidden_size, heads=8,
+                        gbs=rng.choice([16, 32]), node_types=nodes, gpus=list(problem.gpus.values()),
+                        seq=problem.model.seq_length)
+    made = replace(made, overlap_grad_reduce=problem.overlap_grad_reduce, job=made.job.model_copy(
+        update={"distributed_optimizer": problem.job.distributed_optimizer}))
+    return made, SpaceOptions(micro_batch_sizes=(1, 2), max_stages=8)
+
+
+def check_rent_mid(problem, options, seed, stats, limit_s: float = 20.0, most: int = 12):
+    """Medium instances: time under caps at 1.00 / 1.05 / 1.15 x the cheapest plan's cost and at the fastest plan's
+    cost x 0.9 / 1.0 (from solve); every v = 1 candidate whose positional bound the lift raised (up to `most` a
+    budget, the least raised first), solved alone by CP-SAT (limit_s): an "optimal" value at or above the bound with
+    the lift; a plan where the lift says none (inf) is a defect; "infeasible" where the bound without the lift is
+    finite counted."""
+    from optsearch.formulation.cpsat import CpSat
+    from optsearch.formulation.model import build
+    from optsearch.solver import _candidates, _solve_model
+    cheap = solve(problem, Budget(objective="cost"), options=options, time_limit_s=30)
+    fast = solve(problem, Budget(objective="time"), options=options, time_limit_s=30)
+    if cheap.estimate is None or fast.estimate is None:
+        stats["mid_no_plan"] += 1
+        return
+    budgets = [Budget(objective="time", max_cost_usd=cheap.estimate.cost_usd * s) for s in (1.0, 1.05, 1.15)]
+    budgets += [Budget(objective="time", max_cost_usd=fast.estimate.cost_usd * s) for s in (0.9, 1.0)]
+    memo = Memo(problem, options)
+    for budget in budgets:
+        bounded, _ = _candidates(memo, budget)
+        raised = []
+        for item in bounded:
+            cand = item.cand
+            if cand.v != 1:
+                continue
+            sk = memo.skeleton(cand)
+            if sk.most is None:
+                continue
+            got = {}
+            for on in (False, True):
+                audit_round19._fresh(sk, BUDGET_PAIR_RENT=on)
+                with mock.patch.multiple(positional, BUDGET_PAIR_RENT=on):
+                    got[on] = positional.positional_bound(sk, budget).bound
+            sk.positional = None
+            stats["mid_bounds"] += 1
+            if got[True] > got[False] * (1 + REL):
+                raised.append((got[False], got[True], cand))
+        stats["mid_raised"] += len(raised)
+        raised.sort(key=lambda r: r[0])
+        for off, on, cand in raised[:most]:
+            f = build(problem, budget, cand, options, skel=memo.skeleton(cand))
+            sol, found, _ = _solve_model(problem, CpSat(), f, limit_s, None)
+            stats[f"mid_{sol.status}"] += 1
+            if found is not None:
+                value = found[1].training_time_s
+                stats["mid_plans"] += 1
+                if sol.status == "optimal":
+                    stats["mid_compared"] += 1
+                    stats["mid_tight"] += on >= value * (1 - 1e-6)
+                assert on <= value * (1 + REL) or sol.status != "optimal", (
+                    "above the candidate's optimum", seed, repr(cand.key), budget.max_cost_usd, off, on, value)
+                assert math.isfinite(on), ("no plan claimed, CP-SAT has one", seed, repr(cand.key),
+                                           budget.max_cost_usd, off, value)
+                stats["mid_plan_below_bound"] += value < on * (1 - REL)  # a non-optimal plan below: a defect too
+                assert value >= on * (1 - REL), ("a plan below the bound", seed, repr(cand.key), budget.max_cost_usd,
+                                                 off, on, value)
+
+
+CHECKS = {"ends": check_ends, "rent": check_rent, "rent-cut": check_rent_cut, "rent-mut": check_rent_mut, "rent-mid": check_rent_mid, "within": check_within,
+          "solve-ab": check_solve_ab, "switches22": check_switches22, "solve": audit_round21.CHECKS["solve"], "clock": audit_round21.CHECKS["clock"],
           "switches": audit_round21.CHECKS["switches"]}
 
 
@@ -284,7 +474,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--kind", default="coupled",
                     choices=[*KINDS, "hypinter", "hypinter-off", "hyptight", "moe", "moe1", *audit_round18.EXTRA_KINDS,
-                             "t5", "deep", "coupled"])
+                             "t5", "deep", "coupled", "coupled-mid"])
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--checks", default="rent")
     ap.add_argument("--max-seconds", type=float, default=1e9)
@@ -293,7 +483,9 @@ def main() -> int:
     seeds = range(int(lo), int(hi or lo) + 1)
     totals = audit_round14.Totals(instances=0, failures=0, skipped=0)
     began = real_time.process_time()
-    if args.kind == "coupled":
+    if args.kind == "coupled-mid":
+        instance = coupled_mid
+    elif args.kind == "coupled":
         instance = coupled_kind
     elif args.kind == "t5":
         instance = audit_round21.t5_kind
@@ -303,7 +495,8 @@ def main() -> int:
         instance = audit_round18.EXTRA_KINDS[args.kind]
     else:
         instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
-    return audit_round13.sweep(CHECKS, args, seeds, instance, small, totals, began, skipped=True)
+    keep = (lambda p, o: True) if args.kind == "coupled-mid" else small
+    return audit_round13.sweep(CHECKS, args, seeds, instance, keep, totals, began, skipped=True)
 
 
 if __name__ == "__main__":

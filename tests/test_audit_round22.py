@@ -223,3 +223,51 @@ def test_both_backends_with_the_round22_switches_on_and_off():
                     mp.setattr(positional, "PAIR_COVER_WITHIN_PP", on)
                     got = solve(problem, budget, solver=name, options=options)
                 assert_equals_truth(problem, options, budget, got, truth, (name, on, budget, got.status))
+
+
+def ends_walk(problem, options, seed, stats, cuts=(math.inf, 1.0001, 1.02, 1.5)):
+    """park530's ends-class floor (ENDS_CLASS_FLOOR) minimizing time under no budget, a deadline and a cost cap at a
+    plan's values, slower_than_s 0 and the median plan time, and cutoffs at `cuts` x the candidate's best plan under
+    each (the floor's reduce levels follow the cutoff's gap): every bound at or below that plan; with no cutoff, at
+    least the bound without the floor."""
+    rng = random.Random(seed)
+    by_cand = _by_candidate(problem, options)
+    every = [e for _, plans in by_cand.values() for _, e in plans]
+    pick = rng.choice(every)
+    budgets = [Budget(objective="time"), Budget(objective="time", max_time_s=pick.training_time_s),
+               Budget(objective="time", max_cost_usd=pick.cost_usd)]
+    median = sorted(e.training_time_s for e in every)[len(every) // 2] * 0.999
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None:
+            continue
+        for budget in budgets:
+            for slower in ((0.0, median) if cand.v == 1 else (0.0,)):
+                values = _meeting(plans, budget, slower)
+                for cut in cuts:
+                    if not values and cut != math.inf:
+                        continue
+                    cutoff = cut if cut == math.inf else min(values) * cut
+                    got = {}
+                    for on in (False, True):
+                        sibling.positional = None
+                        with pytest.MonkeyPatch.context() as mp:
+                            mp.setattr(positional, "ENDS_CLASS_FLOOR", on)
+                            got[on] = _bound(memo, cand, sibling, budget, slower, cutoff=cutoff)
+                    sibling.positional = None
+                    stats["asks"] += 1
+                    stats["raised"] += got[True] > got[False] * (1 + REL)
+                    if cut == math.inf:
+                        stats["lowered"] += got[True] < got[False] * (1 - 1e-12)
+                    if values:
+                        stats["compared"] += 1
+                        stats["above"] += got[True] > min(values) * (1 + REL)
+    return stats
+
+
+def test_the_ends_class_floor_under_cutoffs_and_slower_than():
+    """boundary_instance(9) (roomy; park530's own seed, where no cutoff or slower_than_s was asked)."""
+    stats = ends_walk(*boundary_instance(9, False), 9, Counter())
+    assert stats["above"] == 0 and stats["lowered"] == 0, stats
+    assert stats["compared"] > 50 and stats["raised"] > 0
