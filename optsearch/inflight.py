@@ -128,6 +128,8 @@ class InFlightTables:
     # kink of phi has a cap difference of at most this (round 14, costrows: _least_rent's list); 0: L
     suffix_backward: float = 0.0  # the least last backward of a layer over the types, bw_min (round 20, timesmall:
     # whole_suffix_backward_s); 0: the largest whole reduce's levels without the later stages' backwards
+    pair_sends: tuple | None = None  # (times [g, i, n], d.send_inter_s, e [g], {(j, q): rent, "delta": [g, h]}) for
+    # _pair_send_rent (round 22, rentflight): a stage's least times with e_g per send, and its sends; None: off
 
 
 def _time_terms(steps: np.ndarray, acts: np.ndarray, working: np.ndarray, room: np.ndarray, per_layer_state: float,
@@ -420,6 +422,8 @@ def inflight_tables(problem: Problem, d: DegreeTerms, pp: int, dp: int, mbs: int
     if model.is_moe:  # the all-reduce part of it(M_j) may be moe_comm_floor_s's (sharpened): a larger floor is valid
         tab.allreduce_floor = max(tab.allreduce_floor, moe_comm_floor_s(problem, d, pp, dp, ep)[0])
     tab.caps = _LazyCaps(caps_at, marks)
+    if BUDGET_PAIR_SENDS and pp > 1 and G > 1:  # round 22 (rentflight): each boundary's own send, under a budget
+        tab.pair_sends = (times, d.send_inter_s, e, {})  # _pair_send_rent's inputs (its delta made when asked)
     tab.floor_rent = math.nan  # computed where a walk needs it (_floor_rent): _plain_cost does not
     # below the least mark where the positions can hold L layers no plan exists: found by bisection (the positions'
     # caps grow with M), those intervals get an infinite rent without the programme
@@ -1342,7 +1346,9 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
     cutoff (round 20, inflightb; seconds per iteration, _budget_cut's): the walk starts as if a bucket at the cutoff
     had been found, so it prices only the buckets below it and stops at the first interval whose it(M_j) reaches it;
     the value is min(cutoff, the value without it), and the cutoff where the value without it is None (_budget_cut:
-    the solver drops the candidate either way)."""
+    the solver drops the candidate either way). Round 22 (rentflight, BUDGET_PAIR_SENDS): the buckets that fit are
+    also priced within each boundary's own send (_pair_fitting, _pair_send_rent), the least floor of one that fits
+    that too taken."""
     slack = BOUND_SLACK
     n = len(tab.marks)
     budget = max_cost_usd * slack * 3600.0 / iterations  # USD-seconds per hour of one iteration: rent x iteration
@@ -1404,9 +1410,111 @@ def _time_under_cost(tab: InFlightTables, iterations: int, max_cost_usd: float, 
                 if max_usd_per_hour is not None:
                     fits &= rents <= max_usd_per_hour * slack
             if fits.any():
-                best = min(best, float(times[rows, qs][fits].min()))
+                if BUDGET_PAIR_SENDS and tab.pair_sends is not None:  # round 22 (rentflight): within the sends
+                    best = min(best, _pair_fitting(tab, (j + rows)[fits], qs[fits], times[rows, qs][fits], lim,
+                                                   budget, max_usd_per_hour))
+                else:
+                    best = min(best, float(times[rows, qs][fits].min()))
         j = stop
     return None if not math.isfinite(best) else best
+
+
+BUDGET_PAIR_SENDS = True  # _time_under_cost's buckets also priced with each boundary's own send (round 22, rentflight)
+PAIR_SEND_BATCHES = (1, 4, 16, 64)  # buckets priced by one _pair_send_rent call, in order of time (the last repeats)
+
+
+def _pair_fitting(tab: InFlightTables, js: np.ndarray, qs: np.ndarray, times: np.ndarray, lim: np.ndarray,
+                  budget: float, max_usd_per_hour: float | None) -> float:
+    """The least of times over the buckets (js, qs) (each one whose Lagrangian rent fits the budget) whose rent
+    within each boundary's own send (_pair_send_rent) fits it too; inf where none does (round 22, rentflight).
+    Buckets are priced in order of time, a few at a time, until one fits: the value is the least fitting one's."""
+    if not (_pair_delta(tab) > 0).any():  # every send at e_g already: not priced again (a weaker bound, valid)
+        return float(times.min())
+    order = np.argsort(times, kind="stable")
+    at, step = 0, 0
+    while at < len(order):
+        size = PAIR_SEND_BATCHES[min(step, len(PAIR_SEND_BATCHES) - 1)]
+        ix = order[at:at + size]
+        rents = _pair_send_rent(tab, js[ix], qs[ix], lim)
+        ok = rents * times[ix] <= budget
+        if max_usd_per_hour is not None:
+            ok &= rents <= max_usd_per_hour * BOUND_SLACK
+        if ok.any():
+            return float(times[ix][ok].min())
+        at, step = at + size, step + 1
+    return math.inf
+
+
+def _pair_delta(tab: InFlightTables) -> np.ndarray:
+    """[g, h] what v sends of a stage of g to a neighbour of type h != g add to its least times (v e_g), made once per
+    tables: v (send_inter_s[g][h] - e_g)^+, 0 on the diagonal (a neighbour of the same type may share the node)."""
+    _, inter, e, kept = tab.pair_sends
+    got = kept.get("delta")
+    if got is None:
+        got = np.maximum(np.array(inter, dtype=float) - e[:, None], 0.0) * tab.v  # v sends each way (costmodel's
+        np.fill_diagonal(got, 0.0)  # interleaved_send_counts), each to the neighbour's type on another node
+        kept["delta"] = got
+    return got
+
+
+def _pair_send_rent(tab: InFlightTables, js: np.ndarray, qs: np.ndarray, lim: np.ndarray) -> np.ndarray:
+    """[b] a lower bound on the rent (USD/hour) of every plan in bucket (js[b], qs[b]) of _time_under_cost: its
+    slowest stage in [M_j, M_{j+1}), every stage's all-reduce within level q (lim[q, g] layers on g), each stage's
+    sends charged at the type of the neighbour it sends to (round 22, rentflight; docs/solver.md).
+
+    Stage i of g with n layers between neighbours of types p (before) and h (after) takes at least times[g, i, n]
+    (its sends at e_g) + v (delta[g, p] [i > 0] + delta[g, h] [i < pp - 1]): its v sends to each neighbour of
+    another type cross nodes, sent by g (costmodel.estimate: stage_send_s(g, neighbour, ...), d.send_inter_s). So
+    it holds at most K[p, g, h, i] = #{n : that < M_{j+1}} layers (a multiple of v, at most lim[q, g]), >= 1 in the
+    middle. The least rent of a type sequence whose K sum to at least L (a programme over the positions with the
+    types before and at each position in its state, the layers held so far up to L; node supply not counted), x w.
+    inf where none holds L. Kept per (j, q) on the tables."""
+    times, kept = tab.pair_sends[0], tab.pair_sends[3]
+    delta = _pair_delta(tab)
+    out = np.full(len(js), np.nan)
+    for b, (j, q) in enumerate(zip(js.tolist(), qs.tolist())):
+        got = kept.get((j, q))
+        if got is not None:
+            out[b] = got
+    todo = np.flatnonzero(np.isnan(out))
+    if todo.size == 0:
+        return out
+    G, pp, N = times.shape
+    L, v, n = tab.L, tab.v, len(tab.marks)
+    jt, qt = js[todo], qs[todo]
+    upper = np.where(jt + 1 < n, tab.marks[np.minimum(jt + 1, n - 1)], np.inf)  # [B] M_{j+1}
+    ranks = np.arange(pp)
+    left = np.where(ranks[None, None, :] > 0, delta.T[:, :, None], 0.0)  # [p, g, i]
+    right = np.where(ranks[None, None, :] < pp - 1, delta[:, :, None], 0.0)  # [g, h, i]
+    x = upper[:, None, None, None, None] - left[None, :, :, None, :] - right[None, None, :, :, :]  # [B, p, g, h, i]
+    gi = np.arange(G)[None, None, :, None, None]
+    ii = ranks[None, None, None, None, :]
+    lo, hi = np.zeros(x.shape, dtype=np.int64), np.full(x.shape, N, dtype=np.int64)
+    while (lo < hi).any():  # #{n : times[g, i, n] < x}: times is non-decreasing in n
+        mid = (lo + hi) // 2
+        below = times[gi, ii, np.minimum(mid, N - 1)] < x
+        lo, hi = np.where((lo < hi) & below, mid + 1, lo), np.where((lo < hi) & ~below, mid, hi)
+    K = np.minimum(lo.astype(float), lim[qt][:, None, :, None, None])  # [B, p, g, h, i]
+    K = np.minimum(np.floor(K / v) * v, L).astype(np.int64)
+    price = tab.price
+    cols = np.arange(L + 1)
+    B = len(todo)
+    F = np.full((B, G, G, L + 1), np.inf)  # [b, type before, type at i, at least l layers before i]
+    F[:, :, :, 0] = price[None, None, :]
+    for i in range(pp - 1):
+        k = K[..., i]  # [B, p, g, h]
+        src = np.maximum(cols[None, None, None, None, :] - k[..., None], 0)  # [B, p, g, h, l]
+        vals = np.take_along_axis(np.broadcast_to(F[:, :, :, None, :], src.shape), src, axis=4)
+        if i > 0:
+            vals = np.where((k >= 1)[..., None], vals, np.inf)  # a middle stage holds a layer
+        F = vals.min(axis=1) + price[None, None, :, None]  # [B, g, h, l]
+    k = K[:, :, :, 0, pp - 1]  # [B, p, g]: the last stage (no neighbour after; an end may be empty)
+    last = np.take_along_axis(F, np.maximum(L - k, 0)[..., None], axis=3)[..., 0]
+    rents = tab.w * last.min(axis=(1, 2)) * (1 - 1e-12)
+    out[todo] = rents
+    for j, q, r in zip(jt.tolist(), qt.tolist(), rents.tolist()):
+        kept[(j, q)] = r
+    return out
 
 
 

@@ -1013,6 +1013,253 @@ def _moved_plans(memo: Memo, sk: Skeleton, seq: tuple[int, ...], deadline: float
     return out
 
 
+# Round 22 (plan530): minimizing time under --overlap-grad-reduce, the split of a type sequence that minimizes the
+# slowest stage (heuristic.split_layers) loads the slower type's early stages with as many layers as the others, and
+# their gradient all-reduce, launched after their last backward with little backward before them left to hide it, is
+# the iteration's exposed reduce A. Megatron 530B, mixed-pool-3k, time, tp 4, dp 9, cp 2, pp 28: the optimum of that
+# candidate (1,358,545.26 s, its model alone at 24.8 s of CPU) has one-layer A100 stages at positions 2-5 (A 0.490 s);
+# the slowest-stage split of its own sequence gives 2-layer ones there (A 1.060 s, 1,372,980 s) and the quick plans'
+# best was 1,367,593. REDUCE_SPLITS: the splits of a sequence under a cap X on every stage's time and a cap C on every
+# stage's exposed reduce (costmodel.exposed_grad_reduce_s: stage 0 by its buckets, stage s > 0 less the backward of
+# the stages before it), by a programme over the layers placed that keeps the most backward before each stage (more
+# only hides more), for the least X at or above the slowest-stage split's slowest stage and the next distinct stage
+# time, and C spread up to that split's A; with REDUCE_SEQUENCES the same programme also picks the type of every
+# stage (its two types in their numbers), which moves the slower type's runs to where their reduce hides. Run only on
+# the first REDUCE_SPLITS_MOST open candidates' best quick plans (minimizing time, v = 1), the splits ranked by a
+# guess of their iteration and the best REDUCE_PRICED priced by the cost model; not under a cost budget (the time<=B
+# rows, not measured). Incumbents only, never a bound.
+REDUCE_SPLITS = True
+REDUCE_SPLITS_X = 2  # stage-time caps tried: the slowest-stage split's and the next distinct stage times above it
+REDUCE_SPLITS_C = 8  # exposed-reduce caps tried: C_k = A_split x k / REDUCE_SPLITS_C, k = 1..REDUCE_SPLITS_C
+
+
+def _reduce_rows(sk: Skeleton, s: int, g: int, counts: list[int]) -> tuple[np.ndarray, ...]:
+    """Per layer count of stage s on type g (arrays): its compute, the part of its all-reduce that never overlaps
+    (rest), the overlapped part (whole; on stage 0 already the exposed part at its buckets over its own backward,
+    costmodel.overlapped_grad_reduce_s) and its backward of one micro-batch (the model's _overlap_parts)."""
+    c, pp = sk.c, sk.cand.pp
+    comp = np.array([_heuristic.pattern_compute_s(sk, s, g, n) for n in counts])
+    fwd = np.array([n * c.forward_layer_s[g] + (c.forward_embedding_s[g] if s == 0 else 0.0)
+                    + (c.forward_head_s[g] if s == pp - 1 else 0.0) for n in counts])
+    params = np.array([n * c.layer_params[0] + c.fixed_params[s] for n in counts])
+    rest = c.allreduce_floor_s_per_param[g] * params + np.array(counts) * c.layer_allreduce_s(g, 0)
+    whole = c.allreduce_s_per_param[g] * params * c.grad_overlap_share
+    back = np.maximum(0.0, comp - fwd)
+    if s == 0:
+        nb = np.array([c.grad_buckets0(float(p)) for p in params], dtype=float)
+        whole = np.maximum(whole / nb, whole - back * (nb - 1) / nb)
+    return comp, rest, whole, back
+
+
+def _split_guess(sk: Skeleton, seq: tuple[int, ...], split: tuple[int, ...]) -> float:
+    """A quick guess of the iteration of seq split so, to rank the splits before pricing: 1F1B's pipeline over the
+    stage times with their sends, the largest exposed reduce, the pair's tied-embedding all-reduce and the largest
+    optimizer step (the cost model prices the plans)."""
+    c, pp = sk.c, len(seq)
+    e = _heuristic._sends(sk, seq)
+    times, hidden, most_a, most_o = [], 0.0, 0.0, 0.0
+    for s, (g, n) in enumerate(zip(seq, split)):
+        comp, rest, whole, back = (float(v[0]) for v in _reduce_rows(sk, s, g, [n]))
+        times.append(comp + (e[s - 1] if s > 0 else 0.0) + (e[s] if s < pp - 1 else 0.0))
+        most_a = max(most_a, rest + (whole if s == 0 else max(0.0, whole - hidden)))
+        params = n * c.layer_params[0] + c.fixed_params[s]
+        most_o = max(most_o, c.optimizer_s_per_param[g] * params + n * c.layer_optimizer_s(g, 0))
+        hidden += back
+    emb = c.emb_inter_s[seq[0]][seq[-1]] if c.emb_inter_s else 0.0
+    return (c.m - 1) * max(times) + sum(times) + most_a + emb + most_o
+
+
+def _reduce_splits(sk: Skeleton, seq: tuple[int, ...], levels: list | None = None) -> list[tuple[int, ...]]:
+    """Layer counts for the type sequence seq (see REDUCE_SPLITS), the distinct ones, without the slowest-stage
+    split itself; [] where the candidate has no reduce overlap, several layer kinds or v > 1, or no split fits."""
+    c, pp, L = sk.c, sk.cand.pp, sk.c.kind_layers[0]
+    if sk.patterns is None or c.grad_overlap_share <= 0 or sk.cand.v > 1 or not c.forward_layer_s or pp < 2:
+        return []
+    e = _heuristic._sends(sk, seq)
+    stages, expo = [], []  # per stage: (counts, time); (rest + whole (stage 0: its exposure at its buckets), backward)
+    for s in range(pp):
+        g = seq[s]
+        sends = (e[s - 1] if s > 0 else 0.0) + (e[s] if s < pp - 1 else 0.0)
+        counts = [n for n in range(L + 1) if (s, g, n) in sk.patterns]
+        if not counts:
+            return []
+        comp, rest, whole, back = _reduce_rows(sk, s, g, counts)
+        stages.append((np.array(counts, dtype=np.int64), comp + sends))
+        expo.append((rest, whole, back))
+    base = _heuristic._least_max_split(stages, L)
+    if base is None:
+        return []
+    slow = max(float(t[list(n).index(k)]) for (n, t), k in zip(stages, base))
+    hidden, top = 0.0, 0.0
+    for s, ((n, _), (rest, whole, back), k) in enumerate(zip(stages, expo, base)):
+        i = list(n).index(k)
+        top = max(top, float(rest[i] + (whole[i] if s == 0 else max(0.0, whole[i] - hidden))))
+        hidden += float(back[i])
+    xs = sorted({float(x) for _, t in stages for x in t if x >= slow - 1e-12})[:REDUCE_SPLITS_X]
+    if levels is not None:  # the caps, for _reduce_sequences
+        levels[:] = [xs, [top * k / REDUCE_SPLITS_C for k in range(1, REDUCE_SPLITS_C + 1)]]
+    out: dict[tuple[int, ...], None] = {}
+    for x in xs:
+        for k in range(1, REDUCE_SPLITS_C + 1):
+            cap = top * k / REDUCE_SPLITS_C
+            best = np.full(L + 1, -np.inf)  # the most backward before the next stage, by layers placed
+            best[0] = 0.0
+            choice = []
+            for s, ((n, t), (rest, whole, back)) in enumerate(zip(stages, expo)):
+                new, pick = np.full(L + 1, -np.inf), np.full(L + 1, -1, dtype=np.int64)
+                for i in range(len(n)):
+                    if t[i] > x or rest[i] > cap or (s == 0 and rest[i] + whole[i] > cap):
+                        continue
+                    w = best[:L + 1 - n[i]]
+                    ok = np.isfinite(w) & (s == 0 or (rest[i] + whole[i] - w <= cap))
+                    val = np.where(ok, w + back[i], -np.inf)
+                    tgt = new[n[i]:]
+                    better = val > tgt
+                    tgt[better] = val[better]
+                    pick[n[i]:][better] = n[i]
+                best = new
+                choice.append(pick)
+            if not np.isfinite(best[L]):
+                continue
+            parts, left = [], L
+            for s in reversed(range(pp)):
+                parts.append(int(choice[s][left]))
+                left -= parts[-1]
+            split = tuple(reversed(parts))
+            if split != base:
+                out[split] = None
+    return list(out)
+
+
+REDUCE_SPLITS_MOST = 2  # open candidates (v = 1, time) whose sequences are split so in one solve, at most
+REDUCE_PRICED = 4  # of a sequence's splits and its programme's sequences' splits, the best guessed this many priced
+REDUCE_SEQUENCES = True  # and the type sequences such a programme picks (_reduce_sequences), split the same way
+
+
+def _reduce_sequences(sk: Skeleton, seq: tuple[int, ...], xs: list[float], caps: list[float]
+                      ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """(type sequence, layer counts): sequences other than seq with seq's two types in seq's numbers (one-stage blocks
+    only), each with its counts the programme's pick for a stage-time cap x in xs and an exposed-reduce cap in caps:
+    over (stages of the first type so far, the last type, layers placed), the path with the most backward before the
+    next stage, or (a second pass) the least sum of stage times, one per last type; a stage's time counts its send
+    from the one before and
+    the dearer of its two possible sends after. [] where seq has not two types or a block has several stages."""
+    c, pp, L = sk.c, sk.cand.pp, sk.c.kind_layers[0]
+    types = sorted(set(seq))
+    if len(types) != 2 or any(sk.cand.uses[g].stages_per_block != 1 for g in types):
+        return []
+    na = seq.count(types[0])
+    rows = {}  # (s, g) -> (counts, compute, rest, whole, backward)
+    for s in range(pp):
+        for g in types:
+            counts = [n for n in range(L + 1) if (s, g, n) in sk.patterns] if (s, g) in sk.block_starts else []
+            if not counts:
+                continue
+            comp, rest, whole, back = _reduce_rows(sk, s, g, counts)
+            after = max(c.send_inter_s[g][h] for h in types) if s < pp - 1 else 0.0
+            rows[(s, g)] = (counts, comp + after, rest, whole, back)
+    out: dict[tuple[int, ...], None] = {}
+    for x, cap, least_sum in ((x, cap, least_sum) for x in xs for cap in caps for least_sum in (False, True)):
+        # per state the backward before the next stage (w) of the path kept: the one with the most w, or (least_sum)
+        # the one with the least sum of stage times (key = -sum); -inf where none
+        w_best = np.full((na + 1, 2, L + 1), -np.inf)  # [first-type stages so far, last type, layers placed]
+        key_best = np.full_like(w_best, -np.inf)
+        choice = []
+        for s in range(pp):
+            w_new, key_new = np.full_like(w_best, -np.inf), np.full_like(w_best, -np.inf)
+            pick = np.full(w_best.shape + (2,), -1, dtype=np.int64)  # (count, the type before)
+            for gi, g in enumerate(types):
+                if (s, g) not in rows:
+                    continue
+                counts, t, rest, whole, back = rows[(s, g)]
+                for pi in range(2) if s > 0 else (0,):
+                    before = c.send_inter_s[types[pi]][g] if s > 0 else 0.0
+                    if s > 0:
+                        w_all, key_all = w_best[:, pi, :], key_best[:, pi, :]
+                    else:
+                        w_all = key_all = np.where(np.arange(L + 1) == 0, 0.0, -np.inf)[None, :]
+                    for i, n in enumerate(counts):
+                        if t[i] + before > x or rest[i] > cap or (s == 0 and rest[i] + whole[i] > cap):
+                            continue
+                        up = int(gi == 0)  # j -> j + up; the second type's stages s - j + 1 - up <= pp - na
+                        lo = max(0, s + 1 - up - (pp - na))
+                        hi = min(w_all.shape[0], na + 1 - up)
+                        if lo >= hi:
+                            continue
+                        w, k = w_all[lo:hi, :L + 1 - n], key_all[lo:hi, :L + 1 - n]
+                        ok = np.isfinite(w) & (s == 0 or (rest[i] + whole[i] - w <= cap))
+                        val = np.where(ok, k - (t[i] + before) if least_sum else w + back[i], -np.inf)
+                        tgt = key_new[lo + up:hi + up, gi, n:]
+                        better = val > tgt
+                        tgt[better] = val[better]
+                        w_new[lo + up:hi + up, gi, n:][better] = (w + back[i])[better]
+                        pick[lo + up:hi + up, gi, n:][better] = (n, pi)
+            w_best, key_best = w_new, key_new
+            choice.append(pick)
+        for gi in range(2):  # a sequence for each last type
+            if not np.isfinite(key_best[na, gi, L]):
+                continue
+            j, left, got, split = na, L, [], []
+            for s in reversed(range(pp)):
+                n, pi = (int(v) for v in choice[s][j, gi, left])
+                got.append(types[gi])
+                split.append(n)
+                j, left = j - (gi == 0), left - n
+                gi = pi
+            out[(tuple(reversed(got)), tuple(reversed(split)))] = None
+    return [qs for qs in out if qs[0] != seq]
+
+
+def _reduce_split_plans(memo: Memo, sk: Skeleton, seqs, deadline: float | None = None) -> list[tuple[Plan, Estimate]]:
+    """For each type sequence in seqs: its _reduce_splits and (REDUCE_SEQUENCES) _reduce_sequences at its caps,
+    ranked by _split_guess (on Megatron 530B 3k pp 28 the cost model's iteration, to the last digit, on the 16 I
+    compared), the best REDUCE_PRICED of them priced (Memo.runnable); none past the deadline. Incumbents only.
+    Cost (530B 3k pp 28, one sequence, CPU): 0.28 s, most of it the programmes (2 x 8 caps; 2 x 2 x 8 passes)."""
+    out, seqs = [], list(dict.fromkeys(seqs))
+    for seq in seqs:
+        levels: list = []
+        work = [(seq, split) for split in ([] if _past(deadline) else _reduce_splits(sk, seq, levels))]
+        if REDUCE_SEQUENCES and levels and not _past(deadline):
+            work += [qs for qs in _reduce_sequences(sk, seq, *levels) if qs[0] not in seqs]
+        work.sort(key=lambda qs: _split_guess(sk, *qs))
+        for q, split in work[:REDUCE_PRICED]:
+            if _past(deadline):
+                break
+            stages = tuple(Stage(node_type=sk.cand.uses[g].name, num_layers=n,
+                                 recompute=sk.c.modes[sk.patterns[(s, g, n)]])
+                           for s, (g, n) in enumerate(zip(q, split)))
+            if (priced := memo.runnable(candidate_plan(memo.problem, sk.cand, stages))) is not None:
+                out.append(priced)
+    return out
+
+
+HALF_DP_PLANS = True  # minimizing cost, a new loop incumbent's candidate at half its dp: quick plans (round 22)
+HALF_DP_DEPTHS = 2  # of the half-dp candidates at pp - this .. pp + this
+
+
+def _half_dp_plans(memo: Memo, budget: Budget, bounded: list[Bounded], cand: Candidate) -> Priced | None:
+    """The best quick plan, meeting the budget, of the listed v = 1 candidates with the same tp, b, ep, cp and
+    optimizer setting as cand, half its dp and pp within HALF_DP_DEPTHS of its own; None where none (odd dp, none
+    listed). Incumbents only (round 22, quick1t): half the GPUs a stage may let one node type hold every stage, a
+    plan the type mixes of cand's own positional sequences never are. Megatron 1T, mixed-pool-3k, cost: the loop's
+    plans at 6.8-7.6 s of CPU are tp 4, dp 2, cp 2, 65-69 stages of two node types ($15.71M-15.74M); the best plan
+    known, $15,486,753, is tp 4, dp 1, cp 2, 67 stages all on p5.48xlarge, a quick plan (8 ms) of a candidate whose
+    cheap and refined bounds put it behind the deep two-node front (reached at 33-36 s)."""
+    if cand.dp % 2:
+        return None
+    by_key = _v1_by_key(bounded)
+    key = cand.key
+    best = None
+    for pp in range(key[3] - HALF_DP_DEPTHS, key[3] + HALF_DP_DEPTHS + 1):
+        item = by_key.get((key[0], key[1] // 2, key[2], pp) + key[4:])
+        if item is None:
+            continue
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
+
+
 def _past(deadline: float | None) -> bool:
     """Whether the deadline (time.perf_counter()) has passed; never without one."""
     return deadline is not None and time.perf_counter() > deadline
@@ -3036,6 +3283,7 @@ def solve(
     # bound is sharpened one level (cheap -> refined -> positional, with plans found on the way) and it goes back
     # in; when it reaches the front with its positional bound, its model is solved.
     bounded_here = 0  # candidates whose positional bound was computed
+    reduce_left = REDUCE_SPLITS_MOST  # open candidates whose sequences _reduce_split_plans may still split
     inflight_here = 0  # candidates whose in-flight bound was computed (inflight.py)
     harvested: set[tuple[int, ...]] = set()  # v = 1 siblings whose quick plans were offered (below)
     probed = 0  # interleaved candidates whose model was tried before their positional bound (_model_probe)
@@ -3281,6 +3529,15 @@ def solve(
                     if SEQUENCE_MOVES and budget.objective == "cost" and incumbent is not None and pos.sequences and (
                             pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):  # open: its best sequence's moves too
                         found += _moved_plans(memo, sk, pos.sequences[0], deadline)
+                    if REDUCE_SPLITS and budget.objective == "time" and budget.max_cost_usd is None and (
+                            reduce_left > 0 and incumbent is not None
+                            and pos.bound < incumbent[0] * (1 - INCUMBENT_REL)):
+                        quick = _best_meeting(budget, memo.quick_plans(sk))  # open: its best quick plan's sequence
+                        if quick is not None:
+                            reduce_left -= 1
+                            names = [u.name for u in sk.cand.uses]
+                            found += _reduce_split_plans(memo, sk, [tuple(names.index(st.node_type)
+                                                                          for st in quick[1].stages)], deadline)
             elif item.cand.v > 1 and slower_than_s == 0.0:
                 # Interleaved: the v = 1 sibling's positional bound under the budget scaled by 1 / f_v, times f_v
                 # (interleaved_positional_bound: every plan of this candidate is one of the sibling's, at least f_v
@@ -3317,6 +3574,10 @@ def solve(
             own = _best_meeting(budget, found)
             if own is not None and (incumbent is None or own[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                 incumbent = (own[0], own[1], own[2], None)
+                if HALF_DP_PLANS and budget.objective == "cost" and item.cand.v == 1 and not _past(deadline) and (
+                        (half := _half_dp_plans(memo, budget, bounded, item.cand)) is not None
+                        and half[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                    incumbent = (half[0], half[1], half[2], None)
             bounded_here += 1
             report(item)
             if sharper == math.inf or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):

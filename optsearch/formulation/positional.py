@@ -364,6 +364,7 @@ class _Supply:
 
     size: int
     src: np.ndarray  # [g, u]
+    reach: np.ndarray | None = None  # [k]: 1 + the largest u whose counts sum to at most k (SUPPLY_REACH), or None
 
 
 def supply_strides(caps: list[tuple[int, int]], limit: int) -> tuple[int, dict[int, tuple[int, int]]]:
@@ -388,9 +389,26 @@ def _supply(f: Skeleton, limit: int = 256) -> _Supply:
         sorted((most[g], g) for g, u in enumerate(f.cand.uses) if most[g] * u.stages_per_block < pp), limit)
     us = np.arange(size)
     src = np.tile(us, (len(most), 1))
+    sums = np.zeros(size, dtype=np.int64)  # each state's counted blocks in all
     for g, (stride, blocks) in strides.items():
         src[g] = np.where((us // stride) % (blocks + 1) >= 1, us - stride, size)
-    return _Supply(size=size, src=src)
+        sums += (us // stride) % (blocks + 1)
+    # SUPPLY_REACH: a suffix of k stages uses at most k counted blocks, so the programmes' states past reach[k] at
+    # stage pp - k stay as they start (inf, or -inf in _most_cover): they compute only the first reach[pp - s]
+    most_at = np.zeros(pp + 2, dtype=np.int64)  # [k]: 1 + the largest u whose sum is k (k = pp + 1: above pp)
+    np.maximum.at(most_at, np.minimum(sums, pp + 1), us + 1)
+    reach = np.maximum.accumulate(most_at)[:pp + 1]
+    return _Supply(size=size, src=src, reach=reach if SUPPLY_REACH else None)
+
+
+SUPPLY_REACH = True  # the bound's programmes (_least_rent, _least_sum, _most_cover) compute at stage s only the
+# supply states a suffix of pp - s stages can reach (the first _Supply.reach[pp - s]; the rest stay infinite, as they
+# would be computed): round 22, quick1t
+
+
+def _reach(sup: _Supply, pp: int, s: int) -> int:
+    """The states the programmes compute at stage s (SUPPLY_REACH): every one that holds a finite value there."""
+    return sup.size if sup.reach is None else int(sup.reach[pp - s])
 
 
 def _start(sup: _Supply, nM: int, L: int) -> np.ndarray:
@@ -410,12 +428,13 @@ def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     for s in range(pp - 1, -1, -1):
         _on_time(deadline)
         best = np.full((nM, U + 1, L + 1), np.inf)
+        n = _reach(sup, pp, s)  # the states a suffix from s can reach (the others stay inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
-            lines = rows + (sup.src[grp.g] * (L + 1))[None, :, :, None]  # [M, block, u, 1]: F[s + q][M, src]
+            lines = rows + (sup.src[grp.g][:, :n] * (L + 1))[None, :, :, None]  # [M, block, u, 1]: F[s + q][M, src]
             got = F[s + grp.stages].ravel().take(lines + np.maximum(cols - np.maximum(cap, 0)[:, :, None, None], 0))
             rent = np.where(cap >= 0, grp.rent_usd_per_hour[None, :], np.inf)
-            np.minimum(best[:, :U], (got + rent[:, :, None, None]).min(axis=1), out=best[:, :U])
+            np.minimum(best[:, :n], (got + rent[:, :, None, None]).min(axis=1), out=best[:, :n])
         F[s] = best
     return F[0][:, :U, L].min(axis=1)
 
@@ -432,23 +451,25 @@ def _most_cover(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: 
     for s in range(pp - 1, -1, -1):
         _on_time(deadline)
         best = np.full((nM, U + 1), -np.inf)
+        n = _reach(sup, pp, s)  # the states a suffix from s can reach (the others stay -inf)
         for grp in groups[s]:
             cap = caps[grp.index].T  # [M, block]
-            got = G[s + grp.stages][:, sup.src[grp.g]]  # [M, block, u]
+            got = G[s + grp.stages][:, sup.src[grp.g][:, :n]]  # [M, block, u]
             held = np.where(cap >= 0, cap, -np.inf)[:, :, None] + got
-            np.maximum(best[:, :U], held.max(axis=1), out=best[:, :U])
+            np.maximum(best[:, :n], held.max(axis=1), out=best[:, :n])
         G[s] = best
     return G[0][:, :U].max(axis=1)
 
 
 def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                rent_weight: np.ndarray | None = None, choices: bool = False, deadline: float | None = None,
-               first_extra: np.ndarray | None = None, last_extra: np.ndarray | None = None):
+               first_extra: np.ndarray | None = None, last_extra: np.ndarray | None = None, kept: list | None = None):
     """S(M): least sum of stage times (step_g x layers + ends + sends per block) with every block within its caps and
     node supply. rent_weight[M] x rent is added per block (the combined objective of the cost bound); choices
     records the best (block, layers) per (s, u, l) for the first M, and the u it ends with. first_extra[g, n, M] is
     added to a block of type g that starts the pipeline holding n layers (_first_stage_extra: stage 0's reduce);
-    last_extra[g] to a block of type g that ends it (embedding_last_rows: the tied embedding's all-reduce)."""
+    last_extra[g] to a block of type g that ends it (embedding_last_rows: the tied embedding's all-reduce). kept (a
+    list): F[s] for s = 0..pp is put in it (_traced_sequence)."""
     nM, U = caps.shape[1], sup.size
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
@@ -457,9 +478,10 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
         _on_time(deadline)
         best = np.full((nM, U + 1, L + 1), np.inf)
         arg = [[None] * (L + 1) for _ in range(U)] if choices else None
+        top = U if choices else _reach(sup, pp, s)  # the states computed (the others stay inf)
         for grp in groups[s]:
             cap = caps[grp.index]  # [block, M]
-            nxt = F[s + grp.stages][:, sup.src[grp.g], :]  # [M, block, u, l]
+            nxt = F[s + grp.stages][:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
@@ -479,14 +501,14 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                 shift = np.arange(L + 1)[None, :] - ns[:, None]  # [n, l]: l - n
                 padded = np.concatenate([nxt, np.full(nxt.shape[:3] + (1,), np.inf)], axis=3)
                 got = per.transpose(2, 1, 0)[:, :, None, :, None] + padded[:, :, :, np.where(shift >= 0, shift, L + 1)]
-                np.minimum(best[:, :U, :], got.min(axis=(1, 3)), out=best[:, :U, :])
+                np.minimum(best[:, :top, :], got.min(axis=(1, 3)), out=best[:, :top, :])
                 continue
             for n in ns.tolist():
                 per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
                 if extra is not None:
                     per = per + extra[:, n, :]
                 if not choices:
-                    _min_into(best[:, :U, n:], per, nxt[:, :, :, : L + 1 - n])
+                    _min_into(best[:, :top, n:], per, nxt[:, :, :, : L + 1 - n])
                     continue
                 got = per.T[:, :, None, None] + nxt[:, :, :, : L + 1 - n]  # [M, block, u, l - n]
                 low = got.min(axis=1)
@@ -498,6 +520,8 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
         F[s] = best
         if choices:
             pick[s] = arg
+    if kept is not None:
+        kept[:] = F
     ends = F[0][:, :U, L]
     return ends.min(axis=1), (pick, int(ends[0].argmin()) if choices else 0)
 
@@ -521,6 +545,60 @@ def _sequence(picked: tuple[dict[int, list], int], sup: _Supply, pp: int, L: int
     s, left, seq = 0, L, []
     while s < pp:
         got = pick[s][u][left]
+        if got is None:
+            return None
+        g, q, n = got
+        seq += [g] * q
+        s, left, u = s + q, left - n, int(sup.src[g, u])
+    return tuple(seq)
+
+
+SEQUENCE_TRACED = True  # _Tables.sequence traces the sum programme's tables back along one path (_traced_sequence;
+# round 22, quick1t) instead of recording every state's choice (choices=True): the same sequence, 0.10-0.11 s -> less
+# on Megatron 1T 3k's deep two-node candidates (a quarter of their positional step)
+
+
+def _traced_sequence(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
+                     rent_weight: np.ndarray | None, last_extra: np.ndarray | None,
+                     deadline: float | None = None) -> tuple[int, ...] | None:
+    """_sequence(_least_sum(..., choices=True)) at one mark (caps [block, 1]), from the tables of the plain programme.
+    The choices path records at each (s, u, l) the choice of the last strict improvement over the groups in order,
+    each count n from the least up, and within (group, n) the first block at the least: that is the first (group, n,
+    block) in this order whose sum equals the state's final value (an earlier one equal to it would have made the
+    improvement; none is below it). The plain programme's F holds those final values, the same floats (the same
+    sums per + F[s + q][src, l - n], the same min; tests/test_positional_walk_floor.py), so walking from stage 0's
+    least end (the first u at l = L, as choices' argmin) and taking at each stage the first (group, n, block) whose
+    sum, computed by the same expressions, equals F[s][u, left] gives the same choices along the one path _sequence
+    reads; None where that value is infinite (no choice recorded)."""
+    F: list = []
+    _least_sum(groups, sup, caps, pp, L, rent_weight, deadline=deadline, last_extra=last_extra, kept=F)
+    U = sup.size
+    u = int(F[0][0, :U, L].argmin())
+    s, left, seq = 0, L, []
+    while s < pp:
+        want = F[s][0, u, left]
+        if not np.isfinite(want):
+            return None
+        got = None
+        for grp in groups[s]:
+            cap = caps[grp.index]  # [block, 1]
+            base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
+                                           rent_weight[None, :] * grp.rent_usd_per_hour[:, None])
+            if last_extra is not None and s + grp.stages == pp:
+                base = base + last_extra[grp.g][:, None]
+            base = np.where(cap >= 0, base, np.inf)
+            nxt = F[s + grp.stages][0]  # [u, l]
+            for n in range(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1):
+                if n > left:
+                    break
+                per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
+                sums = per[:, 0] + nxt[sup.src[grp.g, u], left - n]  # [block]
+                hit = np.nonzero(sums == want)[0]
+                if len(hit):
+                    got = (int(grp.g[hit[0]]), grp.stages, n)
+                    break
+            if got is not None:
+                break
         if got is None:
             return None
         g, q, n = got
@@ -852,7 +930,7 @@ def _least_covering(values: np.ndarray, most_held, L: int) -> float:
     return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
 
 
-def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
+def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, at: float | None = None) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
     search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
     per pass than PAIR_COVER_WORK). Round 19, supply1t.
@@ -924,6 +1002,8 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -
             H[s] = best
         return H[0][:, :, :U].max(axis=(1, 2))
 
+    if at is not None:  # PAIR_COVER_DEFER's test: -inf where M_pair <= at (its cover at `at` reaches L), else inf
+        return -math.inf if most_held(np.array([at]))[0] >= L else math.inf
     return _least_covering(values, most_held, L)
 
 
@@ -937,6 +1017,33 @@ PAIR_COVER_BOTH_WORK = 30_000_000  # the most (block variant x state x M) sums p
 _PAIR_SWITCHES = ("PAIR_COVER", "PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_COVER_ONLY_WIDER", "PAIR_COVER_WORK",
                   "PAIR_COVER_BOTH", "PAIR_COVER_BOTH_WORK",
                   "PAIR_COVER_WITHIN_PP")  # kept by _Tables as it is built, used when M_pair is applied
+
+
+def _send_variants(f: Skeleton, blocks: _Blocks) -> tuple:
+    """The block variants of the both-sends floors (pair_cover_both_floor_s, ends_class_floor_s, budget_pair_lift):
+    variant (b, p, h) is block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
+    it), its rows with its first stage's send back at the pair (b's type, p) and its last stage's send out at (b's
+    type, h), each above the type's cheapest inter-node send. (variants, their rows stacked, those rows' lows, each
+    variant's number of rows, each block's first row)."""
+    G, pp = len(f.cand.uses), f.cand.pp
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    pair, inter_out, inter_in = np.minimum(inter, inter.T), inter.min(axis=1), inter.min(axis=0)
+    offsets = np.cumsum(blocks.stages) - blocks.stages
+    ends, starts = blocks.start + blocks.stages == pp, blocks.start == 0
+    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if starts[b] else range(G))
+                for h in ((-1,) if ends[b] else range(G))]
+    rows = []
+    for b, p, h in variants:
+        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
+        t = int(blocks.g[b])
+        if p >= 0:
+            r[0] += max(pair[t, p] - inter_in[t], 0.0)
+        if h >= 0:
+            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
+        rows.append(r)
+    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    return variants, np.concatenate(rows), lows, sizes, offsets
 
 
 def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf) -> float:
@@ -970,24 +1077,7 @@ def pair_cover_both_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.i
     if setup is None:
         return -math.inf
     pp, G, wide, upto, L, inter, pair, offsets, ends = setup
-    inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
-    first = blocks.start == 0  # sends nothing back
-    # variant (b, p, h): block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
-    # it); its first stage's send back at the pair (b's type, p), its last stage's send out at (b's type, h)
-    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if first[b] else range(G))
-                for h in ((-1,) if ends[b] else range(G))]
-    rows = []
-    for b, p, h in variants:
-        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
-        t = int(blocks.g[b])
-        if p >= 0:
-            r[0] += max(pair[t, p] - inter_in[t], 0.0)
-        if h >= 0:
-            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
-        rows.append(r)
-    stacked = np.concatenate(rows)
-    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
-    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    variants, stacked, lows, sizes, _ = _send_variants(f, blocks)
     v_offsets = np.cumsum(sizes) - sizes
     values = np.unique(stacked[~np.isnan(stacked)])
     values = values[values >= start]  # below the least mark the bound allows, a floor changes nothing
@@ -1076,26 +1166,7 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
     if pp <= 1 or G <= 1 or len(blocks) == 0 or not np.isfinite(base).any():
         return -math.inf
     wide, L = _supply(f, ENDS_CLASS_STATES), f.c.kind_layers[0]
-    inter = np.array(f.c.send_inter_s, dtype=float)
-    pair = np.minimum(inter, inter.T)  # [g, h]
-    inter_out, inter_in = inter.min(axis=1), inter.min(axis=0)
-    offsets = np.cumsum(blocks.stages) - blocks.stages
-    ends = blocks.start + blocks.stages == pp
-    first = blocks.start == 0
-    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if first[b] else range(G))
-                for h in ((-1,) if ends[b] else range(G))]
-    rows = []
-    for b, p, h in variants:  # pair_cover_both_floor_s' rows
-        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
-        t = int(blocks.g[b])
-        if p >= 0:
-            r[0] += max(pair[t, p] - inter_in[t], 0.0)
-        if h >= 0:
-            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
-        rows.append(r)
-    stacked = np.concatenate(rows)
-    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
-    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
+    variants, stacked, lows, sizes, offsets = _send_variants(f, blocks)  # pair_cover_both_floor_s' rows
     v_offsets = np.cumsum(sizes) - sizes
     own = np.concatenate([np.arange(offsets[b], offsets[b] + blocks.stages[b]) for b, _, _ in variants])  # its row
     values = np.unique(stacked[~np.isnan(stacked)])
@@ -1298,6 +1369,18 @@ class _Tables:
         self.possible = ((per_stage >= 0).all(axis=0) & (np.maximum(per_stage, 0).sum(axis=0) >= self.L)
                          & (self.marks >= paired) & (self.marks >= self.mixed_floor))
 
+    def pair_cover_within(self, f: Skeleton, at: float) -> bool:
+        """Whether M_pair (apply_pair_cover's floor, under the switches as the tables were built) is at most `at`:
+        one programme at one value (PAIR_COVER_DEFER), where the floor's search takes several passes of
+        PAIR_COVER_WAYS. True where the floor is not run (it would be -inf)."""
+        least = self.marks[self.possible][:1]
+        now = {name: globals()[name] for name in _PAIR_SWITCHES}
+        globals().update(self.pair_switches)
+        try:
+            return not len(least) or pair_cover_floor_s(f, self.blocks, float(least[0]), at) == -math.inf
+        finally:
+            globals().update(now)
+
     def caps(self, ix: np.ndarray) -> np.ndarray:
         """[block, mark] caps at these marks (recomputed: kept for every mark they would take the most memory)"""
         return self.caps_of.at(self.marks[ix])
@@ -1395,6 +1478,10 @@ class _Tables:
 
     def sequence(self, i: int, weight: float | None) -> tuple[int, ...] | None:
         """The node types of the combined (weight) or sum (None) programme's best blocks at mark i."""
+        if (i, weight) not in self.sequences and SEQUENCE_TRACED:
+            self.sequences[(i, weight)] = _traced_sequence(
+                self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
+                None if weight is None else np.array([weight]), self.last, self.deadline)
         if (i, weight) not in self.sequences:
             _, pick = _least_sum(self.groups, self.sup, self.caps(np.array([i])), self.pp, self.L,
                                  None if weight is None else np.array([weight]), choices=True,
@@ -1462,24 +1549,7 @@ def _pair_rent_setup(f: Skeleton, tab: _Tables) -> tuple | None:
     if pp <= 1 or G <= 1 or len(blocks) == 0:
         tab.pair_rent = ()
         return None
-    inter = np.array(f.c.send_inter_s, dtype=float)
-    pair, inter_out, inter_in = np.minimum(inter, inter.T), inter.min(axis=1), inter.min(axis=0)
-    offsets = np.cumsum(blocks.stages) - blocks.stages
-    ends, starts = blocks.start + blocks.stages == pp, blocks.start == 0
-    variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if starts[b] else range(G))
-                for h in ((-1,) if ends[b] else range(G))]
-    rows = []
-    for b, p, h in variants:
-        r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
-        t = int(blocks.g[b])
-        if p >= 0:
-            r[0] += max(pair[t, p] - inter_in[t], 0.0)
-        if h >= 0:
-            r[-1] += max(pair[t, h] - inter_out[t], 0.0)
-        rows.append(r)
-    stacked = np.concatenate(rows)
-    lows = np.concatenate([blocks.row_low[offsets[b]:offsets[b] + blocks.stages[b]] for b, _, _ in variants])
-    sizes = np.array([blocks.stages[b] for b, _, _ in variants])
+    variants, stacked, lows, sizes, _ = _send_variants(f, blocks)
     by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]
     for i, (b, p, h) in enumerate(variants):
         by_start[int(blocks.start[b])].append((i, int(blocks.g[b]), int(blocks.stages[b]), p, h))
@@ -1583,6 +1653,13 @@ def tables(f: Skeleton) -> _Tables:
     return f.positional
 
 
+PAIR_COVER_DEFER = False  # off: a trade (GPT-3 175B 8k cost 36 / 22 positional steps in 8.8 s against 43, closed
+# candidates walk twice; Megatron 1T 3k's front 0.30 -> 0.25 s a step; docs/solver.md round 22, quick1t). On,
+# minimizing cost with a cutoff: the walk first without M_pair; where its bound is below the
+# cutoff and M_pair is at most the least mark of its kept answers (one programme, pair_cover_within), that is the
+# bound with M_pair too; else M_pair is applied and the walk run again (round 22, quick1t; docs/solver.md)
+
+
 def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep: int = 2,
                      slower_than_s: float = 0.0, deadline: float | None = None) -> PositionalBound:
     """The bound of the module docstring for f's candidate under the budget, with up to `keep` type sequences.
@@ -1647,8 +1724,10 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
 
     top = np.nonzero(tab.possible)[0][-1:]
     rent_counts = is_cost or budget.max_cost_usd is not None or budget.max_usd_per_hour is not None
+    defer = (PAIR_COVER_DEFER and is_cost and tab.pair_pending and not tab.pair_switches["PAIR_COVER_BOTH"]
+             and math.isfinite(cutoff))  # M_pair only where the walk's answer needs it (below)
     for level in range(5) if len(top) else ():
-        applied = level == 2 and tab.pair_pending
+        applied = level == 2 and tab.pair_pending and not defer
         if applied:  # round 20 (PAIR_COVER_LAZY): M_pair only where the structural floors with R at the largest mark
             tab.apply_pair_cover(f)  # (level 1) left the cutoff in reach
             marks, top = tab.marks, np.nonzero(tab.possible)[0][-1:]
@@ -1671,6 +1750,9 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
                 rough = np.where(meets(rent, floor_iteration[first]), value_of(rent, floor_iteration[first]), np.inf)
                 least = min(float(rough.min()), float(floor[rest].min(initial=math.inf)))
             if least >= cutoff:
+                if defer and level >= 2:  # closed before the walk: as at the walk's end below
+                    tab.apply_pair_cover(f)
+                    return positional_bound(f, budget, cutoff, keep, slower_than_s, deadline)
                 return PositionalBound(least * (1 - 1e-9), ())
         if level == 0:
             rent_top = float(tab.rent_at(top)[0])
@@ -1805,9 +1887,15 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
             best = c.iterations * floor
             if budget.max_time_s is not None and best > budget.max_time_s * slack:
                 best = math.inf  # no plan meets the deadline
+    if defer and (best >= cutoff or not found):  # closed: M_pair applied and the walk again (the same value as
+        tab.apply_pair_cover(f)  # without PAIR_COVER_DEFER; what the programmes computed is kept on the tables)
+        return positional_bound(f, budget, cutoff, keep, slower_than_s, deadline)
     if best >= cutoff or not found:
         return PositionalBound(best * (1 - 1e-9), ())
     found.sort()
+    if defer and not tab.pair_cover_within(f, float(min(marks[j] for _, j, _ in found[:keep]))):
+        tab.apply_pair_cover(f)  # M_pair lies above a mark the answer rests on: applied, and the walk again
+        return positional_bound(f, budget, cutoff, keep, slower_than_s, deadline)
     sequences: list[tuple[int, ...]] = []
     # Minimizing time under a cost budget, the fastest layout at a mark is often one that breaks the budget: the
     # layout of the combined programme (sum of stage times + weight x rent, the weight of the McCormick cost bound)
