@@ -465,7 +465,57 @@ def check_rent_mid(problem, options, seed, stats, limit_s: float = 20.0, most: i
                                                  off, on, value)
 
 
-CHECKS = {"ends": check_ends, "rent": check_rent, "rent-cut": check_rent_cut, "rent-mut": check_rent_mut, "rent-mid": check_rent_mid, "within": check_within,
+def _send_budgets(priced, rng):
+    """Time under cost caps at SCALES x two plans' costs, one with a rent cap at that plan's rent too."""
+    picks = rng.sample(priced, min(2, len(priced)))
+    out = [Budget(objective="time", max_cost_usd=e.cost_usd * s) for _, _, e in picks for s in SCALES]
+    out.append(Budget(objective="time", max_cost_usd=picks[0][2].cost_usd * 1.05,
+                      max_usd_per_hour=picks[0][2].usd_per_hour))
+    return out
+
+
+def check_sends(problem, options, seed, stats):
+    """rentflight (inflight.BUDGET_PAIR_SENDS, a bound change): every candidate's in-flight bound (_inflight_bounded,
+    v > 1 too) under _send_budgets, cutoffs none and the candidate's best plan meeting the budget, with the switch on
+    and off (fresh Memo each): on never rules out a candidate with a plan, and lies at or below its best plan
+    (audit_round19._inflight_check); raised counted."""
+    from optsearch import inflight
+    if not hasattr(inflight, "BUDGET_PAIR_SENDS"):
+        stats["sends_absent"] += 1
+        return
+    audit_round19._inflight_check(problem, options, seed, stats, "sends", _send_budgets, same=[],
+                                  differ=[({"BUDGET_PAIR_SENDS": True}, {"BUDGET_PAIR_SENDS": False})])
+
+
+def check_reach(problem, options, seed, stats):
+    """quick1t's SUPPLY_REACH (claimed exact): every v = 1 candidate's positional bound under audit_round19's budgets
+    and time under caps at 1.00 / 1.05 x plans' costs, on fresh tables with the switch on and off: the same bits."""
+    if not hasattr(positional, "SUPPLY_REACH"):
+        stats["reach_absent"] += 1
+        return
+    rng = random.Random(seed)
+    by_cand = audit_round14.plans_by_candidate(problem, options)
+    priced = [(c, p, e) for c, plans in by_cand.values() for p, e in plans]
+    budgets = audit_round19.round19_budgets(priced, rng) + _send_budgets(priced, rng)
+    memo = Memo(problem, options)
+    for key, (cand, plans) in by_cand.items():
+        if cand.v != 1:
+            continue
+        sk = memo.skeleton(cand)
+        if sk.most is None:
+            continue
+        got = {}
+        for on in (False, True):
+            audit_round19._fresh(sk, SUPPLY_REACH=on)
+            with mock.patch.multiple(positional, SUPPLY_REACH=on):
+                got[on] = [positional.positional_bound(sk, b).bound for b in budgets]
+            sk.positional = None
+        for b, x, y in zip(budgets, got[False], got[True]):
+            stats["reach_compared"] += 1
+            assert x == y, ("SUPPLY_REACH changes a bound", key, b.model_dump(exclude_none=True), x, y)
+
+
+CHECKS = {"sends": check_sends, "reach": check_reach, "ends": check_ends, "rent": check_rent, "rent-cut": check_rent_cut, "rent-mut": check_rent_mut, "rent-mid": check_rent_mid, "within": check_within,
           "solve-ab": check_solve_ab, "switches22": check_switches22, "solve": audit_round21.CHECKS["solve"], "clock": audit_round21.CHECKS["clock"],
           "switches": audit_round21.CHECKS["switches"]}
 
