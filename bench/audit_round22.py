@@ -11,8 +11,9 @@ networks, test_budget_time_lift._coupled drawn: roomy on even seeds, memory-tigh
 the overlap, cp 1-2) on odd ones). checks:
   rent      every candidate's positional bound (v = 1; v > 1 through its sibling / f_v) minimizing time under cost
             caps at 1.00, 1.01, 1.05, 1.10 and 1.15 x plans' own costs (its own plans' and the instance's), with
-            slower_than_s 0 and the median plan time, BUDGET_PAIR_RENT on and off, on fresh tables: the bound with the
-            lift at least the bound without it, and at or below the candidate's least time among its plans that meet
+            slower_than_s 0 and the median plan time, BUDGET_PAIR_RENT on and off with ENDS_CLASS_FLOOR off (park530's
+            floor often subsumes the lift), and every switch on, on fresh tables: the bound with the lift at least the
+            bound without it, and at or below the candidate's least time among its plans that meet
             the cap (brute force); raised bounds counted;
   rent-cut  the same asks with the loop's cutoff (1.001 x that least time), one table per candidate asked in a
             shuffled order (kept marks shared between asks): at or below the plan;
@@ -124,17 +125,20 @@ def _rent_walk(problem, options, seed, stats, tag, flags_on, cut=False):
             sibling.positional = None
             continue
         got = {}
-        for name, flags in (("off", dict(BUDGET_PAIR_RENT=False)), ("on", flags_on)):
+        ends = {"ENDS_CLASS_FLOOR": False} if hasattr(positional, "ENDS_CLASS_FLOOR") else {}  # (it often subsumes
+        for name, flags in (("off", dict(BUDGET_PAIR_RENT=False, **ends)), ("on", {**flags_on, **ends}),  # the lift)
+                            ("every", flags_on)):
             audit_round19._fresh(sibling, **flags)
             with mock.patch.multiple(positional, **flags):
                 got[name] = [_bound(memo, cand, sibling, b, s) for b, s in asks]
             sibling.positional = None
-        for (budget, slower), off, on in zip(asks, got["off"], got["on"]):
+        for (budget, slower), off, on_alone, every in zip(asks, got["off"], got["on"], got["every"]):
+            on = max(on_alone, every)
             stats[f"{tag}_asks"] += 1
-            raised = on > off * (1 + REL)
+            raised = on_alone > off * (1 + REL)
             stats[f"{tag}_raised"] += raised
-            stats[f"{tag}_raised_to_inf"] += raised and math.isinf(on)
-            assert on >= off * (1 - 1e-12), ("lowered", key, budget.max_cost_usd, slower, off, on)
+            stats[f"{tag}_raised_to_inf"] += raised and math.isinf(on_alone)
+            assert on_alone >= off * (1 - 1e-12), ("lowered", key, budget.max_cost_usd, slower, off, on_alone)
             values = audit_round19._meeting(plans, budget, slower)
             if not values:
                 stats[f"{tag}_no_plan"] += 1
