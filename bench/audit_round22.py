@@ -472,6 +472,8 @@ def check_rent_mid(problem, options, seed, stats, limit_s: float = 20.0, most: i
 def _send_budgets(priced, rng):
     """Time under cost caps at SCALES x two plans' costs, one with a rent cap at that plan's rent too."""
     picks = rng.sample(priced, min(2, len(priced)))
+    if not picks:  # no plan fits: nothing to compare
+        return []
     out = [Budget(objective="time", max_cost_usd=e.cost_usd * s) for _, _, e in picks for s in SCALES]
     out.append(Budget(objective="time", max_cost_usd=picks[0][2].cost_usd * 1.05,
                       max_usd_per_hour=picks[0][2].usd_per_hour))
