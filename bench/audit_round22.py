@@ -357,7 +357,9 @@ def _round22_flips():
     flips = [(positional, {"BUDGET_PAIR_RENT": False}), (positional, {"PAIR_COVER_WITHIN_PP": False})]
     for module, name, off in ((positional, "ENDS_CLASS_FLOOR", False), (inflight, "BUDGET_FAST", False),
                               (inflight, "WHOLE_FAST", False), (inflight, "FLOOR_RENT_KEPT", False),
-                              (solver_module, "PROBE_PARAMS", {})):
+                              (solver_module, "PROBE_PARAMS", {}), (inflight, "BUDGET_PAIR_SENDS", False),
+                              (positional, "SUPPLY_REACH", False), (positional, "SEQUENCE_TRACED", False),
+                              (solver_module, "HALF_DP_PLANS", False), (solver_module, "REDUCE_SPLITS", False)):
         if hasattr(module, name):
             flips.append((module, {name: off}))
     return flips
@@ -365,7 +367,8 @@ def _round22_flips():
 
 def check_switches22(problem, options, seed, stats):
     """Each switch of round 22 flipped alone (BUDGET_PAIR_RENT, PAIR_COVER_WITHIN_PP, ENDS_CLASS_FLOOR off; flight22's
-    BUDGET_FAST, WHOLE_FAST, FLOOR_RENT_KEPT off; probe22's PROBE_PARAMS empty), and all on: both backends, no limit,
+    BUDGET_FAST, WHOLE_FAST, FLOOR_RENT_KEPT off; probe22's PROBE_PARAMS empty; rentflight's BUDGET_PAIR_SENDS,
+    quick1t's SUPPLY_REACH, SEQUENCE_TRACED, HALF_DP_PLANS, plan530's REDUCE_SPLITS off), and all on: both backends, no limit,
     time under caps at 1.00 / 1.05 x two plans' costs, time and cost without a budget, time under a plan's time:
     brute force's answer each time, every plan re-priced."""
     rng = random.Random(seed)
