@@ -792,7 +792,7 @@ def _floor_rent(tab: InFlightTables) -> float:
         if FLOOR_RENT_KEPT:  # round 22 (flight22): kept by _least_rent's inputs, shared by the tables alike
             caps = tab.caps.fn(np.array([np.inf]))
             key = (caps.tobytes(), caps.shape, tab.price.tobytes(), tab.middle.tobytes(), tab.L, tab.w,
-                   tab.most_layers, EXACT_MULTIPLIER, RENT_BY_ENVELOPE, SHORT_MULTIPLIERS)
+                   tab.most_layers, EXACT_MULTIPLIER, RENT_BY_ENVELOPE, SHORT_MULTIPLIERS, BISECTION)
             got = _FLOOR_RENTS.get(key)
             if got is None:
                 if len(_FLOOR_RENTS) > MULTIPLIERS_KEPT:
@@ -1531,14 +1531,14 @@ def _rows_below(it: np.ndarray, best: float) -> int:
     return int(over[0]) if len(over) else len(it)
 
 
-_LEVELS: dict = {}  # (alpha bytes, L, allreduce_floor, v) -> _budget_levels' arrays (round 22, flight22)
+_LEVELS: dict = {}  # (alpha bytes, L, allreduce_floor, v, the switches) -> _budget_levels' arrays (round 22)
 
 
 def _budget_levels(alpha: np.ndarray, L: int, floor: float, v: int) -> tuple:
     """_time_under_cost's all-reduce levels c_q, their Delta_q and the caps' limits [q, g] (multiples of v), the
     expressions of its BUDGET_FAST = False branch on the same floats, kept by their inputs (a pure function of them:
     the same arrays; read only). Tables of one degree at pp > 1 share alpha, L and the floor."""
-    key = (alpha.tobytes(), alpha.shape, L, floor, v, ALLREDUCE_LEVELS)
+    key = (alpha.tobytes(), alpha.shape, L, floor, v, ALLREDUCE_LEVELS, ROUND_UP)
     got = _LEVELS.get(key)
     if got is None:
         positive = alpha[alpha > 0]
