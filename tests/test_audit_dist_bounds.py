@@ -154,6 +154,18 @@ def space_plans(problem: Problem, options: SpaceOptions):
                                             yield cand, found[0], found[1]
 
 
+def pattern_plans(problem: Problem, options: SpaceOptions, memo):
+    """(candidate, plan, estimate, skeleton) for space_plans' plans whose candidate is v = 1 with a pattern-mode
+    skeleton (memo.skeleton(cand).most set): the positional bound's domain, as the positional tests walk it."""
+    for cand, plan, est in space_plans(problem, options):
+        if cand.v != 1:
+            continue
+        sk = memo.skeleton(cand)
+        if sk.most is None:
+            continue
+        yield cand, plan, est, sk
+
+
 def edge_budgets(priced: list, rng: random.Random) -> list[Budget]:
     """No budget (each objective), a GPU limit at a random plan's GPUs, and budgets at the exact values of a few
     plans: the fastest, the cheapest and two at random (deadline, cost budget and rent, each with both objectives)."""

@@ -21,7 +21,7 @@ from optsearch.search import objective_value
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import off_heavy_instance, space_plans
+from test_audit_dist_bounds import off_heavy_instance, pattern_plans, space_plans
 from test_positional_type_boundary import boundary_instance
 
 _FLOOR, _BASE = positional.ends_class_floor_s, positional.ends_class_base  # before any monkeypatch
@@ -45,12 +45,7 @@ def _walk(problem, options) -> tuple[float, int]:
     memo, plain = Memo(problem, options), Memo(problem, options)
     least, raised = math.inf, 0
     kept: dict = {}
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         for budget in _budgets(est):
             key = (cand.key, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour)
             if key not in kept:

@@ -25,7 +25,7 @@ import optsearch.formulation.positional as positional
 from optsearch.search import objective_value
 from optsearch.solver import Memo
 
-from test_audit_dist_bounds import space_plans
+from test_audit_dist_bounds import pattern_plans
 from test_inflight_bound import _budgets
 from test_positional_type_boundary import bound_with_off, boundary_instance
 
@@ -54,12 +54,7 @@ def _walk(problem, options, compare: bool = True) -> tuple[float, float, int, in
     floors: dict = {}
     bounds: dict = {}
     plain: dict = {}  # candidate key -> its tables with PAIR_COVER off
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         if cand.key not in floors:
             floors[cand.key] = positional.pair_cover_floor_s(sk, positional.tables(sk).blocks)
         floor = floors[cand.key]

@@ -27,7 +27,7 @@ from optsearch.search import objective_value
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import space_plans
+from test_audit_dist_bounds import pattern_plans, space_plans
 from test_inflight_bound import _budgets
 from test_positional_pair_cover import _narrow
 from test_positional_type_boundary import boundary_instance
@@ -58,12 +58,7 @@ def _walk(problem, options, floor_fn) -> tuple[float, float, int, int]:
     floors: dict = {}
     bounds: dict = {}
     above = 0
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         if cand.key not in floors:
             blocks = positional.tables(sk).blocks
             floors[cand.key] = floor_fn(sk, blocks)
@@ -120,12 +115,7 @@ def _all_bounds(problem, options, order):
     in `order` (applied in that order on the same tables)."""
     memo = Memo(problem, options)
     out = {}
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         for budget in list(_budgets(est))[:4]:
             value = objective_value(est, budget.objective)
             for scale in order:

@@ -23,7 +23,7 @@ import pytest
 import optsearch.formulation.positional as positional
 from optsearch.solver import Memo
 
-from test_audit_dist_bounds import space_plans
+from test_audit_dist_bounds import pattern_plans
 from test_positional_pair_cover import _narrow
 from test_positional_type_boundary import boundary_instance
 
@@ -56,12 +56,7 @@ def _candidates(problem, options):
     memo = Memo(problem, options)
     slowest: dict = {}
     skeletons: dict = {}
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         skeletons[cand.key] = sk
         slowest.setdefault(cand.key, []).append(max(s.time_s for s in est.stages))
     return [(skeletons[k], slowest[k]) for k in skeletons]

@@ -23,7 +23,7 @@ from optsearch.search import objective_value
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import MAX_PLANS, off_heavy_instance, space_plans
+from test_audit_dist_bounds import MAX_PLANS, off_heavy_instance, pattern_plans
 from test_inflight_bound import _budgets
 
 _BACKWARD = positional.backward_rows  # the function under test, before any monkeypatch
@@ -110,12 +110,7 @@ def _least_ratio(problem, options) -> tuple[float, int]:
     memo, plain_memo = Memo(problem, options), Memo(problem, options)
     least, raised = float("inf"), 0
     bounds: dict = {}
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         for budget in _budgets(est):
             key = (cand.key, budget.objective, budget.max_time_s, budget.max_cost_usd, budget.max_usd_per_hour)
             if key not in bounds:

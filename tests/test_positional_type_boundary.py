@@ -26,7 +26,7 @@ from optsearch.solver import Memo
 from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, ModelSpec, NodeTypeSpec
 from optsearch.spec.budget import Budget
 
-from test_audit_dist_bounds import space_plans
+from test_audit_dist_bounds import pattern_plans, space_plans
 from test_inflight_bound import _budgets
 
 MAX_PLANS = 1500
@@ -95,12 +95,7 @@ def _least_ratio(problem, options, compare: bool = True) -> tuple[float, int, fl
     least, raised, slowest = math.inf, 0, math.inf
     bounds: dict = {}
     plain: dict = {}  # candidate key -> its tables without the floor
-    for cand, plan, est in space_plans(problem, options):
-        if cand.v != 1:
-            continue
-        sk = memo.skeleton(cand)
-        if sk.most is None:
-            continue
+    for cand, plan, est, sk in pattern_plans(problem, options, memo):
         if len({s.node_type for s in plan.stages}) > 1:
             floor, _ = positional.mixed_slowest_floor_s(sk)
             slowest = min(slowest, max(s.time_s for s in est.stages) / floor)
