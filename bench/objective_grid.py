@@ -9,11 +9,14 @@ D = sqrt(T_fast x T_cheap) and B = sqrt(C_cheap x C_fast) come from the plans of
 each: the fast plan meets D, the cheap plan meets B). Each row runs in its own process as `optsearch solve` does:
 --time-limit less the process's start-up (imports, loading), less 5 % kept for the report. "wall" is the process's
 age when the answer is ready, interpreter start included. "first plan" is when the solver first held a plan that
-meets the budget, counted from the start of `solve`, plus the start-up before it. With --dp the DP baseline
-(FASOP/AMP-style, `optsearch compare`) runs beside each row with the same limit. Records go to --out (JSON, one
-record per row, written after every row, so an interrupted run keeps what it measured). With --target, the solver
-rows search that engine target's space (as `optsearch solve --target` does; the CLI's default is megatron); without
-it, the library's default space (SpaceOptions(): per-stage recomputation, none of issue 16's plan-wide knobs).
+meets the budget, counted from the start of `solve`, plus the start-up before it. With --dp the DP baselines run
+beside each row with the same limit, as `optsearch compare --methods dp,dp-amp` does: dp (FASOP-style: the node-count
+grid; it refuses grids of more than 100,000 points, as on both mixed pools) and dp-amp (AMP-style: the whole cluster in
+a fixed order). Records go to --out (JSON, one record per row, written after every row, so an interrupted run keeps
+what it measured); rows already in --out at the same --time-limit are kept, not run again, so `--dp` on a solver-only
+record adds the baselines beside its rows. With --target, the solver rows search that engine target's space (as
+`optsearch solve --target` does; the CLI's default is megatron); without it, the library's default space
+(SpaceOptions(): per-stage recomputation, none of issue 16's plan-wide knobs).
 """
 
 from __future__ import annotations
@@ -65,9 +68,10 @@ def run_one(spec: dict) -> dict:
     # which the wall then counted and the limit did not.
     setup_s = process_age_s()
     limit = max(0.0, 0.95 * spec["time_limit"] - setup_s)
-    if spec["method"] == "dp":
+    if spec["method"] in ("dp", "dp-amp"):
         from optsearch.baselines.dp import solve_dp
-        result = solve_dp(problem, budget, time_limit_s=limit, options=options)
+        order = "rotations" if spec["method"] == "dp" else "fixed"
+        result = solve_dp(problem, budget, order=order, time_limit_s=limit, options=options)
     else:
         result = solve(problem, budget, solver=spec["method"], time_limit_s=limit, options=options)
     wall = process_age_s()
@@ -118,14 +122,19 @@ def _value(row: dict) -> str:
     return format_duration(row["objective_value"])
 
 
+def _baseline_cell(row: dict | None) -> str:
+    return "" if row is None else f"{row['status']} {_value(row)}"
+
+
 def table(rows: list[dict]) -> str:
-    """One line per (model, cluster, row): the solver's answer, and the DP baseline's where it ran."""
-    dp = {(r["model"], r["cluster"], r["row"]): r for r in rows if r["method"] == "dp"}
+    """One line per (model, cluster, row): the solver's answer, the DP baselines' where they ran, and how much worse
+    the better baseline's plan is than the solver's ("vs dp": its objective over the solver's, less one)."""
+    baselines = {(r["model"], r["cluster"], r["row"], r["method"]): r for r in rows if r["method"] in ("dp", "dp-amp")}
     out = ["| model | cluster | row | status | gap | first plan: in solve / in process | wall | objective | goal met "
-           "| dp |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| dp | dp-amp | vs dp |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r["method"] == "dp":
+        if r["method"] in ("dp", "dp-amp"):
             continue
         gap = "-" if r.get("gap") is None else f"{r['gap']:.2%}"
         in_solve = None if r.get("first_plan_s") is None else r["first_plan_s"] - r["setup_s"]
@@ -141,10 +150,12 @@ def table(rows: list[dict]) -> str:
             goals.append("limit")
         if r["status"] == "infeasible":
             goals = ["limit", "(no plan exists)"] if r.get("wall_s", 0) <= 1.1 * limit else ["(no plan exists)"]
-        d = dp.get((r["model"], r["cluster"], r["row"]))
-        dp_cell = "" if d is None else f"{d['status']} {_value(d)}"
+        dp, amp = (baselines.get((r["model"], r["cluster"], r["row"], m)) for m in ("dp", "dp-amp"))
+        found = [b["objective_value"] for b in (dp, amp) if b is not None and b.get("objective_value") is not None]
+        versus = ("" if not found or r.get("objective_value") is None
+                  else f"{min(found) / r['objective_value'] - 1:+.1%}")
         out.append(f"| {r['model']} | {r['cluster']} | {r['row']} | {r['status']} | {gap} | {first} | {wall} | "
-                   f"{_value(r)} | {', '.join(goals)} | {dp_cell} |")
+                   f"{_value(r)} | {', '.join(goals)} | {_baseline_cell(dp)} | {_baseline_cell(amp)} | {versus} |")
     return "\n".join(out)
 
 
@@ -154,7 +165,7 @@ def main() -> None:
     parser.add_argument("--models", help="comma-separated (default: every catalog model, the issue's first)")
     parser.add_argument("--clusters", default=",".join(CLUSTERS))
     parser.add_argument("--solver", default="cpsat")
-    parser.add_argument("--dp", action="store_true", help="the DP baseline beside every row")
+    parser.add_argument("--dp", action="store_true", help="the DP baselines (dp, dp-amp) beside every row")
     parser.add_argument("--table", action="store_true", help="print the records of --out as a markdown table")
     parser.add_argument("--target", help="search this engine target's space (megatron, fasop), as solve --target")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -171,7 +182,7 @@ def main() -> None:
     models = args.models.split(",") if args.models else FIRST + [m for m in model_names() if m not in FIRST]
     rows: list[dict] = json.loads(args.out.read_text()) if args.out.exists() else []
     done = {(r["model"], r["cluster"], r["row"], r["method"]) for r in rows if r.get("time_limit") == args.time_limit}
-    methods = [args.solver] + (["dp"] if args.dp else [])
+    methods = [args.solver] + (["dp", "dp-amp"] if args.dp else [])
 
     def record(spec: dict) -> dict | None:
         key = (spec["model"], spec["cluster"], spec["row"], spec["method"])
