@@ -14,7 +14,8 @@ beside each row with the same limit, as `optsearch compare --methods dp,dp-amp` 
 grid; it refuses grids of more than 100,000 points, as on both mixed pools) and dp-amp (AMP-style: the whole cluster in
 a fixed order). Records go to --out (JSON, one record per row, written after every row, so an interrupted run keeps
 what it measured); rows already in --out at the same --time-limit are kept, not run again, so `--dp` on a solver-only
-record adds the baselines beside its rows. With --target, the solver rows search that engine target's space (as
+record adds the baselines beside its rows; --baselines-from takes an earlier run's DP records where the row's spec and
+budget are the same. With --target, the solver rows search that engine target's space (as
 `optsearch solve --target` does; the CLI's default is megatron); without it, the library's default space
 (SpaceOptions(): per-stage recomputation, none of issue 16's plan-wide knobs).
 """
@@ -166,6 +167,9 @@ def main() -> None:
     parser.add_argument("--clusters", default=",".join(CLUSTERS))
     parser.add_argument("--solver", default="cpsat")
     parser.add_argument("--dp", action="store_true", help="the DP baselines (dp, dp-amp) beside every row")
+    parser.add_argument("--baselines-from", type=Path,
+                        help="with --dp, take the DP records of this earlier --out whose spec and budget equal "
+                             "the row's")
     parser.add_argument("--table", action="store_true", help="print the records of --out as a markdown table")
     parser.add_argument("--target", help="search this engine target's space (megatron, fasop), as solve --target")
     parser.add_argument("--one", help=argparse.SUPPRESS)
@@ -183,13 +187,18 @@ def main() -> None:
     rows: list[dict] = json.loads(args.out.read_text()) if args.out.exists() else []
     done = {(r["model"], r["cluster"], r["row"], r["method"]) for r in rows if r.get("time_limit") == args.time_limit}
     methods = [args.solver] + (["dp", "dp-amp"] if args.dp else [])
+    # A DP record of an earlier run is kept only where its whole spec (model, cluster, row, limit, target and the
+    # budget D or B itself) equals this run's: the baselines' code and the cost model it prices with are the same.
+    baselines = [r for r in json.loads(args.baselines_from.read_text()) if r["method"] in ("dp", "dp-amp")
+                 ] if args.baselines_from else []
 
     def record(spec: dict) -> dict | None:
         key = (spec["model"], spec["cluster"], spec["row"], spec["method"])
         if key in done:
             return next(r for r in rows if (r["model"], r["cluster"], r["row"], r["method"]) == key
                         and r.get("time_limit") == args.time_limit)
-        row = _run(spec)
+        earlier = next((r for r in baselines if all(r.get(k) == v for k, v in spec.items())), None)
+        row = _run(spec) if earlier is None else {**earlier, "reused_from": str(args.baselines_from)}
         rows.append(row)
         args.out.write_text(json.dumps(rows, indent=1) + "\n")
         _show(row)
