@@ -1531,7 +1531,7 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
 
 
 # Round 23 (flight1t): time under a cost budget, fuller stages where the plan's type runs out of nodes.
-SUPPLY_STEPS = True  # time under B: with DEEPER_STEPS, the plain end's shallower pipelines on more dp past a type's supply
+SUPPLY_STEPS = True  # time under B, with DEEPER_STEPS: the plain end's shallower pipelines on more dp (past supply)
 SUPPLY_SPAN = 6  # depths tried: the one-layer-fuller step's depth ceil(L / (k + 1)) and up to this many stages more
 SUPPLY_DP = 2  # on every dp of the space above the plan's, up to this many times it
 
