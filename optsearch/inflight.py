@@ -1745,6 +1745,32 @@ def least_layer_work_s(d: DegreeTerms, L: int) -> float:
     return work if left <= 0 else math.inf
 
 
+
+LAYER_WORK_BY_PP = True  # _sharpened_walk's S: least_layer_work_pp_s, the middle stages' one layer each (round 23)
+
+
+def least_layer_work_pp_s(d: DegreeTerms, L: int, pp: int) -> float:
+    """least_layer_work_s at a pipeline depth pp: the same knapsack with each middle stage's layer counted (round 23,
+    flight1t; docs/solver.md "Round 23: ... the middle stages' layers on the slower types").
+
+    A plan has pp stages, at most slots[g] of them on g, and every middle stage (all but the first and the last)
+    holds >= 1 layer. Number the types by step_min, the fastest first (ties by index), and let F_k = the slots of the
+    first k types. At most F_k stages run on the first k types, so at least pp - F_k run on the others, at most two of
+    them end stages: the others hold >= r_k = max(0, pp - 2 - F_k) layers. With x_g the layers on g: sum x = L,
+    0 <= x_g <= slots[g] NMAX[g], and sum_{i > k} x_(i) >= r_k for every k; the layers' work is >= sum x_g step_min[g].
+    The least of that linear programme is the greedy: each type in turn takes the most it can, leaving r_k to the
+    later ones (costs rise along the order and r_k does not: moving a layer from a later type to an earlier one
+    where the greedy has room keeps every constraint and costs no more). inf where no x meets them (no plan).
+    With pp <= 2 + F_1 (every r_k 0) it equals least_layer_work_s."""
+    left, work, held = L, 0.0, 0
+    for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
+        held += d.slots[g]
+        later = max(0, pp - 2 - held)
+        take = max(0, min(left - later, d.slots[g] * d.max_layers_per_stage[g]))
+        work += take * d.step_min_s[g]
+        left -= take
+    return work if left <= 0 else math.inf
+
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
               cache: dict | None = None, cutoff_usd: float = math.inf, cutoff_s: float = math.inf) -> CandidateBound:
     """_sharpened_walk for one candidate (_drive)."""
@@ -1793,7 +1819,9 @@ def _sharpened_walk(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, 
         return bound
     if cand.key not in kept:
         pp = cand.pp
-        stages_s = max(d.layer_work_min_s, least_layer_work_s(d, problem.model.num_layers)) + d.end_work_min_s \
+        layer_work = (least_layer_work_pp_s(d, problem.model.num_layers, pp) if LAYER_WORK_BY_PP  # round 23
+                      else least_layer_work_s(d, problem.model.num_layers))
+        stages_s = max(d.layer_work_min_s, layer_work) + d.end_work_min_s \
             + 2 * (pp - 1) * d.send_min_s
         comm_s = (d.alpha_min_at(pp) + d.beta_min) * d.all_params(pp) / pp \
             + least_embedding_allreduce_s(problem, d, pp, cache)

@@ -708,6 +708,10 @@ def _plain_then_wide(memo: Memo, budget: Budget, bounded: list[Bounded], starts:
     if steps:
         until = None if left is None else time.perf_counter() + DEEPER_STEPS_SHARE * left
         stepped = _deeper_steps(memo, budget, bounded, best, until)
+        if SUPPLY_STEPS:  # round 23: the plain end's fuller stages on more dp, past its main type's supply
+            got = _supply_steps(memo, budget, bounded, best, until)
+            if got[0] < stepped[0] * (1 - INCUMBENT_REL):
+                stepped = got
         for other in _other_ends(best, ends_here) if DEEPER_STEPS_ENDS else ():
             # round 20: the other plain ends' deeper pipelines too, within the same share (Megatron 145B 8k: with
             # the climbs' CPU cut, the seed's climb ends best, at dp 18, 9 stages, 373,551 s; the first climb's end,
@@ -1521,6 +1525,70 @@ def _deeper_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Pri
         if _past(deadline) or fastest >= best[0] * (1 - INCUMBENT_REL):
             break
         own = _split_repaired(memo, budget, plans, best[0] * (1 - INCUMBENT_REL), deadline)
+        if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
+            best = own
+    return best
+
+
+# Round 23 (flight1t): time under a cost budget, fuller stages where the plan's type runs out of nodes.
+SUPPLY_STEPS = True  # time under B, with DEEPER_STEPS: the plain end's shallower pipelines on more dp (past supply)
+SUPPLY_SPAN = 6  # depths tried: the one-layer-fuller step's depth ceil(L / (k + 1)) and up to this many stages more
+SUPPLY_DP = 2  # on every dp of the space above the plan's, up to this many times it
+
+
+def _supply_step_keys(problem: Problem, plan: Plan, dps: list[int]) -> list[tuple[int, ...]]:
+    """The candidates _supply_steps prices from a v = 1 plan: the same tp, b, ep and cp on each dp of dps above the
+    plan's and at most SUPPLY_DP times it, at the depths ceil(L / (k + 1)) .. that + SUPPLY_SPAN (k: the plan's largest
+    stage count; no deeper than the plan), only where the plan's main type (the one holding the most layers) cannot
+    hold ceil(L / (k + 1)) stages at that dp within its node supply (else the wide climb's LAYER_STEPS depth is one
+    such plan already). An order of guesses only: every plan is priced and checked."""
+    total = sum(stage.num_layers for stage in plan.stages)
+    most = max(stage.num_layers for stage in plan.stages)
+    held: dict[str, int] = {}
+    for stage in plan.stages:
+        held[stage.node_type] = held.get(stage.node_type, 0) + stage.num_layers
+    main = problem.node(max(held, key=lambda name: (held[name], name)))
+    fuller = -(-total // (most + 1))
+    keys = []
+    for d in dps:
+        if not plan.dp < d <= SUPPLY_DP * plan.dp:
+            continue
+        nodes = -(-plan.tp * d * plan.cp // main.gpus_per_node)  # a stage's nodes at dp d
+        if fuller * nodes <= main.num_nodes_available:
+            continue
+        keys += [(plan.tp, d, plan.micro_batch_size, q, plan.ep, plan.cp, 1, 0)
+                 for q in range(fuller, min(fuller + SUPPLY_SPAN, len(plan.stages) - 1) + 1)]
+    return keys
+
+
+def _supply_steps(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
+                  deadline: float | None) -> Priced:
+    """Minimizing time under a cost budget, from a plain climb's end at v = 1: the candidates of _supply_step_keys,
+    in order of their cheap bounds, each skipped where that bound reaches the best plan's value so far, each one's
+    quick plans priced; the best that meets the budget is kept (not the first: the depths past the supply step differ
+    by how many stages the slower types take, and the best is rarely the first that improves).
+
+    Why (round 23, flight1t): a plan that spends a fast type's whole supply gains speed on more dp only with fuller
+    stages (k + 1 layers, on fewer of them), and then the fast type holds fewer stages than ceil(L / (k + 1)): the rest
+    go on a slower type, one layer or two each, at a few stages more. LAYER_STEPS tries ceil(L / (k + 1)) alone, where
+    no plan of the fast type fits its supply. Megatron 1T (128 layers), mixed-pool-3k, B = $16,072,042: the climbs
+    stop at the cheapest plan, tp 4, dp 2, cp 2, 64 H100 stages of 2 (128 p5 nodes, all of them) and the head on an
+    A100 stage, 4,522,951 s ($15,893,781); at dp 3 (3 nodes a stage) 42 H100 stages fit: 43 and 44 stages give no plan,
+    45 4,555,740 s, 46 4,388,136 s, 47 4,368,900 s ($15,630,841: 42 H100 stages of 2-3 layers, 5 A100 stages of 1),
+    which the loop found at 31 s of CPU. Incumbents only: every plan is priced by the cost model and checked."""
+    plan = start[1]
+    if _capped_quantity(budget) != "cost" or plan.virtual_stages != 1 or _past(deadline):
+        return start
+    by_key = _v1_by_key(bounded)
+    keys = sorted((k for k in _supply_step_keys(memo.problem, plan, _v1_dps(bounded)) if k in by_key),
+                  key=lambda k: (by_key[k].lower_bound, k))
+    best = start
+    for key in keys:
+        if _past(deadline):
+            break
+        if by_key[key].lower_bound >= best[0] * (1 - INCUMBENT_REL):
+            continue
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(by_key[key].cand)))
         if own is not None and own[0] < best[0] * (1 - INCUMBENT_REL):
             best = own
     return best
