@@ -29,7 +29,7 @@ from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
 from priced import solve_exhaustive
-from test_audit_dist_bounds import MAX_PLANS, random_instance, small, space_plans
+from test_audit_dist_bounds import random_instance, small, space_plans
 from test_budget_time_lift import _coupled
 from test_solver_memory import tight_instances
 
