@@ -3502,20 +3502,21 @@ def solve(
                 heapq.heappush(queue, (sharper, key, i, replace(item, lower_bound=sharper, inflight=True)))
                 continue
             lower = max(lower, sharper)
-        if item.level == REFINED and _interleaved_direct_applies(memo, item.cand, budget, slower_than_s) and (
-                item.cand.key not in direct_done):
+        if item.level == REFINED and incumbent is not None and item.cand.key not in direct_done and (
+                _interleaved_direct_applies(memo, item.cand, budget, slower_than_s)):
             # Round 23 (park145): the interleaved candidate's own positional bound (interleaved_direct_bound), before
             # its model's probe and its sibling's bound: where it reaches the incumbent (or no plan meets B) neither
-            # runs; else its value is the candidate's bound, and one past the queue's front goes back in.
+            # runs; else its value is the candidate's bound, and one past the queue's front goes back in. Only with a
+            # plan known (as the probe): before it the bound has no cutoff, and the first plan is the seeds' or the
+            # sibling's.
             try:
-                direct = interleaved_direct_bound(memo, item.cand, budget, incumbent[0] if incumbent else math.inf,
-                                                  deadline)
+                direct = interleaved_direct_bound(memo, item.cand, budget, incumbent[0], deadline)
             except OutOfTime:
                 heapq.heappush(queue, (lower, key, i, item))
                 stopped_early = True
                 break
             direct_done.add(item.cand.key)
-            if direct == math.inf or (incumbent is not None and direct >= incumbent[0] * (1 - INCUMBENT_REL)):
+            if direct >= incumbent[0] * (1 - INCUMBENT_REL):  # or inf: no plan of it meets the budget
                 bounded_here += 1
                 report(item)
                 continue
