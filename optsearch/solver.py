@@ -610,10 +610,11 @@ def interleaved_direct_bound(memo: Memo, cand: Candidate, budget: Budget, cutoff
     """A lower bound on the objective of every plan of an interleaved candidate (v > 1) that meets the budget: the
     positional bound of positional.interleaved_skeleton (its own memory, m v micro-batches, compute / v, its sends
     and the wrap-around's), which bounds every plan at v directly (that function's docstring); inf: no plan meets the
-    budget. Beside interleaved_positional_bound (the v = 1 sibling under the budget / f_v): under a cost budget that
-    one's budget is f_v below the sibling's, while a plan at v pays v times the sends and its all-reduce in full
-    (Megatron 145B, mixed-pool-8k, time<=B: (tp 2, dp 16, pp 18, cp 4, v 2) 271,036 s through the sibling against
-    413,339 s here, the incumbent 369,707 s)."""
+    budget. Beside interleaved_positional_bound (the v = 1 sibling under the budget / f_v): that one lets every
+    sibling layout through a budget 1 / f_v looser, f_v being the least time ratio at v over all layouts (every stage
+    at the slowest one's time), while the cheap layouts that meet a cost budget gain far less at v, and a plan at v
+    pays v times the sends and its all-reduce in full (Megatron 145B, mixed-pool-8k, time<=B: (tp 2, dp 16, pp 18,
+    cp 4, v 2) 271,036 s through the sibling against 413,339 s here, the incumbent 369,707 s)."""
     if cand.key not in memo.interleaved:
         memo.interleaved[cand.key] = interleaved_skeleton(memo.skeleton(cand))
     return positional_bound(memo.interleaved[cand.key], budget, cutoff=cutoff, keep=0, deadline=deadline).bound
