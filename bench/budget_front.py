@@ -98,6 +98,8 @@ def main() -> None:
                 if sib.most is not None:
                     factor = interleaving_factor(terms.m, cand.pp, cand.v)
                     row["positional"] = round(S.interleaved_positional_bound(sib, budget, factor), 1)
+                if S._interleaved_direct_applies(memo, cand, budget, 0.0):  # round 23 (park145): its own bound
+                    row["direct"] = round(S.interleaved_direct_bound(memo, cand, budget), 1)
         except Exception as exc:  # noqa: BLE001 (diagnosis)
             row["positional"] = repr(exc)
         row["positional_cpu"] = round(time.process_time() - t0, 3)

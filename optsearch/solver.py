@@ -63,6 +63,7 @@ from optsearch.formulation.model import candidate_plan  # a type sequence's rent
 from optsearch.formulation.model import candidate_distributed_optimizer  # _inflight_bounded's terms check (fixinf)
 from optsearch.formulation.kinds import kinds_bound
 from optsearch.formulation.positional import OutOfTime, positional_bound
+from optsearch.formulation.positional import interleaved_skeleton  # v > 1 directly (round 23, park145)
 from optsearch import inflight as inflight_module
 from optsearch.inflight import sharpened, sharpened_many
 from optsearch.plan import Plan, Stage
@@ -197,6 +198,8 @@ class Memo:
     kept_refined: dict[tuple, CandidateBound] = field(default_factory=dict)
     # (tp, dp, b, ep, cp, o, the deadline, limits) -> {v: [pp] middle.joint_floors_many} (MIDDLE_JOINT; round 20)
     middle: dict[tuple, dict] = field(default_factory=dict)
+    # Candidate.key (v > 1) -> positional.interleaved_skeleton of its skeleton, keeping its positional tables (park145)
+    interleaved: dict[tuple[int, ...], Skeleton] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -597,6 +600,34 @@ def _sibling_positional(sibling: Skeleton, budget: Budget, factor: float, cutoff
     """The v = 1 sibling's positional bound (with its sequences) under the budget / f_v, cut off at cutoff / f_v: a
     bound that reaches that prunes the v candidate, and one cut off there is still a bound (positional_bound)."""
     return positional_bound(sibling, _interleaved_budget(budget, factor), cutoff=cutoff / factor, deadline=deadline)
+
+
+INTERLEAVED_DIRECT = True  # v > 1, time under a cost budget: the candidate's own positional bound (round 23, park145)
+
+
+def interleaved_direct_bound(memo: Memo, cand: Candidate, budget: Budget, cutoff: float = math.inf,
+                             deadline: float | None = None) -> float:
+    """A lower bound on the objective of every plan of an interleaved candidate (v > 1) that meets the budget: the
+    positional bound of positional.interleaved_skeleton (its own memory, m v micro-batches, compute / v, its sends
+    and the wrap-around's), which bounds every plan at v directly (that function's docstring); inf: no plan meets the
+    budget. Beside interleaved_positional_bound (the v = 1 sibling under the budget / f_v): that one lets every
+    sibling layout through a budget 1 / f_v looser, f_v being the least time ratio at v over all layouts (every stage
+    at the slowest one's time), while the cheap layouts that meet a cost budget gain far less at v, and a plan at v
+    pays v times the sends and its all-reduce in full (Megatron 145B, mixed-pool-8k, time<=B: (tp 2, dp 16, pp 18,
+    cp 4, v 2) 271,036 s through the sibling against 413,339 s here, the incumbent 369,707 s)."""
+    if cand.key not in memo.interleaved:
+        memo.interleaved[cand.key] = interleaved_skeleton(memo.skeleton(cand))
+    return positional_bound(memo.interleaved[cand.key], budget, cutoff=cutoff, keep=0, deadline=deadline).bound
+
+
+def _interleaved_direct_applies(memo: Memo, cand: Candidate, budget: Budget, slower_than_s: float) -> bool:
+    """Where interleaved_direct_bound runs in the loop: v > 1, pattern mode, time under a cost budget, no floor on
+    the time (slower_than_s), and no overlap or block recomputation in the skeleton (interleaved_skeleton's terms)."""
+    if not (INTERLEAVED_DIRECT and cand.v > 1 and slower_than_s == 0.0 and budget.objective == "time"
+            and budget.max_cost_usd is not None):
+        return False
+    sk = memo.skeleton(cand)
+    return sk.most is not None and sk.block is None and sk.c.grad_overlap_share <= 0
 
 
 def _interleaved_budget(budget: Budget, factor: float) -> Budget:
@@ -3354,6 +3385,7 @@ def solve(
     reduce_left = REDUCE_SPLITS_MOST  # open candidates whose sequences _reduce_split_plans may still split
     inflight_here = 0  # candidates whose in-flight bound was computed (inflight.py)
     harvested: set[tuple[int, ...]] = set()  # v = 1 siblings whose quick plans were offered (below)
+    direct_done: set[tuple[int, ...]] = set()  # v > 1 candidates whose interleaved_direct_bound was taken (park145)
     probed = 0  # interleaved candidates whose model was tried before their positional bound (_model_probe)
 
     def report(item: Bounded) -> None:
@@ -3539,6 +3571,29 @@ def solve(
                 heapq.heappush(queue, (sharper, key, i, replace(item, lower_bound=sharper, inflight=True)))
                 continue
             lower = max(lower, sharper)
+        if item.level == REFINED and incumbent is not None and item.cand.key not in direct_done and (
+                _interleaved_direct_applies(memo, item.cand, budget, slower_than_s)):
+            # Round 23 (park145): the interleaved candidate's own positional bound (interleaved_direct_bound), before
+            # its model's probe and its sibling's bound: where it reaches the incumbent (or no plan meets B) neither
+            # runs; else its value is the candidate's bound, and one past the queue's front goes back in. Only with a
+            # plan known (as the probe): before it the bound has no cutoff, and the first plan is the seeds' or the
+            # sibling's.
+            try:
+                direct = interleaved_direct_bound(memo, item.cand, budget, incumbent[0], deadline)
+            except OutOfTime:
+                heapq.heappush(queue, (lower, key, i, item))
+                stopped_early = True
+                break
+            direct_done.add(item.cand.key)
+            if direct >= incumbent[0] * (1 - INCUMBENT_REL):  # or inf: no plan of it meets the budget
+                bounded_here += 1
+                report(item)
+                continue
+            lower = max(lower, direct)
+            item = replace(item, lower_bound=lower)
+            if queue and lower > queue[0][0]:
+                heapq.heappush(queue, (lower, key, i, item))
+                continue
         if (item.level == REFINED and item.cand.v > 1 and incumbent is not None and slower_than_s == 0.0
                 and not first_plan_only and MODEL_PROBE_S > 0.0 and memo.skeleton(item.cand).most is not None):
             # An interleaved candidate's model, briefly, before its sibling's positional bound (_model_probe).

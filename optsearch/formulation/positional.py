@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -1645,6 +1645,34 @@ def budget_pair_lift(f: Skeleton, tab: _Tables, ix: np.ndarray, lifted: np.ndarr
     out = lifted.copy()
     out[hit] = np.maximum(lifted[hit], plain_of(hit) + (m - 1) * (reach[hit] - Ms[hit]))
     return out
+
+
+def interleaved_skeleton(f: Skeleton) -> Skeleton:
+    """An interleaved candidate (v > 1) as a 1F1B one that positional_bound bounds directly (round 23, park145): its
+    own skeleton with m v micro-batches and every stage's compute / v, sends unchanged, each end stage's time raised
+    by (v - 1) / v x its type's least send, and each stage's most layers rounded down to a multiple of v.
+
+    Valid: the cost model (costmodel.estimate, interleaved_pipeline_time_s) prices a plan at v as
+    T = ((m v - 1) max t + sum t) / v + A + E + O, where stage i's time at v is its compute (n_i layers at its mode's
+    step, the embedding on stage 0 and the head on the last; the same as at v = 1) plus v sends to each neighbour and
+    v - 1 across the wrap-around on the two end stages (interleaved_send_counts), each sent by the stage's own type g
+    (at least min(min_h send_inter_s[g][h], send_intra_s[g])). So t_i / v is at least compute_i / v + one send to
+    each neighbour + (v - 1) / v x that least send on the ends, which is the v = 1 row (positional's t_lb) of these
+    coefficients, and T = (m v - 1) max(t / v) + sum(t / v) + A + E + O is the 1F1B form with m v micro-batches.
+    A, O and E are per iteration (unscaled); the overlap is off at v > 1 (overlap_grad_reduce_on), so the
+    coefficients carry no overlap and the hidden-reduce rows are not built (they return at virtual_stages > 1).
+    Memory: the skeleton's own `most` holds the in-flight activations at v (in_flight_per_layer), and every stage's
+    layer count at v is a multiple of v (check_interleaving), so n_i <= v floor(most / v). Every bound positional_bound
+    builds rests on the rows, the caps at each mark and that form of T (its docstrings), so it bounds every plan of
+    the candidate; the sequences it returns are not plans of the candidate (the caller asks none: keep=0)."""
+    c, v = f.c, f.cand.v
+    assert v > 1 and f.most is not None and f.block is None and c.grad_overlap_share <= 0, f.cand
+    G = len(f.cand.uses)
+    wrap = [(v - 1) / v * min(min(c.send_inter_s[g]), c.send_intra_s[g]) for g in range(G)]
+    c_v = replace(c, m=c.m * v, step_s=tuple(tuple(tuple(x / v for x in k) for k in r) for r in c.step_s),
+                  embedding_s=tuple(x / v + w for x, w in zip(c.embedding_s, wrap)),
+                  head_s=tuple(x / v + w for x, w in zip(c.head_s, wrap)))
+    return Skeleton(problem=f.problem, cand=f.cand, c=c_v, block_starts=f.block_starts, most=(f.most // v) * v)
 
 
 def tables(f: Skeleton) -> _Tables:
