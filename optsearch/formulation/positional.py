@@ -417,9 +417,97 @@ def _start(sup: _Supply, nM: int, L: int) -> np.ndarray:
     return F
 
 
+RENT_SLICED = True  # _least_rent by slices (_least_rent_sliced; round 23, front1t): each block's sums over the runs of
+# marks where its cap is one value, as shifted slices of the next table, instead of one gather through an index array
+# of every (mark, block, state, layer): the same sums and the same min, so the same values bit for bit
+RENT_SLICED_FROM = 8192  # ... where a table (marks x (states + 1) x (L + 1)) has at least this many entries: below it
+# the gather's few array operations cost less than the slices' Python steps (175B / 76B's candidates, 2^8-2^12 entries:
+# the gather 1.2-2x faster; 1T 3k's front, 1.5e5 entries: the slices 3x faster)
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int, int]]:
+    """[(lo, hi, value)]: the maximal runs of equal values in a 1-d integer array."""
+    cut = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], cut]).tolist()
+    ends = np.concatenate([cut, [len(values)]]).tolist()
+    return [(lo, hi, int(values[lo])) for lo, hi in zip(starts, ends)]
+
+
+def _rent_top(groups_s: list[_Group], caps: np.ndarray, top: np.ndarray, s: int, L: int) -> int:
+    """The largest l at which F[s][M, u, l] can be finite (_least_rent_sliced): a block with cap c reads the next
+    table's l - c (l >= c), which is inf past that table's top, so l <= top[s + q] + c, at most L."""
+    ahead = 0
+    for grp in groups_s:
+        most = int(caps[grp.index].max(initial=-1))
+        if most >= 0:
+            ahead = max(ahead, min(L, int(top[s + grp.stages]) + most))
+    return ahead
+
+
+def _least_rent_sliced(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
+                       deadline: float | None = None) -> np.ndarray:
+    """_least_rent's programme, each candidate sum computed as rent + F[s + q][M, src, max(l - cap, 0)] as there, but
+    by slices: for a block and a run of marks where its cap is c >= 0 (caps grow with M, so a run per value), the
+    layers l >= c read the next table's columns l - c (one slice), and the layers l < c its column 0 (one column,
+    broadcast). A block at a mark where its cap is negative (no count fits) adds inf there, which changes no min: it
+    is skipped. The min over blocks, groups and runs is taken into the stage's table in another order than
+    _least_rent's, and min is exact, so every F[s] holds the same floats (tests/test_positional_rent_sliced.py). The
+    states' src for one node type is read once per (stage, type) from the next table ([M, u, l], a gather over u
+    only)."""
+    nM, U = caps.shape[1], sup.size
+    runs: dict[int, list] = {}  # [block] -> its runs of marks with one cap
+    by_row: dict[bytes, list] = {}  # ... the same list for blocks with the same caps (the middle of a pipeline)
+    for b in range(len(caps)):
+        key = caps[b].tobytes()
+        if key not in by_row:
+            by_row[key] = _runs(caps[b])
+        runs[b] = by_row[key]
+    # F[s] is read only by the stages s - q, q <= the longest block: a ring of that many + 1 tables, each filled
+    # with inf again before it is reused (fresh arrays cost more in the allocator's page faults than the sums)
+    ring = 1 + max((grp.stages for gs in groups for grp in gs), default=1)
+    tables = [np.full((nM, U + 1, L + 1), np.inf) for _ in range(ring)]
+    tables[pp % ring][:, 0, 0] = 0.0  # past the last stage: no block used, no layer left
+    scratch = np.empty((nM, U + 1, L + 1))  # each run's sums
+    gathered = np.empty((nM, U + 1, L + 1))  # the next table's rows src[g, u], where they are not the rows u
+    identity = [bool(np.array_equal(sup.src[g], np.arange(U))) for g in range(len(sup.src))]
+    top = np.zeros(pp + 1, dtype=np.int64)  # [s]: every F[s][M, u, l] with l above it is inf (past the last stage: 0)
+    for s in range(pp - 1, -1, -1):
+        _on_time(deadline)
+        best = tables[s % ring]
+        best.fill(np.inf)
+        n = _reach(sup, pp, s)  # the states a suffix from s can reach (the others stay inf)
+        top[s] = ahead = _rent_top(groups[s], caps, top, s, L)
+        w = ahead + 1  # the layers computed: l < w (past it every sum reads inf: the next table's l - c > its top)
+        out = best[:, :n, :w]
+        for grp in groups[s]:
+            after = tables[(s + grp.stages) % ring]
+            read = -1  # the type whose rows `gathered` holds now
+            for b, g, rent in zip(grp.index.tolist(), grp.g.tolist(), grp.rent_usd_per_hour.tolist()):
+                live = [(lo, hi, min(c, w)) for lo, hi, c in runs[b] if c >= 0]
+                if not live:
+                    continue
+                if identity[g]:
+                    nxt = after[:, :n, :w]
+                else:
+                    nxt = gathered[:, :n, :w]
+                    if read != g:
+                        np.take(after[:, :, :w], sup.src[g, :n], axis=1, out=nxt, mode="clip")
+                        read = g
+                for lo, hi, c in live:
+                    if c < w:
+                        got = np.add(nxt[lo:hi, :, :w - c], rent, out=scratch[lo:hi, :n, :w - c])
+                        np.minimum(out[lo:hi, :, c:], got, out=out[lo:hi, :, c:])
+                    if c > 0:
+                        got = np.add(nxt[lo:hi, :, :1], rent, out=scratch[lo:hi, :n, :1])
+                        np.minimum(out[lo:hi, :, :c], got, out=out[lo:hi, :, :c])
+    return tables[0][:, :U, L].min(axis=1)
+
+
 def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                 deadline: float | None = None) -> np.ndarray:
     """R(M): F[s][M, u, l] = least rent of blocks from stage s on, using the blocks u, whose caps hold l layers."""
+    if RENT_SLICED and caps.shape[1] * (sup.size + 1) * (L + 1) >= RENT_SLICED_FROM:
+        return _least_rent_sliced(groups, sup, caps, pp, L, deadline)
     nM, U = caps.shape[1], sup.size
     cols = np.arange(L + 1)[None, None, None, :]
     rows = (np.arange(nM) * ((U + 1) * (L + 1)))[:, None, None, None]  # flat offset of F[s][M]
