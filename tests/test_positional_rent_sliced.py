@@ -124,6 +124,63 @@ def test_instances_and_the_scarcest_type_alone():
     assert any(a[1].size > 1 for a in asks)  # counted types: the gathered rows are exercised
 
 
+def _sums(ask, ring: bool) -> bytes:
+    """_least_sum's plain path at the ask's marks, three ways (S; a rent weight, stage 0's extra and the last
+    block's; first_extra alone), with SUM_RING on (every table size) or off: the values' bytes."""
+    groups, sup, caps, pp, L = ask
+    nM, G = caps.shape[1], int(max(grp.g.max() for gs in groups for grp in gs)) + 1
+    rng = np.random.default_rng(nM * 1009 + pp * 31 + L)
+    weight, first = rng.random(nM) * 1e-2, rng.random((G, L + 1, nM)) * 1e-3
+    last = rng.random(G) * 1e-3
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(positional, "SUM_RING", ring)
+        mp.setattr(positional, "SUM_RING_FROM", 0)
+        mp.setattr(positional, "SUM_VECTOR_LIMIT", 0 if ring else positional.SUM_VECTOR_LIMIT)
+        got = [positional._least_sum(groups, sup, caps, pp, L)[0],
+               positional._least_sum(groups, sup, caps, pp, L, weight, first_extra=first, last_extra=last)[0],
+               positional._least_sum(groups, sup, caps, pp, L, first_extra=first)[0]]
+    return b"".join(v.tobytes() for v in got)
+
+
+def test_the_sum_ring_gives_the_same_sums():
+    """SUM_RING (_least_sum's plain path in a ring of tables, _sum_group_ring) against the fresh tables (with the
+    vector path where it ran), on the drawn programmes (step and fixed times drawn) and the instances' asks."""
+    asks = []
+    for seed in range(draws(30)):
+        groups, sup, caps, pp, L = _drawn(seed)
+        rng = np.random.default_rng(seed)
+        for grp in (g for gs in groups for g in gs):
+            grp.step_s[:] = rng.choice([0.5, 1.0, 1.7], size=len(grp.step_s))
+            grp.fixed_s[:] = rng.random(len(grp.fixed_s))
+            grp.low[:] = rng.integers(0, 2, size=len(grp.low))
+        asks.append((groups, sup, caps, pp, L))
+    asks += [a for inst in list(_instances())[2:] for a in _asks(*inst, True)]
+    same = sum(_sums(a, True) == _sums(a, False) for a in asks)
+    assert same == len(asks) and len(asks) >= 30
+
+
+def test_the_pair_cover_ring_gives_the_same_floor(monkeypatch):
+    """PAIR_COVER_RING (_most_held_ring) against most_held's list of tables: M_pair and the programme's values at
+    the floor's candidate rows, on the type-boundary instances with the bound's index narrowed (as on 1T's pools)."""
+    monkeypatch.setattr(positional, "_supply", _narrow)
+    monkeypatch.setattr(positional, "PAIR_COVER_ONLY_WIDER", False)
+    floors = finite = 0
+    for problem, options in list(_instances())[2:]:
+        memo = Memo(problem, options)
+        for bounded in _candidates(memo, Budget(objective="cost"))[0]:
+            sk = memo.skeleton(bounded.cand)
+            if bounded.cand.v != 1 or sk.most is None:
+                continue
+            blocks = positional._Tables(sk).blocks
+            got = []
+            for ring in (True, False):
+                monkeypatch.setattr(positional, "PAIR_COVER_RING", ring)
+                got.append([positional.pair_cover_floor_s(sk, blocks, at=at) for at in (None, 0.0, 1e9)])
+            assert got[0] == got[1]
+            floors, finite = floors + 1, finite + np.isfinite(got[0][0])
+    assert floors >= 20 and finite >= 5
+
+
 def test_mutants_are_caught(monkeypatch):
     """A run's cap one short (a block holding a layer less at some marks), and the layers computed cut one short (the
     range past what the suffix holds taken one too small): both differ from the gather on the drawn programmes."""

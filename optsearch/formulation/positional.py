@@ -562,14 +562,31 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
     pick: dict[int, list] = {}
+    ring = 0  # SUM_RING: F[s] in tables[s % ring], refilled (0: a fresh table per stage, all kept)
+    if SUM_RING and not choices and kept is None and nM * (U + 1) * (L + 1) >= SUM_RING_FROM:
+        ring = 1 + max((grp.stages for gs in groups for grp in gs), default=1)
+        tables = [np.full((nM, U + 1, L + 1), np.inf) for _ in range(ring)]
+        tables[pp % ring] = F[pp]  # stage s reads s + q, q < ring: the table it refills was s + ring's
+        scratch = np.empty((nM, U + 1, L + 1))  # each (count, block)'s sums
+        identity = [bool(np.array_equal(sup.src[g], np.arange(U))) for g in range(len(sup.src))]
     for s in range(pp - 1, -1, -1):
         _on_time(deadline)
-        best = np.full((nM, U + 1, L + 1), np.inf)
+        if ring:
+            best = tables[s % ring]
+            best.fill(np.inf)
+        else:
+            best = np.full((nM, U + 1, L + 1), np.inf)
         arg = [[None] * (L + 1) for _ in range(U)] if choices else None
         top = U if choices else _reach(sup, pp, s)  # the states computed (the others stay inf)
         for grp in groups[s]:
             cap = caps[grp.index]  # [block, M]
-            nxt = F[s + grp.stages][:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
+            if ring and not nM * len(grp.index) * U * len(range(int(grp.low.min()), min(
+                    L, int(cap.max(initial=-1))) + 1)) * (L + 1) <= SUM_VECTOR_LIMIT:
+                _sum_group_ring(grp, cap, tables[(s + grp.stages) % ring], best, scratch, identity, sup, top, L, s,
+                                pp, rent_weight, first_extra, last_extra)
+                continue
+            after = tables[(s + grp.stages) % ring] if ring else F[s + grp.stages]
+            nxt = after[:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
@@ -605,13 +622,51 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                     for u, l in zip(*np.nonzero(low[0] < best[0, :U, n:])):
                         arg[u][l + n] = (int(grp.g[which[u, l]]), grp.stages, n)
                 np.minimum(best[:, :U, n:], low, out=best[:, :U, n:])
-        F[s] = best
+        F[s] = None if ring else best
         if choices:
             pick[s] = arg
     if kept is not None:
         kept[:] = F
-    ends = F[0][:, :U, L]
+    ends = (tables[0] if ring else F[0])[:, :U, L]
     return ends.min(axis=1), (pick, int(ends[0].argmin()) if choices else 0)
+
+
+SUM_RING = True  # _least_sum's plain path (no choices, no kept tables) in a ring of tables refilled, each block's
+# next rows read as a view (or one gather into a buffer) and each (count, block)'s sums in one buffer (_sum_group_ring;
+# round 23, front1t): the same sums and min, the same values bit for bit, without the fresh arrays whose page faults
+# were most of its time on Megatron 1T 3k's deep candidates
+SUM_RING_FROM = 8192  # ... where a table (marks x (states + 1) x (L + 1)) has at least this many entries
+
+
+def _sum_group_ring(grp: _Group, cap: np.ndarray, after: np.ndarray, best: np.ndarray, scratch: np.ndarray,
+                    identity: list[bool], sup: _Supply, top: int, L: int, s: int, pp: int,
+                    rent_weight: np.ndarray | None, first_extra: np.ndarray | None,
+                    last_extra: np.ndarray | None) -> None:
+    """One group's step of _least_sum's plain path (the loop over counts n and _min_into), with the next table's rows
+    of each block's type read as a view of `after` (a type not counted: src[g, u] = u) or gathered once per type, and
+    each sum per[b, M] + next[M, u, l - n] into `scratch`: the same expressions in the same order for each (n,
+    block, run of marks), so the same floats min'd into best[:, :top, n:] (min is exact)."""
+    base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
+                                   rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
+    if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
+        base = base + last_extra[grp.g][:, None]
+    base = np.where(cap >= 0, base, np.inf)
+    ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
+    extra = first_extra[grp.g] if first_extra is not None and s == 0 else None  # [block, n, M]
+    rows: dict[int, np.ndarray] = {}
+    for n in ns.tolist():
+        per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
+        if extra is not None:
+            per = per + extra[:, n, :]
+        finite = np.isfinite(per)
+        for b in np.nonzero(finite.any(axis=1))[0].tolist():
+            g = int(grp.g[b])
+            if g not in rows:
+                rows[g] = after[:, :top] if identity[g] else after[:, sup.src[g, :top]]  # [M, u, l]
+            live = np.nonzero(finite[b])[0]
+            lo, hi = int(live[0]), int(live[-1]) + 1  # the marks outside [lo, hi) give infinity: nothing to take
+            got = np.add(per[b, lo:hi, None, None], rows[g][lo:hi, :, :L + 1 - n], out=scratch[lo:hi, :top, n:])
+            np.minimum(best[lo:hi, :top, n:], got, out=best[lo:hi, :top, n:])
 
 
 def _min_into(best: np.ndarray, per: np.ndarray, nxt: np.ndarray) -> None:
@@ -1018,6 +1073,33 @@ def _least_covering(values: np.ndarray, most_held, L: int) -> float:
     return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
 
 
+PAIR_COVER_RING = True  # pair_cover_floor_s's most_held in a ring of tables filled again and one buffer for each
+# block's sums (_most_held_ring; round 23, front1t): the same sums and max, the same values bit for bit, without a
+# fresh array per stage and per block variant (the allocator's page faults were most of its time on 1T 3k's front)
+
+
+def _most_held_ring(cap: np.ndarray, nX: int, by_start: list, wide: _Supply, upto: np.ndarray, pp: int, G: int,
+                    U: int) -> np.ndarray:
+    """most_held's programme (pair_cover_floor_s): H[s][X, h, u] = the most layers the blocks from stage s on hold,
+    the first of them on h, using the counted blocks u; each stage's table is computed as there (the same variants in
+    the same order, each cap + the next table's rows src[g, u] of its type, max into the rows of g), only kept in a
+    ring of 1 + the longest block's tables (stage s reads s + q) refilled with -inf, and each variant's sums in one
+    buffer. tests/test_positional_rent_sliced.py compares it with the list of tables bit for bit."""
+    ring = 1 + max((q for row in by_start for _, _, q, _ in row), default=1)
+    tables = [np.full((nX, G, U + 1), -np.inf) for _ in range(ring)]
+    tables[pp % ring][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
+    got = np.empty((nX, U + 1))
+    for s in range(pp - 1, -1, -1):
+        best = tables[s % ring]
+        best.fill(-np.inf)
+        n = int(upto[pp - s])  # the states a suffix from s can reach (the others stay -inf)
+        for i, g, q, h in by_start[s]:
+            part = np.take(tables[(s + q) % ring][:, max(h, 0)], wide.src[g][:n], axis=1, out=got[:, :n])
+            np.add(cap[i][:, None], part, out=part)  # the blocks after, starting on h, one g fewer; plus this one
+            np.maximum(best[:, g, :n], part, out=best[:, g, :n])
+    return tables[0][:, :, :U].max(axis=(1, 2))
+
+
 def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, at: float | None = None) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
     search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
@@ -1078,6 +1160,8 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, a
     def most_held(Xs: np.ndarray) -> np.ndarray:
         cap = _variant_caps(stacked, lows, v_offsets, Xs)  # [variant, X]
         nX = len(Xs)
+        if PAIR_COVER_RING:
+            return _most_held_ring(cap, nX, by_start, wide, upto, pp, G, U)
         H: list[np.ndarray | None] = [None] * (pp + 1)
         H[pp] = np.full((nX, G, U + 1), -np.inf)
         H[pp][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
