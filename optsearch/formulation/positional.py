@@ -1083,21 +1083,39 @@ def _most_held_ring(cap: np.ndarray, nX: int, by_start: list, wide: _Supply, upt
     """most_held's programme (pair_cover_floor_s): H[s][X, h, u] = the most layers the blocks from stage s on hold,
     the first of them on h, using the counted blocks u; each stage's table is computed as there (the same variants in
     the same order, each cap + the next table's rows src[g, u] of its type, max into the rows of g), only kept in a
-    ring of 1 + the longest block's tables (stage s reads s + q) refilled with -inf, and each variant's sums in one
-    buffer. tests/test_positional_rent_sliced.py compares it with the list of tables bit for bit."""
+    ring of 1 + the longest block's tables (stage s reads s + q) refilled with -inf, laid out [h, X, u] (one type's
+    rows contiguous), and a block's variants for every type after it summed at once into one buffer (max is exact and
+    order-free). tests/test_positional_rent_sliced.py compares it with the list of tables bit for bit."""
     ring = 1 + max((q for row in by_start for _, _, q, _ in row), default=1)
-    tables = [np.full((nX, G, U + 1), -np.inf) for _ in range(ring)]
+    tables = [np.full((G, nX, U + 1), -np.inf) for _ in range(ring)]  # [h, X, u]: one type's rows contiguous
     tables[pp % ring][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
-    got = np.empty((nX, U + 1))
+    got = np.empty((G, nX, U + 1))
+    caps = cap[:, :, None]  # [variant, X, 1]
+    every = list(range(G))
+    grouped = []  # [s] -> [(g, q, [variant], [next type])]: one block's variants, one per type after it
+    for row in by_start:
+        one: dict = {}
+        for i, g, q, h in row:
+            one.setdefault((g, q), ([], []))
+            one[(g, q)][0].append(i)
+            one[(g, q)][1].append(max(h, 0))
+        grouped.append([(g, q, np.array(ii), hh) for (g, q), (ii, hh) in one.items()])
     for s in range(pp - 1, -1, -1):
         best = tables[s % ring]
         best.fill(-np.inf)
         n = int(upto[pp - s])  # the states a suffix from s can reach (the others stay -inf)
-        for i, g, q, h in by_start[s]:
-            part = np.take(tables[(s + q) % ring][:, max(h, 0)], wide.src[g][:n], axis=1, out=got[:, :n])
-            np.add(cap[i][:, None], part, out=part)  # the blocks after, starting on h, one g fewer; plus this one
-            np.maximum(best[:, g, :n], part, out=best[:, g, :n])
-    return tables[0][:, :, :U].max(axis=(1, 2))
+        for g, q, ii, hh in grouped[s]:
+            nxt = tables[(s + q) % ring]
+            if hh == every:  # every type after it: the rows of every h at once, the max over h
+                part = np.take(nxt, wide.src[g][:n], axis=2, out=got[:, :, :n])
+                np.add(caps[ii], part, out=part)  # the blocks after, starting on h, one g fewer; plus this one
+                np.maximum(best[g, :, :n], part.max(axis=0), out=best[g, :, :n])
+                continue
+            for i, h in zip(ii.tolist(), hh):
+                part = np.take(nxt[h], wide.src[g][:n], axis=1, out=got[0, :, :n])
+                np.add(caps[i], part, out=part)
+                np.maximum(best[g, :, :n], part, out=best[g, :, :n])
+    return tables[0][:, :, :U].max(axis=(0, 2))
 
 
 def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, at: float | None = None) -> float:
