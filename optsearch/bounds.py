@@ -1966,7 +1966,7 @@ def budget_work_lift(problem: Problem, d: DegreeTerms, pps: np.ndarray, iteratio
 
 # ---- Time under a cost budget at the refined level: the ends and the middle stages apart (round 23, flat76) ----
 UNDER_COST_ENDS = True  # the aggregate refined bound's time under B with each stage class's caps (under_ends_grid)
-ENDS_PAIRS = False  # under_ends_grid: every (first, last) pair of types (G^2 programmes a mark) or the ends pooled
+ENDS_PAIRS = False  # under_ends_grid: every (first, last) pair apart (G^2 programmes a mark; sharper, dearer)
 CLASS_TIES = (0,)  # _class_rents: the classes whose ties give multipliers (0 middle, 1 first, 2 last; any are valid)
 
 
