@@ -124,11 +124,11 @@ def test_the_reduce_levels_bound_every_plan_and_raise_some():
     assert least >= 1 - 1e-9 and raised > 0
 
 
-def _no_a0(f, blocks, slope, base, above, limit, deadline=None, hidden=None):
+def _no_a0(f, blocks, slope, base, above, limit, deadline=None, hidden=None, **kwargs):
     """An invalid floor: the reduce the base already counts (a0) not taken off before a level's is added."""
     if hidden is not None:
         hidden = (hidden[0], hidden[1] * 0.0, hidden[2])
-    return _FLOOR(f, blocks, slope, base, above, limit, deadline, hidden)
+    return _FLOOR(f, blocks, slope, base, above, limit, deadline, hidden, **kwargs)
 
 
 def test_the_reduce_counted_twice_puts_a_bound_above_a_plan(monkeypatch):
