@@ -8,7 +8,8 @@ checks:
   marks      every candidate's positional bound minimizing time (v = 1; v > 1 through its sibling / f_v) under
              bench/audit_round22's ends_budgets, slower_than_s 0 and the median plan time (v = 1), cutoffs none and
              1.0001 / 1.001 / 1.02 / 1.5 x the candidate's best plan meeting the budget, on fresh tables with
-             ENDS_CLASS_MARKS 0 and its value: at or below that plan; raised bounds counted;
+             ENDS_CLASS_MARKS 0 and its value: at or below that plan; bounds raised and lowered counted (the
+             floor's reduce levels are per interval: not monotone in the switch);
   marks-mut  the same with an invalid floor (every interval's base applied to every X: the intervals' caps
              dropped): counts the bounds it puts above a plan (does the check bite?).
 Prints one JSON line per failure and a summary (audit_round13.sweep's)."""
@@ -50,7 +51,7 @@ _FLOOR = positional.ends_class_floor_s
 def _no_caps(f, blocks, slope, base, above, limit, deadline=None, hidden=None, uppers=None):
     """An invalid floor: every interval's base for every X (the caps B_i dropped)."""
     return _FLOOR(f, blocks, slope, base, above, limit, deadline, hidden,
-                  uppers=None if uppers is None else np.full(len(uppers), np.inf))
+                  uppers=None if uppers is None else np.append(uppers[1:], np.inf))
 
 
 def _walk(problem, options, seed, stats, tag, mutant=False):
@@ -85,6 +86,7 @@ def _walk(problem, options, seed, stats, tag, mutant=False):
         for (budget, slower, cut, best), off, on in zip(asks, got[0], got[marks]):
             stats[f"{tag}_asks"] += 1
             stats[f"{tag}_raised"] += on > off * (1 + REL)
+            stats[f"{tag}_lowered"] += on < off * (1 - REL)
             if best is None:
                 continue
             stats[f"{tag}_compared"] += 1

@@ -1120,6 +1120,8 @@ ENDS_CLASS_LAST_SUMS = True  # its base's sum by the last block's type (one sum 
 ENDS_CLASS_SPAN = 0.03  # ... spread evenly over the cutoff's gap, at most this share of the walk's bound
 ENDS_CLASS_MARKS = 3  # the floor's base also at the first marks B (round 23, end530): the plans with X_plan <= B
 # take S(B) and C(B) there, those above the last B the largest mark's (ends_class_base); 0: the largest mark's only
+ENDS_CLASS_MARKS_LAST_SUMS = False  # ... with S(B) by the last block's type (G programmes); off: S(B) - le[gL] (one;
+# the same bound on 530B 3k's pp 28, 0.1 s less on a candidate the floor does not lift)
 ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
 # to the cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
 
@@ -1272,7 +1274,7 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
 
 
 def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
-                    emb_s: float) -> tuple[np.ndarray, np.ndarray]:
+                    emb_s: float, below: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """[g0, gL] -> a floor on every plan's iteration less (m - 1) x its slowest stage, for the plans whose first
     block runs on g0 and last on gL (ends_class_floor_s' base; round 22, park530). From the bound's own floors at
     the largest mark (each is a floor at every mark: positional_bound): S_top = S(M_top) with the last block's
@@ -1285,18 +1287,21 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
     (E(g0, gL) - emb_s) + max(0, h0[g0] - shift). Also a0[g0] = shift + max(0, h0[g0] - shift): what the base
     counts of max A (with C_O unknown, taken as 0, of max A + max O), for ends_class_floor_s' levels.
 
-    With more marks in `top` (ascending, the largest mark last; round 23, end530): one row per mark B, [B, g0, gL]
-    and [B, g0], each at B with comm = max(comm_s, C(B) + emb_s) and C_O(B): a floor for the plans whose layout the
+    With below (marks under the largest, ascending; round 23, end530): one row per mark B of them, [B, g0, gL] and
+    [B, g0], each at B with comm = max(comm_s, C(B) + emb_s) and C_O(B): a floor for the plans whose layout the
     programmes allow at B (X_plan <= B: every t_lb of the plan is at most its both-sends row), their sum of stage
     times at least S(B) on gL, max O >= C_O(B), and max A + (m - 1) (T - B)^+ at least C(B)'s reduce part (comm_at:
     the hidden-reduce test at B holds the plan's counts at that level, round 21's larger-mark case), with (T - B)^+
     <= T - X_plan paid by the iteration's (m - 1) T beside the floor's (m - 1) X_plan."""
     c, G = f.c, len(f.cand.uses)
-    top = np.asarray(top)
-    one = len(top) == 1
-    s_top = tab.total_at(top)[:, None]
+    biggest = top[0]
+    one = below is None
+    top = top if one else np.asarray(below)
     last = tab.last if tab.last is not None else np.zeros(G)
-    if ENDS_CLASS_LAST_SUMS:  # S_top by the last block's type: the sum programme with only gL allowed to end
+    by_last = ENDS_CLASS_LAST_SUMS and (one or ENDS_CLASS_MARKS_LAST_SUMS)
+    if not by_last or one:
+        s_top = tab.total_at(top)[:, None]
+    if by_last:  # S_top by the last block's type: the sum programme with only gL allowed to end
         caps = tab.caps(top)
         s_top = np.stack([_least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, deadline=tab.deadline,
                                      last_extra=np.where(np.arange(G) == g, last, np.inf))[0] for g in range(G)],
@@ -1309,13 +1314,12 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
             if c.emb_same_possible[g]:
                 pair[g, g] = min(pair[g, g], c.emb_intra_s[g])
         pair = np.maximum(pair * (1 - 1e-12) - emb_s, 0.0)  # as embedding_last_rows: the same rounding margin
-    biggest = top[-1]
     c_o = float(tab.comm_o[biggest]) if not np.isnan(tab.comm_o[biggest]) else 0.0
     comm = np.full(len(top), comm_s)
     c_os = np.full(len(top), c_o)
     if not one:  # the marks below the top: their own C(B) and C_O(B) (the top's as given, as before)
-        comm[:-1] = np.maximum(comm_s, tab.comm_at(top[:-1]) + emb_s)
-        c_os[:-1] = np.maximum(c_o, np.nan_to_num(tab.comm_o[top[:-1]], nan=0.0))
+        comm = np.maximum(comm_s, tab.comm_at(top) + emb_s)
+        c_os = np.maximum(c_o, np.nan_to_num(tab.comm_o[top], nan=0.0))
     shift = np.maximum(comm - emb_s - c_os, 0.0)  # [mark]
     head = np.zeros((len(top), G))
     if tab.first is not None:
@@ -1919,11 +1923,18 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     if ENDS_CLASS_FLOOR and not is_cost and found and best < cutoff and len(top) and c.m > 1:
         # round 22 (park530): the slowest stage by the end types' class with both sends, each class with its own
         # ends' terms (ends_class_floor_s, ends_class_base); only where the walk left the candidate below the cutoff
+        base, a0 = ends_class_base(f, tab, top, comm_s, emb_s)
         at = np.nonzero(tab.possible)[0][:ENDS_CLASS_MARKS]  # round 23 (end530): the first marks' own S and C
         at = at[(at < top[0]) & np.append(True, np.diff(tab.marks[at]) > 0)]
-        at = at[:int(np.searchsorted(tab.marks[at], cutoff / c.iterations / (c.m - 1))) + 1]  # from below the cutoff
-        base, a0 = ends_class_base(f, tab, np.append(at, top), comm_s, emb_s)
-        uppers = np.append(tab.marks[at], np.inf) if len(at) else None
+        least = float(base[np.isfinite(base)].min(initial=math.inf))  # the intervals that start below the cutoff
+        at = at[:int(np.searchsorted(tab.marks[at], (cutoff / c.iterations - least) / (c.m - 1))) + 1]
+        uppers = None
+        if len(at):
+            low, a0_low = ends_class_base(f, tab, top, comm_s, emb_s, below=at)
+            # the top's floor on the rest (sum t + E + max O: base - a0) holds in every interval too
+            low = np.maximum(low, base[None] - a0[None, :, None] + a0_low[:, :, None])
+            base, a0 = np.concatenate([low, base[None]]), np.concatenate([a0_low, a0[None]])
+            uppers = np.append(tab.marks[at], np.inf)
         hidden = None
         if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # the reduce levels from the least a0 to the cutoff's
             gap = min(cutoff - best, ENDS_CLASS_SPAN * best) / c.iterations
