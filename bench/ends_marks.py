@@ -9,7 +9,8 @@ checks:
              bench/audit_round22's ends_budgets, slower_than_s 0 and the median plan time (v = 1), cutoffs none and
              1.0001 / 1.001 / 1.02 / 1.5 x the candidate's best plan meeting the budget, on fresh tables with
              ENDS_CLASS_MARKS 0 and its value: at or below that plan; bounds raised and lowered counted (the
-             floor's reduce levels are per interval: not monotone in the switch);
+             floor's reduce levels are per interval: not monotone in the switch; off_heavy 0-9 lowered 130 of
+             39,524 asks, docs/solver.md round 23);
   marks-mut  the same with an invalid floor (every interval's base applied to every X: the intervals' caps
              dropped): counts the bounds it puts above a plan (does the check bite?).
 Prints one JSON line per failure and a summary (audit_round13.sweep's)."""
