@@ -2894,7 +2894,10 @@ SLICE_WORK_PER_S = 0.5
 # to wall seconds at the rate the solver's clock ran against the wall since the solve began (_wall_per_clock): 1
 # where that clock is the wall (time.perf_counter), so the cap is the rest of the limit as before; more where a bench
 # runs the clock on CPU time (bench/proof_rows.py --cpu-clock) on a loaded machine, where the rest of a CPU-second
-# limit given as wall seconds left CP-SAT a fraction of that CPU (145B 8k's candidate in its last solve).
+# limit given as wall seconds left CP-SAT a fraction of that CPU. On the CPU clock the average rate can overshoot the
+# limit where the load falls during the last solve (Megatron 145B 8k time: 11.05 and 10.15 s of CPU at a 10 s limit).
+# Measured with it off (SLICE_BY_WORK alone; round 23, park76): 145B 8k time<=B 0.42 / 0.47 %, 76B 3k time<=B optimal,
+# but 76B 8k time<=B 10.33 / 10.33 % (its candidate's first slice comes late, the rest of the limit as wall cut it).
 SLICE_CAP_BY_RATE = True
 
 
