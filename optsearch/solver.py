@@ -2880,6 +2880,32 @@ LOOP_TIMES: dict | None = None  # a dict: solve (and its inner solves) add each 
 QUEUE_DUMP: list | None = None  # a list: each solve appends (queue, parked, incumbent) at its loop's end (last: outer)
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
+# Round 23 (park76): a slice is CP-SAT's work (deterministic time), not the wall clock's seconds, with the deadline
+# (the rest of the limit, on the solver's clock) as its wall cap. On a loaded machine (2 cores, load 9) a 1 s wall
+# slice gave CP-SAT 0.1-0.2 s of CPU: Megatron 76B 8k time<=B's parked (tp 2, dp 7, pp 21, cp 4) candidate, whose
+# model under the incumbent's cut is "infeasible" after 0.15 deterministic s (0.4 s of CPU), ended "unknown" and
+# held the row's bound at its positional 231,935 s (10.59 %), and 145B 8k's (tp 2, dp 9, pp 21, cp 4) the same
+# (docs/solver.md "Round 23: ... (park76)"). SLICE_WORK_PER_S: deterministic time per slice second, CP-SAT's
+# deterministic time per CPU second measured on these models (0.37-0.51), so that a slice is about as much work as
+# the wall slice was on an idle machine. Only when a slice ends changes: "optimal" and "infeasible" are proofs.
+SLICE_BY_WORK = True
+SLICE_WORK_PER_S = 0.5
+# A CP-SAT model solve's wall cap where it is the rest of the limit (a slice by work, or the last solve), converted
+# to wall seconds at the rate the solver's clock ran against the wall since the solve began (_wall_per_clock): 1
+# where that clock is the wall (time.perf_counter), so the cap is the rest of the limit as before; more where a bench
+# runs the clock on CPU time (bench/proof_rows.py --cpu-clock) on a loaded machine, where the rest of a CPU-second
+# limit given as wall seconds left CP-SAT a fraction of that CPU. On the CPU clock the average rate can overshoot the
+# limit where the load falls during the last solve (Megatron 145B 8k time: 11.05 and 10.15 s of CPU at a 10 s limit).
+# Measured with it off (SLICE_BY_WORK alone; round 23, park76): 145B 8k time<=B 0.42 / 0.47 %, 76B 3k time<=B optimal,
+# but 76B 8k time<=B 10.33 / 10.33 % (its candidate's first slice comes late, the rest of the limit as wall cut it).
+SLICE_CAP_BY_RATE = True
+
+
+def _wall_per_clock(start: float, wall0: float) -> float:
+    """Wall seconds per second of the solver's clock (time.perf_counter) since start (wall0: time.monotonic then),
+    at least 1."""
+    clock = time.perf_counter() - start
+    return max(1.0, (time.monotonic() - wall0) / clock) if clock > 0 else 1.0
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
@@ -3125,6 +3151,7 @@ def solve(
     round 3"); parked candidates count in every stopping test and in the reported bound.
     """
     start = time.perf_counter()
+    wall0 = time.monotonic()  # the wall clock at the start (_wall_per_clock: a slice's wall cap)
     deadline = None if time_limit_s is None else start + time_limit_s
     engine = backend(solver)
     if not 0.0 <= gap < 1.0:
@@ -3782,7 +3809,15 @@ def solve(
         # A hint needs pattern mode (a candidate of several layer kinds is never parked, but stay safe).
         hint_values = hint(f, start_from[1]) if start_from and f.patterns is not None else None
         built = len(f.lm.constraints)
-        sol, found, solves = _solve_model(problem, engine, f, limit, hint_values)
+        slice_engine = engine
+        if sliced and SLICE_BY_WORK and isinstance(engine, CpSat):  # the slice as CP-SAT's work, the deadline as wall
+            slice_engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": limit * SLICE_WORK_PER_S})
+            limit, sliced_wall = remaining, False
+        else:
+            sliced_wall = sliced
+        if not sliced_wall and remaining is not None and SLICE_CAP_BY_RATE and isinstance(engine, CpSat):
+            limit = remaining * _wall_per_clock(start, wall0)  # the rest of the limit, as wall seconds
+        sol, found, solves = _solve_model(problem, slice_engine, f, limit, hint_values)
         checker = engine.name
         if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
             # CBC's rounding cuts left its point on a plan over the budget (a block start a hair below 1, within its
