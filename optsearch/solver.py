@@ -261,7 +261,8 @@ class Memo:
         if rows is None:
             most = max_stages(self.problem, self.options)
             rows = [None] * most
-            pps = np.arange(2, most + 1, dtype=np.int64)
+            # (only the pp that m is a multiple of: check_interleaving; the others have no candidate at v > 1)
+            pps = np.array([p for p in range(2, most + 1) if terms.m % p == 0], dtype=np.int64)
             if len(pps):
                 ok, _, _, _, _, comm = _aggregate_arrays(self.problem, terms, pps, True)
                 grids = interleaved_ends_grid(self.problem, terms, pps, comm, cand.v)
