@@ -36,7 +36,7 @@ from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate 
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
-from optsearch.bounds import _aggregate_arrays, interleaved_ends_grid, interleaved_ends_s  # round 23, v2refined
+from optsearch.bounds import interleaved_ends_grid, interleaved_ends_s  # round 23, v2refined
 from optsearch import bounds as bounds_module  # INTERLEAVED_UNDER_ENDS (round 23, v2refined)
 from optsearch.middle import joint_floors_many  # the middle level: joint floors of many degrees (round 20, costmid)
 from optsearch import middle as middle_module  # its module limits (Memo.middle's key)
@@ -264,12 +264,14 @@ class Memo:
             # (only the pp that m is a multiple of: check_interleaving; the others have no candidate at v > 1)
             pps = np.array([p for p in range(2, most + 1) if terms.m % p == 0], dtype=np.int64)
             if len(pps):
-                ok, _, _, _, _, comm = _aggregate_arrays(self.problem, terms, pps, True)
+                # the aggregate bound's all-reduce + optimizer floor at pp > 1 (_aggregate_arrays' comm, the same
+                # operations; its feasibility tests are not needed: the grid is valid at every pp)
+                all_params = terms.layer_params + terms.ends_params[1]
+                comm = (terms.alpha_min_at(2) + terms.beta_min) * all_params / pps
                 grids = interleaved_ends_grid(self.problem, terms, pps, comm, cand.v)
                 if grids is not None:
                     for j, p in enumerate(pps.tolist()):
-                        if ok[j]:
-                            rows[p - 1] = grids[j]
+                        rows[p - 1] = grids[j]
             self.interleaved_ends[key] = rows
         return rows[cand.pp - 1] if cand.pp <= len(rows) else None
 
