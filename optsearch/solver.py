@@ -36,6 +36,8 @@ from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate 
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
+from optsearch.bounds import interleaved_ends_grid, interleaved_ends_s  # round 23, v2refined
+from optsearch import bounds as bounds_module  # INTERLEAVED_UNDER_ENDS (round 23, v2refined)
 from optsearch.middle import joint_floors_many  # the middle level: joint floors of many degrees (round 20, costmid)
 from optsearch import middle as middle_module  # its module limits (Memo.middle's key)
 from optsearch import bounds as _bounds  # the refined bound's module limits (Memo.kept_refined's key)
@@ -200,6 +202,8 @@ class Memo:
     middle: dict[tuple, dict] = field(default_factory=dict)
     # Candidate.key (v > 1) -> positional.interleaved_skeleton of its skeleton, keeping its positional tables (park145)
     interleaved: dict[tuple[int, ...], Skeleton] = field(default_factory=dict)
+    # (degree key, v) -> [pp - 1] bounds.interleaved_ends_grid's row or None (round 23, v2refined)
+    interleaved_ends: dict[tuple, list] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -232,7 +236,15 @@ class Memo:
         if cand.v > 1:  # the v = 1 bound under the budget / f_v, relaxed (interleaved_positional_bound's argument)
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
-            return interleaved_bound(base, terms.m, cand.pp, cand.v)
+            bound = interleaved_bound(base, terms.m, cand.pp, cand.v)
+            if (bounds_module.INTERLEAVED_UNDER_ENDS and bound.feasible and budget.max_cost_usd is not None
+                    and budget.objective == "time"):
+                ends = interleaved_ends_s(self.problem, self._interleaved_ends_row(terms, cand), budget)
+                if ends == math.inf:
+                    return CandidateBound(False)
+                if ends > bound.iteration_s:
+                    bound = replace(bound, iteration_s=ends)
+            return bound
         if KEEP_REFINED and slower_than_s == 0.0:
             kept = _kept_key(cand, budget)
             got = self.kept_refined.get(kept)
@@ -240,6 +252,28 @@ class Memo:
                 got = self.kept_refined[kept] = self._refined_bound_v1(terms, cand, budget, 0.0)
             return got
         return self._refined_bound_v1(terms, cand, budget, slower_than_s)
+
+    def _interleaved_ends_row(self, terms: DegreeTerms, cand: Candidate) -> tuple | None:
+        """bounds.interleaved_ends_grid's row of the candidate (v > 1, pp > 1), its degree's every pp at once, kept;
+        None where it does not apply (several layer kinds, v not dividing L, the aggregate level infeasible)."""
+        key = (_degree_key(cand), cand.v)
+        rows = self.interleaved_ends.get(key)
+        if rows is None:
+            most = max_stages(self.problem, self.options)
+            rows = [None] * most
+            # (only the pp that m is a multiple of: check_interleaving; the others have no candidate at v > 1)
+            pps = np.array([p for p in range(2, most + 1) if terms.m % p == 0], dtype=np.int64)
+            if len(pps):
+                # the aggregate bound's all-reduce + optimizer floor at pp > 1 (_aggregate_arrays' comm, the same
+                # operations; its feasibility tests are not needed: the grid is valid at every pp)
+                all_params = terms.layer_params + terms.ends_params[1]
+                comm = (terms.alpha_min_at(2) + terms.beta_min) * all_params / pps
+                grids = interleaved_ends_grid(self.problem, terms, pps, comm, cand.v)
+                if grids is not None:
+                    for j, p in enumerate(pps.tolist()):
+                        rows[p - 1] = grids[j]
+            self.interleaved_ends[key] = rows
+        return rows[cand.pp - 1] if cand.pp <= len(rows) else None
 
     def _refined_bound_v1(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
                           slower_than_s: float) -> CandidateBound:
