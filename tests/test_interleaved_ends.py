@@ -25,16 +25,12 @@ import optsearch.solver as solver
 from optsearch.solver import Memo
 from optsearch.spec.budget import Budget
 
-from priced import solve_exhaustive
 from test_audit_dist_bounds import random_instance, small, space_plans
 from test_budget_time_lift import _coupled
+from test_interleaved_direct import _interleaved, switch_agrees_with_brute_force
 from test_solver_memory import tight_instances
 
 SCALES = (1.0, 1.02, 1.05, 1.15)  # budgets at each plan's own cost and above it: drawn tight
-
-
-def _interleaved(problem, options):
-    return problem, replace(options, virtual_stages=(1, 2))
 
 
 def _check(problem, options, monkeypatch) -> tuple[float, int, int]:
@@ -109,16 +105,5 @@ def test_every_send_charged_v_times_lies_above_a_plan(monkeypatch):
 def test_the_solver_gives_brute_forces_answer_with_the_switch_on_and_off(monkeypatch):
     problem, options = _interleaved(*_coupled(layers=4, stages=3, cheap_gbit=2.0))
     plans = sorted(est.cost_usd for cand, _, est in space_plans(problem, options) if cand.v > 1)
-    checked = 0
-    for cost in (plans[0], plans[len(plans) // 2]):
-        for scale in (1.0, 1.05):
-            budget = Budget(objective="time", max_cost_usd=cost * scale)
-            want = solve_exhaustive(problem, budget, options=options)
-            for on in (True, False):
-                monkeypatch.setattr(bounds, "INTERLEAVED_UNDER_ENDS", on)
-                got = solver.solve(problem, budget, options=options)
-                assert got.status == want.status
-                if want.objective_value is not None:
-                    assert math.isclose(got.objective_value, want.objective_value, rel_tol=1e-6)
-                    checked += 1
-    assert checked > 0
+    assert switch_agrees_with_brute_force(monkeypatch, problem, options, (plans[0], plans[len(plans) // 2]), bounds,
+                                          "INTERLEAVED_UNDER_ENDS") > 0
