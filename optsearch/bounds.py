@@ -1682,6 +1682,21 @@ def _greedy_sums(values: np.ndarray, slots: tuple[int, ...], pps: np.ndarray) ->
                             largest=False)
 
 
+def _pair_multipliers(hold: np.ndarray, price: np.ndarray) -> list[np.ndarray]:
+    """The Lagrangian rent's multipliers of every row of hold [K, G] (caps per type): 0, then for each pair of types
+    g < h the multiplier (price_g - price_h) / (hold_g - hold_h) where it is positive (0 where not, or where the caps
+    are equal), one [K] array each."""
+    K, G = hold.shape
+    lams = [np.zeros(K)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for g in range(G):
+            for h in range(g + 1, G):
+                diff = hold[:, g] - hold[:, h]
+                lam = (price[g] - price[h]) / diff
+                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    return lams
+
+
 def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarray) -> np.ndarray:
     """[K, P] `_least_rate_per_gpu`(d, pps[p], L, tuple(hold[k])) for every row of hold [K, G] (integers) and every
     pp, bit for bit (inf where the pp largest caps cannot hold L or pp slots do not exist): the same multipliers
@@ -1692,13 +1707,7 @@ def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarr
     K, G = hold.shape
     holds, enough = _greedy_sums(-hold.astype(float), d.slots, pps)  # the largest caps first: -sum (integers, exact)
     can = enough & ~(-holds < L)
-    lams = [np.zeros(K)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for g in range(G):
-            for h in range(g + 1, G):
-                diff = hold[:, g] - hold[:, h]
-                lam = (p[g] - p[h]) / diff
-                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lams = _pair_multipliers(hold, p)
     lam = np.concatenate(lams)  # [J K]: every multiplier of every row in one call (the same per-element operations)
     inner, _ = _greedy_sums(p[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)), d.slots, pps)
     best = np.maximum(0.0, (lam[:, None] * L + inner).reshape(len(lams), K, len(pps)).max(axis=0))
@@ -2044,13 +2053,7 @@ def _middle_rents(d: DegreeTerms, h_mid: np.ndarray, slots: np.ndarray, need: np
     rows_slots = np.where(h_mid >= 1, slots[None, :], 0)  # [K, G]
     held, enough = _best_slots_many(hold.astype(float), rows_slots, mids, largest=True)  # [K, P]
     can = np.asarray(ok)[:, None] & enough & ~(held < need[:, None])
-    lams = [np.zeros(K)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for g in range(G):
-            for h in range(g + 1, G):
-                diff = hold[:, g] - hold[:, h]
-                lam = (price[g] - price[h]) / diff
-                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lams = _pair_multipliers(hold, price)
     lam = np.concatenate(lams)  # [J K]
     inner, _ = _best_slots_many(price[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)),
                                 np.tile(rows_slots, (len(lams), 1)), mids, largest=False)
