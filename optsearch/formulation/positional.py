@@ -1314,6 +1314,9 @@ ENDS_CLASS_LAST_SUMS = True  # its base's sum by the last block's type (one sum 
 ENDS_CLASS_SPAN = 0.03  # ... spread evenly over the cutoff's gap, at most this share of the walk's bound
 ENDS_CLASS_MARKS = 3  # the floor's base also at the first marks B (round 23, end530): the plans with X_plan <= B
 # take S(B) and C(B) there, those above the last B the largest mark's (ends_class_base); 0: the largest mark's only
+ENDS_CLASS_MARKS_MAX = True  # round 23 (lead): the larger of the one-interval floor (ENDS_CLASS_MARKS = 0's) and the
+# marks' floor, both valid: the marks' floor alone lowered 130 of 39,524 bounds (end530's bench/ends_marks.py,
+# off_heavy) and broke round 17's audit property that the last-end floor never lowers the bound (--hypothesis-seed=25)
 ENDS_CLASS_MARKS_LAST_SUMS = False  # ... with S(B) by the last block's type (G programmes); off: S(B) - le[gL] (one;
 # the same bound on 530B 3k's pp 28, 0.1 s less on a candidate the floor does not lift)
 ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
@@ -2150,26 +2153,28 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         at = at[(at < top[0]) & np.append(True, np.diff(tab.marks[at]) > 0)]
         least = float(base[np.isfinite(base)].min(initial=math.inf))  # the intervals that start below the cutoff
         at = at[:int(np.searchsorted(tab.marks[at], (cutoff / c.iterations - least) / (c.m - 1))) + 1]
-        uppers = None
+        gap = min(cutoff - best, ENDS_CLASS_SPAN * best) / c.iterations
+
+        def floor_of(base: np.ndarray, a0: np.ndarray, uppers: np.ndarray | None) -> float:
+            hidden = None
+            if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # reduce levels: the least a0 to the cutoff's
+                steps = np.arange(ENDS_CLASS_LEVELS + 1) / ENDS_CLASS_LEVELS  # 0, gap / n, ..., gap
+                hidden = (tab.caps_of, a0, a0.min(axis=-1, keepdims=True) + gap * steps)
+                if a0.ndim == 1:
+                    hidden = (tab.caps_of, a0, a0.min() + gap * steps)
+            if uppers is None:
+                return ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations,
+                                          deadline, hidden)
+            return ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations,
+                                      deadline, hidden, uppers=uppers)
+
+        floor = -math.inf if len(at) and not ENDS_CLASS_MARKS_MAX else floor_of(base, a0, None)
         if len(at):
             low, a0_low = ends_class_base(f, tab, top, comm_s, emb_s, below=at)
             # the top's floor on the rest (sum t + E + max O: base - a0) holds in every interval too
             low = np.maximum(low, base[None] - a0[None, :, None] + a0_low[:, :, None])
-            base, a0 = np.concatenate([low, base[None]]), np.concatenate([a0_low, a0[None]])
-            uppers = np.append(tab.marks[at], np.inf)
-        hidden = None
-        if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # the reduce levels from the least a0 to the cutoff's
-            gap = min(cutoff - best, ENDS_CLASS_SPAN * best) / c.iterations
-            steps = np.arange(ENDS_CLASS_LEVELS + 1) / ENDS_CLASS_LEVELS  # 0, gap / n, ..., gap
-            hidden = (tab.caps_of, a0, a0.min(axis=-1, keepdims=True) + gap * steps)
-            if a0.ndim == 1:
-                hidden = (tab.caps_of, a0, a0.min() + gap * steps)
-        if uppers is None:
-            floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations,
-                                       deadline, hidden)
-        else:
-            floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations,
-                                       deadline, hidden, uppers=uppers)
+            floor = max(floor, floor_of(np.concatenate([low, base[None]]), np.concatenate([a0_low, a0[None]]),
+                                        np.append(tab.marks[at], np.inf)))
         if c.iterations * floor > best:
             best = c.iterations * floor
             if budget.max_time_s is not None and best > budget.max_time_s * slack:
