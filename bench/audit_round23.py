@@ -1,0 +1,160 @@
+"""Post-merge audit of round 23 (audit15): flight1t (inflight.least_layer_work_pp_s, LAYER_WORK_BY_PP: a bound change
+reaching every objective's in-flight bound; solver._supply_steps, SUPPLY_STEPS: incumbents under B) and park145
+(solver.interleaved_direct_bound, INTERLEAVED_DIRECT: a bound change for v > 1 candidates under a cost budget). See
+docs/solver.md, "Round 23 after the merges: the audit (audit15, 2026-11-25)". Not part of the test suite, e.g.
+
+    nice -n 5 python bench/audit_round23.py --kind supply --seeds 0-59 --checks work,inflight
+    nice -n 5 python bench/audit_round23.py --kind inter --seeds 0-59 --checks direct,direct-mut
+    nice -n 5 python bench/audit_round23.py --kind supply --seeds 0-19 --checks solve-ab
+
+kinds: supply (tests/test_audit_round23.supply_draw: 1-3 types, the fastest with 1-2 nodes of 1-2 GPUs, up to 6
+stages; roomy on even seeds, memory-tight on odd ones, experts on 3 mod 4, v 1-2 on some, tied embeddings drawn),
+inter (supply_draw(seed, interleaved=True): v 1-2, 6-8 layers, 2-4 stages, cp 1-2), coupled (round 22's
+coupled_draw), t5 (audit_round21.t5_kind), moe (audit_round15.moe_cases), boundary-tight (audit_round18's).
+checks:
+  work        every plan's layers' work at or above least_layer_work_pp_s (raised plans counted);
+  inflight    every candidate's in-flight bound, LAYER_WORK_BY_PP on and off (fresh memos), minimizing cost, time,
+              cost under deadlines and time under caps at 1.00-1.15 x two drawn plans' values, no cutoff and the loop's
+              cutoff (1.001 x the plan): not None where a plan meets the budget, at or below the candidate's best such
+              plan; raised bounds counted by objective;
+  inflight-mut the same with the over-tight floor (no end stage empty) in the bound: counts bounds above a plan;
+  direct      every v = 2 candidate's interleaved_direct_bound under caps at 1.00-1.15 x plans' costs, fresh and on one
+              memo asked in a shuffled order with the loop's cutoffs: at or below the candidate's least time under the
+              cap;
+  direct-mut  the same with the wrap-around charged v - 1 sends per t / v (park145's over-tight variant): counts
+              bounds above a plan;
+  solve-ab    both backends, no limit, cost, time, cost<=D and time<=B at 1.00 / 1.05 x a drawn plan's values, with the
+              round's three switches all on, all off and each off alone: brute force's answer, every plan re-priced;
+              _supply_steps' calls and improvements counted.
+Prints one JSON line per failure and a summary."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time as real_time
+from pathlib import Path
+from unittest import mock
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import audit_round13  # noqa: E402
+import audit_round14  # noqa: E402
+import audit_round15  # noqa: E402
+import audit_round18  # noqa: E402
+import audit_round21  # noqa: E402
+import test_audit_round23 as a23  # noqa: E402
+from test_audit_dist_bounds import small  # noqa: E402
+from test_audit_round11 import KINDS  # noqa: E402
+
+from optsearch import inflight  # noqa: E402
+from optsearch import solver as solver_module  # noqa: E402
+from optsearch.formulation.model import Skeleton  # noqa: E402
+from dataclasses import replace  # noqa: E402
+
+
+def check_work(problem, options, seed, stats):
+    a23.work_walk(problem, options, stats)
+    assert stats["work_above"] == 0, ("a plan below the work floor", seed)
+
+
+def check_inflight(problem, options, seed, stats):
+    a23.inflight_walk(problem, options, seed, stats, picks=2)
+
+
+def _no_empty_ends(d, L, pp):
+    left, work, held = L, 0.0, 0
+    for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
+        held += d.slots[g]
+        take = max(0, min(left - max(0, pp - held), d.slots[g] * d.max_layers_per_stage[g]))
+        work += take * d.step_min_s[g]
+        left -= take
+    return work if left <= 0 else math.inf
+
+
+def check_inflight_mut(problem, options, seed, stats):
+    local = a23.Counter()
+    with mock.patch.object(inflight, "least_layer_work_pp_s", _no_empty_ends):
+        try:
+            a23.inflight_walk(problem, options, seed, local, picks=2, cut=False)
+        except AssertionError:
+            stats["mut_inflight_caught"] += 1
+    stats["mut_inflight_instances"] += 1
+
+
+def check_direct(problem, options, seed, stats):
+    a23.direct_walk(problem, options, seed, stats)
+
+
+def _dearer(f):
+    out = _real_skeleton(f)
+    c, v = f.c, f.cand.v
+    extra = [(v - 1) * (1 - 1 / v) * min(min(c.send_inter_s[g]), c.send_intra_s[g]) for g in range(len(c.head_s))]
+    c_v = replace(out.c, embedding_s=tuple(x + e for x, e in zip(out.c.embedding_s, extra)),
+                  head_s=tuple(x + e for x, e in zip(out.c.head_s, extra)))
+    return Skeleton(problem=out.problem, cand=out.cand, c=c_v, block_starts=out.block_starts, most=out.most)
+
+
+_real_skeleton = solver_module.interleaved_skeleton
+
+
+def check_direct_mut(problem, options, seed, stats):
+    local = a23.Counter()
+    with mock.patch.object(solver_module, "interleaved_skeleton", _dearer):
+        try:
+            a23.direct_walk(problem, options, seed, local)
+        except AssertionError:
+            stats["mut_direct_caught"] += 1
+    stats["mut_direct_asked"] += local["direct_compared"] > 0
+
+
+def check_solve_ab(problem, options, seed, stats):
+    real = solver_module._supply_steps
+
+    def counted(memo, budget, bounded, start, deadline):
+        got = real(memo, budget, bounded, start, deadline)
+        stats["supply_calls"] += 1
+        stats["supply_better"] += got is not start
+        return got
+
+    with mock.patch.object(solver_module, "_supply_steps", counted):
+        a23.solve_ab(problem, options, seed, stats, alone=True)
+
+
+CHECKS = {"work": check_work, "inflight": check_inflight, "inflight-mut": check_inflight_mut,
+          "direct": check_direct, "direct-mut": check_direct_mut, "solve-ab": check_solve_ab}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--kind", default="supply",
+                    choices=["supply", "inter", "coupled", "t5", "moe", *audit_round18.EXTRA_KINDS, *KINDS])
+    ap.add_argument("--seeds", default="0-9")
+    ap.add_argument("--checks", default="work,inflight")
+    ap.add_argument("--max-seconds", type=float, default=1e9)
+    args = ap.parse_args()
+    lo, _, hi = args.seeds.partition("-")
+    seeds = range(int(lo), int(hi or lo) + 1)
+    totals = audit_round14.Totals(instances=0, failures=0, skipped=0)
+    began = real_time.process_time()
+    if args.kind == "supply":
+        instance = a23.supply_draw
+    elif args.kind == "inter":
+        def instance(seed):
+            return a23.supply_draw(seed, interleaved=True)
+    elif args.kind == "coupled":
+        from test_audit_round22 import coupled_draw as instance
+    elif args.kind == "t5":
+        instance = audit_round21.t5_kind
+    elif args.kind in audit_round18.EXTRA_KINDS:
+        instance = audit_round18.EXTRA_KINDS[args.kind]
+    else:
+        instance = audit_round15.seeded_instances(args.kind, seeds, KINDS)
+    return audit_round13.sweep(CHECKS, args, seeds, instance, small, totals, began, skipped=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

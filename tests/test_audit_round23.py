@@ -1,0 +1,342 @@
+"""Audit of round 23's merges (audit15; docs/solver.md "Round 23 after the merges: the audit (audit15, 2026-11-25)").
+
+- flight1t's layer-work floor by pp (inflight.least_layer_work_pp_s, LAYER_WORK_BY_PP; a bound change reaching every
+  objective's in-flight bound): on draws its own tests do not make (1-3 node types with tight node supply, 1-2 nodes
+  of the fastest, up to 5 stages; roomy, and memory-tight with long sequences, 16-40 GiB GPUs, cp 1-2; experts on some;
+  tied and untied embeddings; v 1-2): every plan's layers' work at or above the floor, and every candidate's in-flight
+  bound (_inflight_bounded) at or below its least objective among its plans that meet the budget, minimizing cost,
+  time, cost under deadlines and time under cost caps at 1.00-1.15 x plans' own values, with no cutoff and with the
+  loop's cutoff just above that plan; the bound never None where a plan meets the budget.
+- park145's direct interleaved bound (solver.interleaved_direct_bound, INTERLEAVED_DIRECT; a bound change for time
+  under a cost budget): every v = 2 candidate's bound at or below its least time under caps at 1.00-1.15 x plans'
+  costs, fresh, and again with one kept table asked in a shuffled order under the loop's cutoffs.
+- Both backends with the round's switches (LAYER_WORK_BY_PP, INTERLEAVED_DIRECT, SUPPLY_STEPS) on and off: brute
+  force's answer (statuses and values), every plan re-priced.
+bench/audit_round23.py sweeps more seeds with the same checks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+import optsearch.inflight as inflight
+import optsearch.solver as solver_module
+from draws import draws
+from optsearch.baselines.exhaustive import count_plans, solve_exhaustive
+from optsearch.candidates import SpaceOptions
+from optsearch.problem import Problem
+from optsearch.profile import AnalyticProfile
+from optsearch.search import budget_violations, objective_value
+from optsearch.solver import Bounded, Memo, _inflight_bounded, interleaved_direct_bound, solve
+from optsearch.spec import ClusterSpec, GpuSpec, JobSpec, ModelSpec, NodeTypeSpec
+from optsearch.spec.model import LayerKindSpec
+from optsearch.spec.budget import Budget
+
+from test_audit_dist_bounds import MAX_PLANS, space_plans
+from test_audit_round11 import assert_equals_truth
+
+SCALES = (1.0, 1.01, 1.05, 1.10, 1.15)
+REL = 1e-9
+
+
+def supply_draw(seed: int, interleaved: bool = False):
+    """1-3 node types, the fastest (and dearest) with 1-2 nodes of 1-2 GPUs, the others 1-4 nodes: pipelines of 4-6
+    stages run past the fast type's slots (where LAYER_WORK_BY_PP bites). Seeds 1 mod 2 memory-tight (sequences of
+    4,096-8,192, GPUs of 16-40 GiB, cp 1-2, block recomputation on some); 3 mod 4 experts (2-4 of them, a dense first
+    layer on some); v in (1, 2) on even seeds and three in ten of the odd ones; tied embeddings drawn. None over
+    MAX_PLANS."""
+    rng = random.Random(23_000 + seed)
+    tight, moe, inter = seed % 2 == 1, seed % 4 == 3, seed % 4 in (0, 2) or rng.random() < 0.3
+    mem = (lambda: rng.choice([24.0, 32.0, 40.0] if interleaved else [16.0, 24.0, 32.0, 40.0])) if tight \
+        else (lambda: 80.0)
+    n_types = rng.choice([1, 2, 2, 3])
+    gpus, nodes = [], []
+    for i in range(n_types):
+        fast = i == 0
+        gpus.append(GpuSpec(name=f"G{i}", memory_gib=mem(),
+                            peak_fp16_tflop_per_s=rng.choice([312.0, 989.0] if fast else [65.0, 125.0, 312.0]),
+                            hbm_gbyte_per_s=rng.choice([2000.0, 3350.0] if fast else [900.0, 2000.0])))
+        nodes.append(NodeTypeSpec(
+            name=f"t{i}", gpu=f"G{i}", gpus_per_node=rng.choice([1, 1, 2] if fast else [1, 2]),
+            num_nodes_available=rng.randint(1, 2) if fast else rng.randint(1, 4),
+            price_usd_per_node_hour=round(rng.uniform(8.0, 40.0) if fast else rng.uniform(0.5, 8.0), 3),
+            intra_node_link="nvlink", intra_node_gbyte_per_s=rng.choice([32.0, 300.0]),
+            inter_node_gbit_per_s=3200.0 if fast else rng.choice([1.0, 10.0, 25.0, 100.0])))
+    layers = rng.choice([6, 8]) if interleaved else rng.randint(4, 7)
+    kinds = None
+    if moe:
+        kind = LayerKindSpec(name="layer", num_layers=layers, num_experts=rng.choice([2, 4]),
+                             moe_router_topk=rng.randint(1, 2))
+        kinds = [kind]
+        if rng.random() < 0.4:
+            kinds = [LayerKindSpec(name="dense", num_layers=1), kind.model_copy(update={"num_layers": layers - 1})]
+    hidden = rng.choice([1024, 2048])
+    model = ModelSpec(name="audit23", num_layers=layers, hidden_size=hidden, num_attention_heads=8,
+                      ffn_hidden_size=4 * hidden, seq_length=rng.choice([2048, 4096] if interleaved else [4096, 8192]) if tight else 1024,
+                      vocab_size=rng.choice([8000, 32000]), tied_embeddings=rng.random() < 0.5,
+                      layer_kinds=kinds,
+                      default_job=JobSpec(global_batch_size=rng.choice([8, 16]), train_iterations=1000,
+                                          distributed_optimizer=None if tight else False))
+    cluster = ClusterSpec(name="audit23", node_types=nodes, gpus=gpus)
+    by_name = {g.name: g for g in gpus}
+    problem = Problem(model=model, cluster=cluster, job=model.default_job, gpus=by_name,
+                      profile=AnalyticProfile(model=model, gpus=by_name))
+    options = SpaceOptions(micro_batch_sizes=(1, 2), max_stages=rng.choice([2, 3, 4] if interleaved else [4, 5, 6]),
+                           virtual_stages=(1, 2) if inter else (1,),
+                           context_parallel_sizes=(1, 2) if interleaved else (1,))
+    if tight:
+        problem = replace(problem, overlap_grad_reduce=rng.random() < 0.5)
+        options = replace(options, uniform_recompute=rng.random() < 0.5, context_parallel_sizes=(1, 2))
+        options = replace(options, block_recompute=options.uniform_recompute and rng.random() < 0.5)
+    if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
+        return None
+    return problem, options
+
+
+def by_candidate(problem, options) -> dict:
+    out: dict = {}
+    for cand, plan, est in space_plans(problem, options):
+        out.setdefault(cand.key, (cand, []))[1].append((plan, est))
+    return out
+
+
+def _terms(memo, cand):
+    return memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, cand.cp, cand.dist)
+
+
+def least_meeting(plans, budget) -> float | None:
+    values = [objective_value(e, budget.objective) for p, e in plans if not budget_violations(p, e, budget)]
+    return min(values) if values else None
+
+
+# ---- flight1t: the layer-work floor by pp and the in-flight bound on every objective ---------------------------------
+
+def work_walk(problem, options, stats, floor=None):
+    """Every plan's layers' work (sum n_i step_min[g_i]) against floor(d, L, pp) (default least_layer_work_pp_s):
+    stats work_plans, work_raised (the floor above least_layer_work_s's), work_above (a plan below: a defect)."""
+    floor = floor or inflight.least_layer_work_pp_s
+    memo = Memo(problem, options)
+    L = problem.model.num_layers
+    for cand, plan, _ in space_plans(problem, options):
+        d = _terms(memo, cand)
+        names = [u.node.name for u in d.uses]
+        work = sum(s.num_layers * d.step_min_s[names.index(s.node_type)] for s in plan.stages)
+        new = floor(d, L, cand.pp)
+        stats["work_plans"] += 1
+        stats["work_raised"] += new > inflight.least_layer_work_s(d, L) * (1 + 1e-12)
+        stats["work_above"] += new > work * (1 + REL)
+    return stats
+
+
+def objective_budgets(by_cand, rng, picks: int = 2) -> list[Budget]:
+    """Cost, time, cost under deadlines at SCALES x drawn plans' times, time under caps at SCALES x their costs."""
+    every = [e for _, plans in by_cand.values() for _, e in plans]
+    drawn = rng.sample(every, min(picks, len(every)))
+    out = [Budget(objective="cost"), Budget(objective="time")]
+    for e in drawn:
+        for s in SCALES:
+            out.append(Budget(objective="cost", max_time_s=e.training_time_s * s))
+            out.append(Budget(objective="time", max_cost_usd=e.cost_usd * s))
+    return out
+
+
+def _objective(budget: Budget) -> str:
+    return {(True, False): "cost<=D", (False, True): "time<=B"}.get(
+        (budget.max_time_s is not None, budget.max_cost_usd is not None), budget.objective)
+
+
+def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = True):
+    """Every candidate's in-flight bound with LAYER_WORK_BY_PP on (and off: raised counted) under objective_budgets,
+    fresh memos each side; with a plan meeting the budget: not None (else a false "no plan") and at or below the
+    least objective among them (no cutoff, and with the loop's cutoff 1.001 x it on the kept tables)."""
+    rng = random.Random(seed)
+    by_cand = by_candidate(problem, options)
+    if not by_cand:
+        return stats
+    budgets = objective_budgets(by_cand, rng, picks)
+    memos = {on: Memo(problem, options) for on in (False, True)}
+    for cand, plans in by_cand.values():
+        for budget in budgets:
+            best = least_meeting(plans, budget)
+            got = {}
+            for on in (False, True):
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setattr(inflight, "LAYER_WORK_BY_PP", on)
+                    got[on] = _inflight_bounded(memos[on], budget, Bounded(cand, 0.0, _terms(memos[on], cand)))
+            stats["inflight_asks"] += 1
+            if got[False] is not None and (got[True] is None or got[True] > got[False] * (1 + REL)):
+                stats["inflight_raised"] += 1
+                stats[f"inflight_raised_{_objective(budget)}"] += 1
+            if best is None:
+                continue
+            stats["inflight_compared"] += 1
+            if got[True] is None:
+                stats["inflight_none"] += 1
+                raise AssertionError(("no plan said", seed, cand.key, budget.model_dump(exclude_none=True), best))
+            if got[True] > best * (1 + REL):
+                stats["inflight_above"] += 1
+                raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
+                                      got[True], best))
+            if cut:
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setattr(inflight, "LAYER_WORK_BY_PP", True)
+                    at = _inflight_bounded(memos[True], budget, Bounded(cand, 0.0, _terms(memos[True], cand)),
+                                           cutoff=best * 1.001)
+                stats["inflight_cut"] += 1
+                if at is None or at > best * (1 + REL):
+                    stats["inflight_above"] += 1
+                    raise AssertionError(("above a plan under a cutoff", seed, cand.key,
+                                          budget.model_dump(exclude_none=True), at, best))
+    return stats
+
+
+# ---- park145: the interleaved candidates' own positional bound under a cost budget --------------------------------
+
+def direct_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
+    """Every v = 2 candidate where the loop runs interleaved_direct_bound: time under caps at SCALES x the costs of
+    `own` of its plans and `shared` of the instance's; fresh memo per ask, and then one memo (kept tables) asked in a
+    shuffled order with the loop's cutoff (1.001 x the least time; inf where no plan meets the cap): at or below the
+    candidate's least time among its plans that meet the cap; infinite only where none does (counted)."""
+    rng = random.Random(seed)
+    by_cand = by_candidate(problem, options)
+    every = [e.cost_usd for _, plans in by_cand.values() for _, e in plans]
+    common = rng.sample(every, min(shared, len(every)))
+    kept = Memo(problem, options)
+    for cand, plans in by_cand.values():
+        if cand.v == 1:
+            continue
+        costs = [e.cost_usd for _, e in rng.sample(plans, min(own, len(plans)))] + common
+        asks = [Budget(objective="time", max_cost_usd=c * s) for c in costs for s in SCALES]
+        rng.shuffle(asks)
+        for budget in asks:
+            fresh = Memo(problem, options)
+            if not solver_module._interleaved_direct_applies(fresh, cand, budget, 0.0):
+                stats["direct_skipped"] += 1
+                continue
+            best = least_meeting(plans, budget)
+            got = interleaved_direct_bound(fresh, cand, budget)
+            at = interleaved_direct_bound(kept, cand, budget, cutoff=math.inf if best is None else best * 1.001)
+            stats["direct_asks"] += 1
+            stats["direct_inf"] += math.isinf(got)
+            if best is None:
+                continue
+            stats["direct_compared"] += 1
+            stats["direct_tight"] += got >= best * (1 - 1e-6)
+            if got > best * (1 + REL) or at > best * (1 + REL):
+                stats["direct_above"] += 1
+                raise AssertionError(("above a plan", seed, cand.key, budget.max_cost_usd, got, at, best))
+    return stats
+
+
+# ---- both backends, the round's switches on and off -----------------------------------------------------------------
+
+FLIPS = ((inflight, "LAYER_WORK_BY_PP"), (solver_module, "INTERLEAVED_DIRECT"), (solver_module, "SUPPLY_STEPS"))
+
+
+def solve_ab(problem, options, seed, stats, picks: int = 1, scales=(1.0, 1.05), backends=("cbc", "cpsat"),
+             alone: bool = False):
+    """Both backends, no limit, with the round's switches all on and all off (and each off alone where `alone`):
+    cost, time, cost under a deadline and time under a cap at `scales` x drawn plans' values: brute force's answer
+    each time, every plan re-priced (assert_equals_truth)."""
+    rng = random.Random(seed)
+    priced = list(space_plans(problem, options))
+    if not priced:
+        return stats
+    drawn = rng.sample(priced, min(picks, len(priced)))
+    budgets = [Budget(objective="cost"), Budget(objective="time")]
+    for _, _, e in drawn:
+        budgets += [Budget(objective="cost", max_time_s=e.training_time_s * s) for s in scales]
+        budgets += [Budget(objective="time", max_cost_usd=e.cost_usd * s) for s in scales]
+    for budget in budgets:
+        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+        sides = [{f: True for f in FLIPS}, {f: False for f in FLIPS}]
+        if alone:
+            sides += [{f: f != g for f in FLIPS} for g in FLIPS]
+        for name in backends:
+            for side in sides:
+                with pytest.MonkeyPatch.context() as mp:
+                    for (module, flag), on in side.items():
+                        mp.setattr(module, flag, on)
+                    got = solve(problem, budget, solver=name, options=options)
+                on = [flag for (_, flag), value in side.items() if not value]
+                stats["solves"] += 1
+                stats[f"solves_{_objective(budget)}"] += 1
+                assert_equals_truth(problem, options, budget, got, truth,
+                                    (seed, name, on, budget.model_dump(exclude_none=True), truth.status,
+                                     truth.objective_value, got.status, got.objective_value))
+    return stats
+
+
+# ---- the tests -------------------------------------------------------------------------------------------------------
+
+def _draw(seeds):
+    for seed in seeds:
+        made = supply_draw(seed)
+        if made is not None:
+            yield seed, made
+
+
+def test_the_work_floor_by_pp_lies_below_every_plan_on_tight_supply_draws():
+    """Seeds 0 and 22 (roomy, 2 and 3 types) and 5 and 29 (memory-tight): no plan's layers' work below the floor; the
+    floor raised on some (1,290 of 4,254 plans when written)."""
+    stats = Counter()
+    for _, made in _draw((0, 5, 22, 29)):
+        work_walk(*made, stats)
+    assert stats["work_above"] == 0, stats
+    assert stats["work_plans"] > 2000 and stats["work_raised"] > 100, stats
+
+
+def test_an_over_tight_work_floor_is_caught_by_the_walk():
+    """The mutant with no end stage left empty (pp - F_k layers elsewhere) puts a floor above a plan (the walk bites)."""
+    def no_empty_ends(d, L, pp):
+        left, work, held = L, 0.0, 0
+        for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
+            held += d.slots[g]
+            take = max(0, min(left - max(0, pp - held), d.slots[g] * d.max_layers_per_stage[g]))
+            work += take * d.step_min_s[g]
+            left -= take
+        return work if left <= 0 else math.inf
+    stats = Counter()
+    for _, made in _draw((0, 29)):
+        work_walk(*made, stats, floor=no_empty_ends)
+    assert stats["work_above"] > 0, stats
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_the_inflight_bound_on_every_objective(seed):
+    """Cost, time, cost<=D and time<=B at 1.00-1.15 x a plan's value, no cutoff and the loop's: at or below the
+    candidate's best plan (seed 0 roomy, 5 memory-tight); raised against the switch off on both (24 each when
+    written)."""
+    stats = inflight_walk(*supply_draw(seed), seed, Counter(), picks=1)
+    assert stats["inflight_above"] == 0 and stats["inflight_none"] == 0, stats
+    assert stats["inflight_compared"] > 100 and stats["inflight_raised"] > 0, stats
+
+
+def test_the_inflight_bound_on_more_draws():
+    """OPTSEARCH_DRAWS more seeds (memory-tight and experts among them): 12, then 3, 18, 25, ..."""
+    stats = Counter()
+    for seed, made in list(_draw((12, 3, 18, 25, 13, 30, 37, 38, 15, 24, 6, 9)))[: draws(1)]:
+        inflight_walk(*made, seed, stats, picks=1, cut=False)
+    assert stats["inflight_above"] == 0 and stats["inflight_none"] == 0, stats
+
+
+def test_the_direct_interleaved_bound_lies_below_every_plan():
+    """Interleaved draws 0 and 12 (v = 2 at 2-3 stages; 0: bounds infinite where no plan meets the cap, and some
+    within 1e-6 of a plan): fresh, and on one memo in a shuffled order under the loop's cutoffs."""
+    stats = Counter()
+    for seed in (0, 12):
+        direct_walk(*supply_draw(seed, interleaved=True), seed, stats, own=1, shared=1)
+    assert stats["direct_above"] == 0, stats
+    assert stats["direct_compared"] > 50 and stats["direct_inf"] > 0, stats
+
+
+@pytest.mark.parametrize("seed, interleaved", [(5, False), (14, True)])
+def test_both_backends_with_the_round23_switches_on_and_off(seed, interleaved):
+    """Memory-tight supply draw 5 and interleaved draw 14: every objective, a budget at a drawn plan's values."""
+    stats = solve_ab(*supply_draw(seed, interleaved), seed, Counter(), scales=(1.0,))
+    assert stats["solves"] == 16, stats  # 4 budgets x 2 backends x the switches on and off
