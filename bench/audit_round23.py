@@ -124,6 +124,53 @@ def check_solve_ab(problem, options, seed, stats):
         a23.solve_ab(problem, options, seed, stats, alone=True)
 
 
+def catalog_rows(rows: list[str], time_limit: float, gap: float) -> int:
+    """Catalog rows (model:cluster:objective[:D or B], budgets23's values) solved on the CPU clock with the round's
+    three switches all on and all off: each side's bound at or below the other side's plan (both are valid lower
+    bounds on the same optimum); where both are proven (gap 0), the same value. One JSON line per solve."""
+    import json
+    import time
+    from optsearch.cli.options import space_from_target
+    from optsearch.edits import edited_problem
+    from optsearch.spec.budget import Budget
+    from optsearch.targets import engine_problem
+    real_clock = time.perf_counter
+    bad = 0
+    for row in rows:
+        model, cluster, objective, *limit = row.split(":")
+        problem = engine_problem("megatron", edited_problem(model, cluster, []))
+        options = space_from_target("megatron", problem)
+        cap = float(limit[0]) if limit else None
+        budget = Budget(objective=objective, max_time_s=cap if objective == "cost" else None,
+                        max_cost_usd=cap if objective == "time" else None)
+        got = {}
+        for on in (True, False):
+            with mock.patch.multiple(inflight, LAYER_WORK_BY_PP=on), \
+                    mock.patch.multiple(solver_module, INTERLEAVED_DIRECT=on, SUPPLY_STEPS=on):
+                time.perf_counter = time.process_time
+                cpu0 = time.process_time()
+                try:
+                    r = solver_module.solve(problem, budget, time_limit_s=time_limit, options=options, gap=gap)
+                finally:
+                    time.perf_counter = real_clock
+            got[on] = r
+            print(json.dumps({"row": row, "switches": on, "status": r.status, "value": r.objective_value,
+                              "bound": r.bound, "gap": r.gap, "cpu_s": round(time.process_time() - cpu0, 2)}),
+                  flush=True)
+        a, b = got[True], got[False]
+        for x, y in ((a, b), (b, a)):
+            if x.bound is not None and y.objective_value is not None and x.bound > y.objective_value * (1 + 1e-9):
+                bad += 1
+                print(json.dumps({"row": row, "error": "a bound above the other side's plan", "bound": x.bound,
+                                  "plan": y.objective_value}), flush=True)
+        if a.status == b.status == "optimal" and not math.isclose(a.objective_value, b.objective_value,
+                                                                   rel_tol=max(gap, 1e-6)):
+            bad += 1
+            print(json.dumps({"row": row, "error": "two proven values"}), flush=True)
+    print(json.dumps({"rows": len(rows), "disagreements": bad}))
+    return 0
+
+
 CHECKS = {"work": check_work, "inflight": check_inflight, "inflight-mut": check_inflight_mut,
           "direct": check_direct, "direct-mut": check_direct_mut, "solve-ab": check_solve_ab}
 
@@ -135,7 +182,12 @@ def main() -> int:
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--checks", default="work,inflight")
     ap.add_argument("--max-seconds", type=float, default=1e9)
+    ap.add_argument("--catalog", nargs="*", default=None, help="model:cluster:objective[:D or B] rows (see catalog_rows)")
+    ap.add_argument("--time-limit", type=float, default=30.0)
+    ap.add_argument("--gap", type=float, default=0.0)
     args = ap.parse_args()
+    if args.catalog:
+        return catalog_rows(args.catalog, args.time_limit, args.gap)
     lo, _, hi = args.seeds.partition("-")
     seeds = range(int(lo), int(hi or lo) + 1)
     totals = audit_round14.Totals(instances=0, failures=0, skipped=0)

@@ -175,6 +175,7 @@ def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = Tru
             if best is None:
                 continue
             stats["inflight_compared"] += 1
+            stats["inflight_compared_v2"] += cand.v > 1
             if got[True] is None:
                 stats["inflight_none"] += 1
                 raise AssertionError(("no plan said", seed, cand.key, budget.model_dump(exclude_none=True), best))
@@ -226,6 +227,8 @@ def direct_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
             if best is None:
                 continue
             stats["direct_compared"] += 1
+            stats["direct_compared_cp2"] += cand.cp > 1
+            stats["direct_compared_untied"] += not problem.model.tied_embeddings
             stats["direct_tight"] += got >= best * (1 - 1e-6)
             if got > best * (1 + REL) or at > best * (1 + REL):
                 stats["direct_above"] += 1
