@@ -1322,6 +1322,14 @@ def candidate_bound(problem: Problem, d: DegreeTerms, pp: int, budget=None, *, r
             if under == math.inf:
                 return CandidateBound(False)
             iteration = max(iteration, under)
+            if UNDER_COST_ENDS and pp > 1:  # round 23 (flat76): the stage classes' caps (under_ends_grid)
+                ends = _under_ends_s(
+                    problem, d, pp, total, comm, budget,
+                    None if budget.max_time_s is None else budget.max_time_s * slack / problem.iterations,
+                    None if budget.max_usd_per_hour is None else budget.max_usd_per_hour * slack)
+                if ends == math.inf:
+                    return CandidateBound(False)
+                iteration = max(iteration, ends)
     return CandidateBound(True, iteration, rate, cost_rate_s / SECONDS_PER_HOUR)
 
 
@@ -1809,6 +1817,13 @@ def under_cost_tables(problem: Problem, d: DegreeTerms, tab: RefinedTables) -> t
     iteration = (d.m - 1) * np.maximum(M[:, None], (stages_s / pps)[None, :]) + stages_s[None, :] + comm_s[None, :]
     for j, r in enumerate(rows.tolist()):
         its[r], rates[r] = iteration[:, j].tolist(), rate[:, j].tolist()
+    if UNDER_COST_ENDS:  # round 23 (flat76): the ends and the middle stages apart, a third list [most]
+        grids = under_ends_grid(problem, d, pps, stages_s, comm_s)
+        ends: list = [None] * most
+        if grids is not None:
+            for j, r in enumerate(rows.tolist()):
+                ends[r] = grids[j]
+        return its, rates, ends
     return its, rates
 
 
@@ -1864,6 +1879,7 @@ def _aggregate_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int,
     iteration = float(tab.iteration_s[i])
     cost_rate_s = max(float(tab.cost_rate_s[i]), joint)
     if budget is not None and budget.max_cost_usd is not None and budget.objective == "time":
+        under_tables = under
         if under is not None:  # the walk from the degree's tables (the same value)
             under = under_cost_from_tables(under, pp, budget.max_cost_usd * slack * SECONDS_PER_HOUR
                                            / problem.iterations, max_iteration_s, max_rate)
@@ -1874,6 +1890,13 @@ def _aggregate_at(problem: Problem, d: DegreeTerms, tab: RefinedTables, pp: int,
         if under == math.inf:
             return CandidateBound(False)
         iteration = max(iteration, under)
+        if UNDER_COST_ENDS:  # round 23 (flat76): the stage classes' caps (under_ends_grid)
+            grid = under_tables[2][i] if under_tables is not None and len(under_tables) > 2 else None
+            ends = _under_ends_s(problem, d, pp, float(tab.stages_s[i]), float(tab.comm_s[i]), budget, max_iteration_s,
+                                 max_rate, grid)
+            if ends == math.inf:
+                return CandidateBound(False)
+            iteration = max(iteration, ends)
     return CandidateBound(True, iteration, float(tab.rate_usd_per_hour[i]), cost_rate_s / SECONDS_PER_HOUR)
 
 
@@ -1939,3 +1962,168 @@ def budget_work_lift(problem: Problem, d: DegreeTerms, pps: np.ndarray, iteratio
         lifted = (np.maximum((d.m - 1) * (work + e_t) / pps, (d.m - 1) * np.where(np.isfinite(slowest), slowest, 0.0))
                   + work + e_t + comm) * (1 - 1e-9)
     return np.where(none, math.inf, np.maximum(iteration, lifted))
+
+
+# ---- Time under a cost budget at the refined level: the ends and the middle stages apart (round 23, flat76) ----
+UNDER_COST_ENDS = True  # the aggregate refined bound's time under B with each stage class's caps (under_ends_grid)
+ENDS_PAIRS = False  # under_ends_grid: every (first, last) pair apart (G^2 programmes a mark; sharper, dearer)
+CLASS_TIES = (0,)  # _class_rents: the classes whose ties give multipliers (0 middle, 1 first, 2 last; any are valid)
+
+
+def under_ends_grid(problem: Problem, d: DegreeTerms, pps: np.ndarray, stages_s: np.ndarray, comm_s: np.ndarray
+                    ) -> list | None:
+    """[P] (iteration [K], rent [K]) at the marks M_k of `least_iteration_in_grid`, per pp of pps (all > 1),
+    budget-free; None where the model has several layer kinds. stages_s, comm_s [P]: the aggregate bound's least
+    sum of stage times and its all-reduce + optimizer floor (`_aggregate_arrays`).
+
+    `_least_iteration_under_cost_s` caps every stage of g at floor((M - e_min) / step_min[g]) layers, every slot
+    alike, so its rent may fill positions with slots that hold no layer at M. Here the stages are taken in three
+    classes (costmodel.estimate, v = 1): a middle stage (0 < i < pp - 1) holds at least one layer and sends twice,
+    to i - 1 and to i + 1; the first sends once and runs the embedding, the last sends once and runs the head; every
+    send of a stage of g takes at least e_g (`sender_send_min_s`), a layer on g at least step_min[g]. So a plan
+    whose slowest stage takes at most M has n_i <= H^c_g(M) = min(NMAX[g], floor((M - o^c_g) / step_min[g])) on a
+    stage of class c and type g, o^mid = 2 e_g, o^first = e_g + emb_g, o^last = e_g + head_g; a middle stage needs
+    H^mid >= 1 and an end stage H^end >= 0 (it may hold no layer). The rent w sum_i p_{g_i} is then at least w x
+    the LP relaxation's Lagrangian of `_class_rents` (the ends' types free, the middle stages within the slots S_g;
+    with ENDS_PAIRS, every (first f, last l) pair: the middle stages hold L - H^first_f - H^last_l on S_g - [f = g]
+    - [l = g] slots, the least over the pairs taken: sharper, G^2 programmes a mark); inf where no sequence holds
+    L. Every H is a step function of M that changes only at the marks
+    o^c_g + n step_min[g]; with M_k the largest mark at or below the plan's slowest stage T_s, H(M_k) = H(T_s), so
+    the plan's rent is at least rent(M_k) and its iteration at least it(M_k) = (m - 1) max(M_k, stages_s / pp)
+    + stages_s + comm_s (as in `_least_iteration_under_cost_s`). A plan whose slowest stage lies below every mark
+    holds no layer. What it rests on: the cost model's send counts and ends, step_min, NMAX and the slots (as the
+    in-flight bound's positions, inflight.py 1-3, with the positions' types pooled and node supply as slots)."""
+    model = problem.model
+    if len(model.kinds) != 1 or not len(pps):
+        return None
+    L = model.num_layers
+    G = len(d.slots)
+    pps = np.asarray(pps, dtype=np.int64)
+    e = sender_send_min_s(d)
+    step = np.array(d.step_min_s, dtype=float)
+    nmax = np.array(d.max_layers_per_stage, dtype=np.int64)
+    off = np.stack([2 * e, e + np.array(d.emb_s, dtype=float), e + np.array(d.head_s, dtype=float)])  # [3, G]
+    marks = sorted({float(off[c, g]) + n * d.step_min_s[g] for c in range(3) for g in range(G)
+                    for n in range(1 if c == 0 else 0, d.max_layers_per_stage[g] + 1)})
+    M = np.array(marks, dtype=float)  # [K]
+    K = len(M)
+    H = np.minimum(nmax[None, None, :], np.floor((M[:, None, None] - off[None, :, :]) / step[None, None, :]
+                                                   + 1e-9)).astype(np.int64)  # [K, 3, G] (negative: no such stage)
+    price = np.array(d.price_per_gpu_hour, dtype=float)
+    mids = np.maximum(pps - 2, 0)
+    if ENDS_PAIRS:  # every (first, last) pair of types, the slots less the ends' own
+        slots = np.array(d.slots, dtype=np.int64)
+        eye = np.eye(G, dtype=np.int64)
+        rent = np.full((K, len(pps)), math.inf)
+        for f in range(G):
+            for l in range(G):
+                left = slots - eye[f] - eye[l]  # [G]
+                if left.min() < 0:
+                    continue
+                ok = (H[:, 1, f] >= 0) & (H[:, 2, l] >= 0)  # [K]
+                need = L - np.maximum(H[:, 1, f], 0) - np.maximum(H[:, 2, l], 0)  # [K]
+                got = _middle_rents(d, H[:, 0, :], left, need, mids, price[f] + price[l], ok)
+                rent = np.minimum(rent, got)
+    else:  # the ends in the programme beside the middle stages, their slots not counted in the supply
+        rent = _class_rents(d, H, L, mids)
+    stages_s, comm_s = np.asarray(stages_s, dtype=float), np.asarray(comm_s, dtype=float)
+    it = (d.m - 1) * np.maximum(M[:, None], (stages_s / pps)[None, :]) + stages_s[None, :] + comm_s[None, :]
+    return [(np.ascontiguousarray(it[:, j]), np.ascontiguousarray(rent[:, j])) for j in range(len(pps))]
+
+
+def _middle_rents(d: DegreeTerms, h_mid: np.ndarray, slots: np.ndarray, need: np.ndarray, mids: np.ndarray,
+                  ends_price, ok: np.ndarray) -> np.ndarray:
+    """[K, P] w x (ends_price + the least rent of mids[p] middle stages on at most slots[g] of type g, each holding
+    at most h_mid[k, g] layers (a type with h_mid < 1 not at all: a middle stage holds a layer), together at least
+    need[k]) x (1 - 1e-12): the LP of `_least_rate_per_gpu` by its Lagrangian at 0 and every positive tie of two types
+    (weak duality: any multiplier gives a valid bound); inf where the mids best slots cannot hold need or ok[k] is
+    False."""
+    K, G = h_mid.shape
+    price = np.asarray(d.price_per_gpu_hour, dtype=float)
+    hold = np.maximum(h_mid, 0)  # [K, G]
+    rows_slots = np.where(h_mid >= 1, slots[None, :], 0)  # [K, G]
+    held, enough = _best_slots_many(hold.astype(float), rows_slots, mids, largest=True)  # [K, P]
+    can = np.asarray(ok)[:, None] & enough & ~(held < need[:, None])
+    lams = [np.zeros(K)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for g in range(G):
+            for h in range(g + 1, G):
+                diff = hold[:, g] - hold[:, h]
+                lam = (price[g] - price[h]) / diff
+                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lam = np.concatenate(lams)  # [J K]
+    inner, _ = _best_slots_many(price[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)),
+                                np.tile(rows_slots, (len(lams), 1)), mids, largest=False)
+    best = (lam[:, None] * np.tile(need, len(lams))[:, None] + inner).reshape(len(lams), K, len(mids))
+    with np.errstate(invalid="ignore"):
+        got = d.w * (np.asarray(ends_price, dtype=float)[..., None] + np.maximum(0.0, best.max(axis=0))) * (1 - 1e-12)
+    return np.where(can, got, math.inf)
+
+
+def _class_rents(d: DegreeTerms, H: np.ndarray, L: int, mids: np.ndarray) -> np.ndarray:
+    """[K, P] w x a lower bound on sum_i p_{g_i} over the type sequences of mids[p] + 2 stages (one first, mids
+    middle, one last) that hold L layers with a stage of class c on g holding at most H[k, c, g] (c: 0 middle, 1
+    first, 2 last; a middle stage needs H >= 1, an end H >= 0) and at most S_g middle stages on g (the ends' own
+    slots not counted: a relaxation), x (1 - 1e-12); inf where none holds L. The LP relaxation's Lagrangian in the
+    capacity: for lam >= 0, lam L + min_f (p_f - lam H^1_f) + min_l (p_l - lam H^2_l) + the mids cheapest slots of
+    p - lam H^0 (weak duality: any lam is valid), at 0 and every positive tie of two types within a class (where
+    the concave dual's breakpoints lie)."""
+    K, _, G = H.shape
+    price = np.asarray(d.price_per_gpu_hour, dtype=float)
+    slots = np.asarray(d.slots, dtype=np.int64)
+    first, last = H[:, 1, :] >= 0, H[:, 2, :] >= 0  # [K, G]
+    hold = np.maximum(H[:, 0, :], 0)  # [K, G]
+    rows_slots = np.where(H[:, 0, :] >= 1, slots[None, :], 0)  # [K, G] a middle stage holds a layer
+    held, enough = _best_slots_many(hold.astype(float), rows_slots, mids, largest=True)  # [K, P]
+    ends_most = np.where(first, H[:, 1, :], -1).max(axis=1) + np.where(last, H[:, 2, :], -1).max(axis=1)  # [K]
+    can = (first.any(axis=1) & last.any(axis=1))[:, None] & enough & ~(held + ends_most[:, None] < L)
+    lams = [np.zeros(K)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for c in CLASS_TIES:
+            for g in range(G):
+                for h in range(g + 1, G):
+                    diff = H[:, c, g] - H[:, c, h]
+                    lam = (price[g] - price[h]) / diff
+                    lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lam = np.concatenate(lams)  # [J K]
+    J = len(lams)
+    inner, _ = _best_slots_many(price[None, :] - lam[:, None] * np.tile(hold, (J, 1)), np.tile(rows_slots, (J, 1)),
+                                mids, largest=False)  # [J K, P]
+    H1, H2 = np.tile(H[:, 1, :], (J, 1)), np.tile(H[:, 2, :], (J, 1))
+    f1, f2 = np.tile(first, (J, 1)), np.tile(last, (J, 1))
+    with np.errstate(invalid="ignore"):
+        e1 = np.where(f1, price[None, :] - lam[:, None] * H1, np.inf).min(axis=1)  # [J K]
+        e2 = np.where(f2, price[None, :] - lam[:, None] * H2, np.inf).min(axis=1)
+        best = ((lam * L + e1 + e2)[:, None] + inner).reshape(J, K, len(mids))
+        got = d.w * np.maximum(0.0, best.max(axis=0)) * (1 - 1e-12)
+    return np.where(can, got, math.inf)
+
+
+def least_iteration_in_grid(grid: tuple, max_cost_rate_s: float, max_iteration_s: float | None,
+                            max_rate: float | None) -> float:
+    """The least iteration (s) over one pp's marks of `under_ends_grid` whose rent x iteration fits the budget
+    (max_cost_rate_s: USD/h x s), within the deadline and the rent limit; inf where none does (no plan of the
+    candidate meets the budget). Lowered by a relative 1e-9."""
+    time, rate = grid
+    ok = np.isfinite(rate) & (rate * time <= max_cost_rate_s)
+    if max_iteration_s is not None:
+        ok &= time <= max_iteration_s
+    if max_rate is not None:
+        ok &= rate <= max_rate
+    if not ok.any():
+        return math.inf
+    return float(time[ok].min()) * (1 - 1e-9)
+
+
+def _under_ends_s(problem: Problem, d: DegreeTerms, pp: int, stages_s: float, comm_s: float, budget,
+                  max_iteration_s: float | None, max_rate: float | None, grid: tuple | None = None) -> float:
+    """The refined bound's time-under-cost term by the stage classes (`under_ends_grid`) at pp > 1: the least
+    iteration (s) of a mark that fits the budget, inf where none does; 0 where the grid does not apply. grid: the
+    degree's tables' row for pp (else computed for pp alone)."""
+    if grid is None:
+        grids = under_ends_grid(problem, d, np.array([pp]), np.array([stages_s]), np.array([comm_s]))
+        if grids is None:
+            return 0.0
+        grid = grids[0]
+    return least_iteration_in_grid(grid, budget.max_cost_usd * BOUND_SLACK * SECONDS_PER_HOUR / problem.iterations,
+                                   max_iteration_s, max_rate)

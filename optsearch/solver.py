@@ -1911,6 +1911,46 @@ def _deepest_plans(memo: Memo, budget: Budget, bounded: list[Bounded], deadline:
     return best
 
 
+DEADLINE_FILL = True  # minimizing cost under a deadline, after the climbs: the GPU counts that fill it (round 23)
+DEADLINE_FILL_WINDOW = (0.9, 1.02)  # of G x T / D: the listed v = 1 candidates' GPU counts tried (below)
+DEADLINE_FILL_MOST = 16  # of those candidates, at most this many priced (in order of their bounds)
+
+
+def _deadline_fill_plans(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
+                         deadline: float | None = None) -> Priced | None:
+    """The best quick plan, meeting the budget, of the listed v = 1 candidates whose GPU count (GPUs a stage x pp)
+    lies within DEADLINE_FILL_WINDOW of G x T / D, where start's plan runs G GPUs for T seconds under the deadline D
+    with time to spare: the GPUs that would just meet D at start's GPU-seconds. At most DEADLINE_FILL_MOST of them,
+    those below start's value, in order of their bounds; None where none (no deadline, no slack, none listed).
+
+    Why (round 23, loop175): minimizing cost under a deadline, the climbs end where no neighbour is cheaper, and the
+    deadline's slack is not a neighbourhood they search. GPT-3 175B, mixed-pool-8k, D = 1,066,401 s: the climbs'
+    plan is tp 2, dp 16, cp 2, 12 stages at v = 4, all p5.48xlarge, $1,930,643 in 736,362 s on 768 GPUs; the
+    optimum is tp 1, dp 4, cp 4, 33 stages, all p5.48xlarge, $1,906,385 in 1,057,614 s on 528 GPUs (768 x 736,362 /
+    1,066,401 = 530). That candidate's quick plan ($1,909,290, 5 ms) came from the loop at about 10.8 s of CPU, its
+    model's plan at 13 s; its window of 11 candidates takes 0.05 s. Incumbents only: each plan is a quick plan of a
+    listed candidate, priced by the cost model and checked against the budget."""
+    if budget.objective != "cost" or budget.max_time_s is None:
+        return None
+    value, plan, est = start
+    if not est.training_time_s < budget.max_time_s:
+        return None
+    gpus = plan.tp * plan.dp * plan.cp * plan.pp  # (ep divides dp: the same GPUs)
+    target = gpus * est.training_time_s / budget.max_time_s
+    low, high = DEADLINE_FILL_WINDOW[0] * target, DEADLINE_FILL_WINDOW[1] * target
+    window = sorted((item for item in bounded if item.cand.v == 1 and item.lower_bound < value
+                     and low <= item.cand.gpus_per_stage * item.cand.pp <= high),
+                    key=lambda item: (item.lower_bound, item.cand.key))
+    best = None
+    for item in window[:DEADLINE_FILL_MOST]:
+        if _past(deadline):
+            break
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
+
+
 def _narrow_memo(problem: Problem, options: SpaceOptions, memo: Memo) -> Memo | None:
     """The memo of the seed search's cp = 1, v = 1 part (_seed_search), or None where the space has no such smaller
     part. It shares memo's budget-free terms, cheap bounds and per-layer calls (they do not depend on the cp and v
@@ -3356,6 +3396,9 @@ def solve(
                 incumbent = (deeper[0], deeper[1], deeper[2], None)
         if deepest is not None and deepest[0] < incumbent[0]:
             incumbent = deepest
+        fill = _deadline_fill_plans(memo, budget, bounded, incumbent[:3], deadline) if DEADLINE_FILL else None
+        if fill is not None and fill[0] < incumbent[0] * (1 - INCUMBENT_REL):
+            incumbent = (fill[0], fill[1], fill[2], None)  # the deadline's slack (_deadline_fill_plans; round 23)
         climb = False
     if first_plan_s is None and incumbent is not None:
         first_plan_s = time.perf_counter() - start  # when a plan was first known

@@ -417,9 +417,97 @@ def _start(sup: _Supply, nM: int, L: int) -> np.ndarray:
     return F
 
 
+RENT_SLICED = True  # _least_rent by slices (_least_rent_sliced; round 23, front1t): each block's sums over the runs of
+# marks where its cap is one value, as shifted slices of the next table, instead of one gather through an index array
+# of every (mark, block, state, layer): the same sums and the same min, so the same values bit for bit
+RENT_SLICED_FROM = 8192  # ... where a table (marks x (states + 1) x (L + 1)) has at least this many entries: below it
+# the gather's few array operations cost less than the slices' Python steps (175B / 76B's candidates, 2^8-2^12 entries:
+# the gather 1.2-2x faster; 1T 3k's front, 1.5e5 entries: the slices 3x faster)
+
+
+def _runs(values: np.ndarray) -> list[tuple[int, int, int]]:
+    """[(lo, hi, value)]: the maximal runs of equal values in a 1-d integer array."""
+    cut = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], cut]).tolist()
+    ends = np.concatenate([cut, [len(values)]]).tolist()
+    return [(lo, hi, int(values[lo])) for lo, hi in zip(starts, ends)]
+
+
+def _rent_top(groups_s: list[_Group], caps: np.ndarray, top: np.ndarray, s: int, L: int) -> int:
+    """The largest l at which F[s][M, u, l] can be finite (_least_rent_sliced): a block with cap c reads the next
+    table's l - c (l >= c), which is inf past that table's top, so l <= top[s + q] + c, at most L."""
+    ahead = 0
+    for grp in groups_s:
+        most = int(caps[grp.index].max(initial=-1))
+        if most >= 0:
+            ahead = max(ahead, min(L, int(top[s + grp.stages]) + most))
+    return ahead
+
+
+def _least_rent_sliced(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
+                       deadline: float | None = None) -> np.ndarray:
+    """_least_rent's programme, each candidate sum computed as rent + F[s + q][M, src, max(l - cap, 0)] as there, but
+    by slices: for a block and a run of marks where its cap is c >= 0 (caps grow with M, so a run per value), the
+    layers l >= c read the next table's columns l - c (one slice), and the layers l < c its column 0 (one column,
+    broadcast). A block at a mark where its cap is negative (no count fits) adds inf there, which changes no min: it
+    is skipped. The min over blocks, groups and runs is taken into the stage's table in another order than
+    _least_rent's, and min is exact, so every F[s] holds the same floats (tests/test_positional_rent_sliced.py). The
+    states' src for one node type is read once per (stage, type) from the next table ([M, u, l], a gather over u
+    only)."""
+    nM, U = caps.shape[1], sup.size
+    runs: dict[int, list] = {}  # [block] -> its runs of marks with one cap
+    by_row: dict[bytes, list] = {}  # ... the same list for blocks with the same caps (the middle of a pipeline)
+    for b in range(len(caps)):
+        key = caps[b].tobytes()
+        if key not in by_row:
+            by_row[key] = _runs(caps[b])
+        runs[b] = by_row[key]
+    # F[s] is read only by the stages s - q, q <= the longest block: a ring of that many + 1 tables, each filled
+    # with inf again before it is reused (fresh arrays cost more in the allocator's page faults than the sums)
+    ring = 1 + max((grp.stages for gs in groups for grp in gs), default=1)
+    tables = [np.full((nM, U + 1, L + 1), np.inf) for _ in range(ring)]
+    tables[pp % ring][:, 0, 0] = 0.0  # past the last stage: no block used, no layer left
+    scratch = np.empty((nM, U + 1, L + 1))  # each run's sums
+    gathered = np.empty((nM, U + 1, L + 1))  # the next table's rows src[g, u], where they are not the rows u
+    identity = [bool(np.array_equal(sup.src[g], np.arange(U))) for g in range(len(sup.src))]
+    top = np.zeros(pp + 1, dtype=np.int64)  # [s]: every F[s][M, u, l] with l above it is inf (past the last stage: 0)
+    for s in range(pp - 1, -1, -1):
+        _on_time(deadline)
+        best = tables[s % ring]
+        best.fill(np.inf)
+        n = _reach(sup, pp, s)  # the states a suffix from s can reach (the others stay inf)
+        top[s] = ahead = _rent_top(groups[s], caps, top, s, L)
+        w = ahead + 1  # the layers computed: l < w (past it every sum reads inf: the next table's l - c > its top)
+        out = best[:, :n, :w]
+        for grp in groups[s]:
+            after = tables[(s + grp.stages) % ring]
+            read = -1  # the type whose rows `gathered` holds now
+            for b, g, rent in zip(grp.index.tolist(), grp.g.tolist(), grp.rent_usd_per_hour.tolist()):
+                live = [(lo, hi, min(c, w)) for lo, hi, c in runs[b] if c >= 0]
+                if not live:
+                    continue
+                if identity[g]:
+                    nxt = after[:, :n, :w]
+                else:
+                    nxt = gathered[:, :n, :w]
+                    if read != g:
+                        np.take(after[:, :, :w], sup.src[g, :n], axis=1, out=nxt, mode="clip")
+                        read = g
+                for lo, hi, c in live:
+                    if c < w:
+                        got = np.add(nxt[lo:hi, :, :w - c], rent, out=scratch[lo:hi, :n, :w - c])
+                        np.minimum(out[lo:hi, :, c:], got, out=out[lo:hi, :, c:])
+                    if c > 0:
+                        got = np.add(nxt[lo:hi, :, :1], rent, out=scratch[lo:hi, :n, :1])
+                        np.minimum(out[lo:hi, :, :c], got, out=out[lo:hi, :, :c])
+    return tables[0][:, :U, L].min(axis=1)
+
+
 def _least_rent(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: int, L: int,
                 deadline: float | None = None) -> np.ndarray:
     """R(M): F[s][M, u, l] = least rent of blocks from stage s on, using the blocks u, whose caps hold l layers."""
+    if RENT_SLICED and caps.shape[1] * (sup.size + 1) * (L + 1) >= RENT_SLICED_FROM:
+        return _least_rent_sliced(groups, sup, caps, pp, L, deadline)
     nM, U = caps.shape[1], sup.size
     cols = np.arange(L + 1)[None, None, None, :]
     rows = (np.arange(nM) * ((U + 1) * (L + 1)))[:, None, None, None]  # flat offset of F[s][M]
@@ -474,14 +562,31 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
     F: list[np.ndarray | None] = [None] * (pp + 1)
     F[pp] = _start(sup, nM, L)
     pick: dict[int, list] = {}
+    ring = 0  # SUM_RING: F[s] in tables[s % ring], refilled (0: a fresh table per stage, all kept)
+    if SUM_RING and not choices and kept is None and nM * (U + 1) * (L + 1) >= SUM_RING_FROM:
+        ring = 1 + max((grp.stages for gs in groups for grp in gs), default=1)
+        tables = [np.full((nM, U + 1, L + 1), np.inf) for _ in range(ring)]
+        tables[pp % ring] = F[pp]  # stage s reads s + q, q < ring: the table it refills was s + ring's
+        scratch = np.empty((nM, U + 1, L + 1))  # each (count, block)'s sums
+        identity = [bool(np.array_equal(sup.src[g], np.arange(U))) for g in range(len(sup.src))]
     for s in range(pp - 1, -1, -1):
         _on_time(deadline)
-        best = np.full((nM, U + 1, L + 1), np.inf)
+        if ring:
+            best = tables[s % ring]
+            best.fill(np.inf)
+        else:
+            best = np.full((nM, U + 1, L + 1), np.inf)
         arg = [[None] * (L + 1) for _ in range(U)] if choices else None
         top = U if choices else _reach(sup, pp, s)  # the states computed (the others stay inf)
         for grp in groups[s]:
             cap = caps[grp.index]  # [block, M]
-            nxt = F[s + grp.stages][:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
+            if ring and not nM * len(grp.index) * U * len(range(int(grp.low.min()), min(
+                    L, int(cap.max(initial=-1))) + 1)) * (L + 1) <= SUM_VECTOR_LIMIT:
+                _sum_group_ring(grp, cap, tables[(s + grp.stages) % ring], best, scratch, identity, sup, top, L, s,
+                                pp, rent_weight, first_extra, last_extra)
+                continue
+            after = tables[(s + grp.stages) % ring] if ring else F[s + grp.stages]
+            nxt = after[:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
             base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
                                            rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
             if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
@@ -517,13 +622,51 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                     for u, l in zip(*np.nonzero(low[0] < best[0, :U, n:])):
                         arg[u][l + n] = (int(grp.g[which[u, l]]), grp.stages, n)
                 np.minimum(best[:, :U, n:], low, out=best[:, :U, n:])
-        F[s] = best
+        F[s] = None if ring else best
         if choices:
             pick[s] = arg
     if kept is not None:
         kept[:] = F
-    ends = F[0][:, :U, L]
+    ends = (tables[0] if ring else F[0])[:, :U, L]
     return ends.min(axis=1), (pick, int(ends[0].argmin()) if choices else 0)
+
+
+SUM_RING = True  # _least_sum's plain path (no choices, no kept tables) in a ring of tables refilled, each block's
+# next rows read as a view (or one gather into a buffer) and each (count, block)'s sums in one buffer (_sum_group_ring;
+# round 23, front1t): the same sums and min, the same values bit for bit, without the fresh arrays whose page faults
+# were most of its time on Megatron 1T 3k's deep candidates
+SUM_RING_FROM = 8192  # ... where a table (marks x (states + 1) x (L + 1)) has at least this many entries
+
+
+def _sum_group_ring(grp: _Group, cap: np.ndarray, after: np.ndarray, best: np.ndarray, scratch: np.ndarray,
+                    identity: list[bool], sup: _Supply, top: int, L: int, s: int, pp: int,
+                    rent_weight: np.ndarray | None, first_extra: np.ndarray | None,
+                    last_extra: np.ndarray | None) -> None:
+    """One group's step of _least_sum's plain path (the loop over counts n and _min_into), with the next table's rows
+    of each block's type read as a view of `after` (a type not counted: src[g, u] = u) or gathered once per type, and
+    each sum per[b, M] + next[M, u, l - n] into `scratch`: the same expressions in the same order for each (n,
+    block, run of marks), so the same floats min'd into best[:, :top, n:] (min is exact)."""
+    base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
+                                   rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
+    if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
+        base = base + last_extra[grp.g][:, None]
+    base = np.where(cap >= 0, base, np.inf)
+    ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
+    extra = first_extra[grp.g] if first_extra is not None and s == 0 else None  # [block, n, M]
+    rows: dict[int, np.ndarray] = {}
+    for n in ns.tolist():
+        per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
+        if extra is not None:
+            per = per + extra[:, n, :]
+        finite = np.isfinite(per)
+        for b in np.nonzero(finite.any(axis=1))[0].tolist():
+            g = int(grp.g[b])
+            if g not in rows:
+                rows[g] = after[:, :top] if identity[g] else after[:, sup.src[g, :top]]  # [M, u, l]
+            live = np.nonzero(finite[b])[0]
+            lo, hi = int(live[0]), int(live[-1]) + 1  # the marks outside [lo, hi) give infinity: nothing to take
+            got = np.add(per[b, lo:hi, None, None], rows[g][lo:hi, :, :L + 1 - n], out=scratch[lo:hi, :top, n:])
+            np.minimum(best[lo:hi, :top, n:], got, out=best[lo:hi, :top, n:])
 
 
 def _min_into(best: np.ndarray, per: np.ndarray, nxt: np.ndarray) -> None:
@@ -930,6 +1073,51 @@ def _least_covering(values: np.ndarray, most_held, L: int) -> float:
     return float(values[lo]) * (1 - 1e-12) if lo < len(values) else math.inf
 
 
+PAIR_COVER_RING = True  # pair_cover_floor_s's most_held in a ring of tables filled again and one buffer for each
+# block's sums (_most_held_ring; round 23, front1t): the same sums and max, the same values bit for bit, without a
+# fresh array per stage and per block variant (the allocator's page faults were most of its time on 1T 3k's front)
+
+
+def _most_held_ring(cap: np.ndarray, nX: int, by_start: list, wide: _Supply, upto: np.ndarray, pp: int, G: int,
+                    U: int) -> np.ndarray:
+    """most_held's programme (pair_cover_floor_s): H[s][X, h, u] = the most layers the blocks from stage s on hold,
+    the first of them on h, using the counted blocks u; each stage's table is computed as there (the same variants in
+    the same order, each cap + the next table's rows src[g, u] of its type, max into the rows of g), only kept in a
+    ring of 1 + the longest block's tables (stage s reads s + q) refilled with -inf, laid out [h, X, u] (one type's
+    rows contiguous), and a block's variants for every type after it summed at once into one buffer (max is exact and
+    order-free). tests/test_positional_rent_sliced.py compares it with the list of tables bit for bit."""
+    ring = 1 + max((q for row in by_start for _, _, q, _ in row), default=1)
+    tables = [np.full((G, nX, U + 1), -np.inf) for _ in range(ring)]  # [h, X, u]: one type's rows contiguous
+    tables[pp % ring][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
+    got = np.empty((G, nX, U + 1))
+    caps = cap[:, :, None]  # [variant, X, 1]
+    every = list(range(G))
+    grouped = []  # [s] -> [(g, q, [variant], [next type])]: one block's variants, one per type after it
+    for row in by_start:
+        one: dict = {}
+        for i, g, q, h in row:
+            one.setdefault((g, q), ([], []))
+            one[(g, q)][0].append(i)
+            one[(g, q)][1].append(max(h, 0))
+        grouped.append([(g, q, np.array(ii), hh) for (g, q), (ii, hh) in one.items()])
+    for s in range(pp - 1, -1, -1):
+        best = tables[s % ring]
+        best.fill(-np.inf)
+        n = int(upto[pp - s])  # the states a suffix from s can reach (the others stay -inf)
+        for g, q, ii, hh in grouped[s]:
+            nxt = tables[(s + q) % ring]
+            if hh == every:  # every type after it: the rows of every h at once, the max over h
+                part = np.take(nxt, wide.src[g][:n], axis=2, out=got[:, :, :n])
+                np.add(caps[ii], part, out=part)  # the blocks after, starting on h, one g fewer; plus this one
+                np.maximum(best[g, :, :n], part.max(axis=0), out=best[g, :, :n])
+                continue
+            for i, h in zip(ii.tolist(), hh):
+                part = np.take(nxt[h], wide.src[g][:n], axis=1, out=got[0, :, :n])
+                np.add(caps[i], part, out=part)
+                np.maximum(best[g, :, :n], part, out=best[g, :, :n])
+    return tables[0][:, :, :U].max(axis=(0, 2))
+
+
 def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, at: float | None = None) -> float:
     """M_pair: every plan of the candidate has a stage that takes at least M_pair per micro-batch (-inf where the
     search is not run: one type, pp = 1, no binding type that the bound's own supply index leaves out, or more work
@@ -990,6 +1178,8 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, a
     def most_held(Xs: np.ndarray) -> np.ndarray:
         cap = _variant_caps(stacked, lows, v_offsets, Xs)  # [variant, X]
         nX = len(Xs)
+        if PAIR_COVER_RING:
+            return _most_held_ring(cap, nX, by_start, wide, upto, pp, G, U)
         H: list[np.ndarray | None] = [None] * (pp + 1)
         H[pp] = np.full((nX, G, U + 1), -np.inf)
         H[pp][:, :, 0] = 0.0  # past the last stage: no block used (the type "after" it is free)
