@@ -23,6 +23,13 @@ checks:
               cap;
   direct-mut  the same with the wrap-around charged v - 1 sends per t / v (park145's over-tight variant): counts
               bounds above a plan;
+  refined     flat76's UNDER_COST_ENDS: every candidate's refined bound minimizing time under caps at 1.00-1.15 x plans'
+              costs (and with a deadline), every pp aggregate, by candidate_bound and by Memo.refined_bound on one memo
+              (the degree's tables) asked in a shuffled order: at or below the candidate's least time under the budget,
+              the two paths equal, raised bounds counted;
+  exact       front1t's RENT_SLICED, SUM_RING, PAIR_COVER_RING (claimed exact) at thresholds 0: every v = 1
+              candidate's positional bound under every objective's budgets, no cutoff and the loop's, each switch off
+              alone and all off: the same bound bit for bit, and the pair-cover floors too;
   solve-ab    both backends, no limit, cost, time, cost<=D and time<=B at 1.00 / 1.05 x a drawn plan's values, with the
               round's three switches all on, all off and each off alone: brute force's answer, every plan re-priced;
               _supply_steps' calls and improvements counted.
@@ -171,7 +178,15 @@ def catalog_rows(rows: list[str], time_limit: float, gap: float) -> int:
     return 0
 
 
-CHECKS = {"work": check_work, "inflight": check_inflight, "inflight-mut": check_inflight_mut,
+def check_refined(problem, options, seed, stats):
+    a23.refined_walk(problem, options, seed, stats)
+
+
+def check_exact(problem, options, seed, stats):
+    a23.exact_walk(problem, options, seed, stats)
+
+
+CHECKS = {"refined": check_refined, "exact": check_exact, "work": check_work, "inflight": check_inflight, "inflight-mut": check_inflight_mut,
           "direct": check_direct, "direct-mut": check_direct_mut, "solve-ab": check_solve_ab}
 
 

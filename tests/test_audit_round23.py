@@ -24,6 +24,8 @@ from dataclasses import replace
 
 import pytest
 
+import optsearch.bounds as bounds_module
+import optsearch.formulation.positional as positional
 import optsearch.inflight as inflight
 import optsearch.solver as solver_module
 from draws import draws
@@ -93,6 +95,8 @@ def supply_draw(seed: int, interleaved: bool = False):
         problem = replace(problem, overlap_grad_reduce=rng.random() < 0.5)
         options = replace(options, uniform_recompute=rng.random() < 0.5, context_parallel_sizes=(1, 2))
         options = replace(options, block_recompute=options.uniform_recompute and rng.random() < 0.5)
+    if kinds is not None and len(kinds) > 1:  # two kinds: no Megatron-LM launch (check_plan_honest's with uniform)
+        options = replace(options, uniform_recompute=False, block_recompute=False)
     if count_plans(problem, Budget(), options, limit=MAX_PLANS) > MAX_PLANS:
         return None
     return problem, options
@@ -236,6 +240,119 @@ def direct_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
     return stats
 
 
+# ---- flat76: the refined level's time under a cost budget by stage class (bounds.UNDER_COST_ENDS) -----------------
+
+def _refined_time(problem, got) -> float:
+    return got.iteration_s * problem.iterations if got.feasible else math.inf
+
+
+def refined_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
+    """Every candidate's refined bound minimizing time under caps at SCALES x plans' costs (own and shared), and the
+    same caps with a deadline at 1.05 x the candidate's fastest plan, every pp aggregate (bounds.MAX_COMPOSITIONS 0):
+    by bounds.candidate_bound (one pp alone, fresh) and by Memo.refined_bound on one memo asked in a shuffled order
+    (the degree's tables and under_cost_tables' kept grids; v > 1 through the sibling / f_v), with UNDER_COST_ENDS
+    on; each at or below the candidate's least time among its plans that meet the budget, never "no plan" there;
+    raised against the switch off counted, and the two paths' values compared (refined_paths_differ)."""
+    rng = random.Random(seed)
+    by_cand = by_candidate(problem, options)
+    every = [e.cost_usd for _, plans in by_cand.values() for _, e in plans]
+    common = rng.sample(every, min(shared, len(every)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bounds_module, "MAX_COMPOSITIONS", 0)
+        kept = Memo(problem, options)
+        asks = []
+        for cand, plans in by_cand.values():
+            fastest = min(e.training_time_s for _, e in plans)
+            costs = [e.cost_usd for _, e in rng.sample(plans, min(own, len(plans)))] + common
+            for c in costs:
+                for s in SCALES:
+                    asks.append((cand, plans, Budget(objective="time", max_cost_usd=c * s)))
+                asks.append((cand, plans, Budget(objective="time", max_cost_usd=c, max_time_s=fastest * 1.05)))
+        rng.shuffle(asks)
+        for cand, plans, budget in asks:
+            terms = _terms(kept, cand)
+            best = least_meeting(plans, budget)
+            via_memo = _refined_time(problem, kept.refined_bound(terms, cand, budget))
+            alone = math.inf
+            if cand.v == 1:
+                alone = _refined_time(problem, bounds_module.candidate_bound(problem, terms, cand.pp, budget,
+                                                                             refined=True))
+                mp.setattr(bounds_module, "UNDER_COST_ENDS", False)
+                plain = _refined_time(problem, bounds_module.candidate_bound(problem, terms, cand.pp, budget,
+                                                                             refined=True))
+                mp.setattr(bounds_module, "UNDER_COST_ENDS", True)
+                stats["refined_raised"] += int(alone > plain * (1 + REL))
+                stats["refined_paths_differ"] += not (alone == via_memo or math.isclose(alone, via_memo, rel_tol=1e-9))
+            stats["refined_asks"] += 1
+            if best is None:
+                continue
+            stats["refined_compared"] += 1
+            for got in (via_memo, alone if cand.v == 1 else -math.inf):
+                if got > best * (1 + REL):
+                    stats["refined_above"] += 1
+                    raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
+                                          via_memo, alone, best))
+    return stats
+
+
+# ---- front1t: the positional programmes' rings and slices, claimed exact (bit for bit) ----------------------------
+
+RINGS = ("RENT_SLICED", "SUM_RING", "PAIR_COVER_RING")
+
+
+def exact_walk(problem, options, seed, stats, picks: int = 1):
+    """Every v = 1 candidate's positional bound (fresh tables each) under objective_budgets, with no cutoff and with
+    the loop's cutoff (1.001 x its best plan under the budget), with front1t's three switches on at thresholds 0
+    (RENT_SLICED_FROM, SUM_RING_FROM, and SUM_VECTOR_LIMIT 0 for _sum_group_ring) and each off alone and all off:
+    the same bound, bit for bit (exact_differ counts those that are not); at the first budget the pair-cover floors
+    (pair_cover_floor_s, pair_cover_both_floor_s; PAIR_COVER_ONLY_WIDER off) the same too."""
+    rng = random.Random(seed)
+    by_cand = by_candidate(problem, options)
+    if not by_cand:
+        return stats
+    budgets = objective_budgets(by_cand, rng, picks)
+    memo = Memo(problem, options)
+    sides = [{n: True for n in RINGS}] + [{n: n != off for n in RINGS} for off in RINGS] + [{n: False for n in RINGS}]
+    for cand, plans in by_cand.values():
+        if cand.v != 1:
+            continue
+        sk = memo.skeleton(cand)
+        if sk.most is None:
+            continue
+        for budget in budgets:
+            best = least_meeting(plans, budget)
+            for cutoff in (math.inf,) if best is None else (math.inf, best * 1.001):
+                got = []
+                for side in sides:
+                    sk.positional = None
+                    with pytest.MonkeyPatch.context() as mp:
+                        mp.setattr(positional, "RENT_SLICED_FROM", 0)
+                        mp.setattr(positional, "SUM_RING_FROM", 0)
+                        mp.setattr(positional, "SUM_VECTOR_LIMIT", 0)  # _sum_group_ring runs past it only
+                        for name, on in side.items():
+                            mp.setattr(positional, name, on)
+                        got.append(positional.positional_bound(sk, budget, cutoff=cutoff).bound)
+                        if budget is budgets[0] and cutoff == math.inf and cand.pp > 1 and len(cand.uses) > 1:
+                            mp.setattr(positional, "PAIR_COVER_ONLY_WIDER", False)
+                            blocks = positional.tables(sk).blocks
+                            got.append((positional.pair_cover_floor_s(sk, blocks),
+                                        positional.pair_cover_both_floor_s(sk, blocks)))
+                sk.positional = None
+                stats["exact_asks"] += 1
+                got = [x for x in got if not isinstance(x, tuple)] + [x for x in got if isinstance(x, tuple)]
+                stats["exact_pair_cover"] += sum(isinstance(x, tuple) for x in got) > 0
+                if len(set(x for x in got if not isinstance(x, tuple))) > 1 or len(
+                        set(x for x in got if isinstance(x, tuple))) > 1:
+                    stats["exact_differ"] += 1
+                    raise AssertionError(("not bit for bit", seed, cand.key, budget.model_dump(exclude_none=True),
+                                          cutoff, got))
+                if best is not None and got[0] > best * (1 + REL):
+                    stats["exact_above"] += 1
+                    raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
+                                          cutoff, got[0], best))
+    return stats
+
+
 # ---- both backends, the round's switches on and off -----------------------------------------------------------------
 
 FLIPS = ((inflight, "LAYER_WORK_BY_PP"), (solver_module, "INTERLEAVED_DIRECT"), (solver_module, "SUPPLY_STEPS"))
@@ -343,3 +460,38 @@ def test_both_backends_with_the_round23_switches_on_and_off(seed, interleaved):
     """Memory-tight supply draw 5 and interleaved draw 14: every objective, a budget at a drawn plan's values."""
     stats = solve_ab(*supply_draw(seed, interleaved), seed, Counter(), scales=(1.0,))
     assert stats["solves"] == 16, stats  # 4 budgets x 2 backends x the switches on and off
+
+
+def test_the_refined_stage_class_bound_lies_below_every_plan():
+    """flat76's UNDER_COST_ENDS on supply draws 0 (roomy) and 5 (memory-tight): time under caps at 1.00-1.15 x
+    plans' costs and with a deadline; the degree's tables path and one pp alone equal; raised on both (96 and 192
+    asks when written)."""
+    stats = Counter()
+    for seed in (0, 5):
+        refined_walk(*supply_draw(seed), seed, stats)
+    assert stats["refined_above"] == 0 and stats["refined_paths_differ"] == 0, stats
+    assert stats["refined_compared"] > 1000 and stats["refined_raised"] > 100, stats
+
+
+def test_an_over_tight_stage_class_bound_is_caught_by_the_walk(monkeypatch):
+    """under_ends_grid with every send floor 1.5 x e_g (over-tight in principle): a bound above a plan on supply
+    draw 12 (105.04 against a plan of 103.66 s when written)."""
+    real_grid, real_send = bounds_module.under_ends_grid, bounds_module.sender_send_min_s
+
+    def dearer(*args, **kwargs):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bounds_module, "sender_send_min_s", lambda d: real_send(d) * 1.5)
+            return real_grid(*args, **kwargs)
+
+    monkeypatch.setattr(bounds_module, "under_ends_grid", dearer)
+    with pytest.raises(AssertionError, match="above a plan"):
+        refined_walk(*supply_draw(12), 12, Counter())
+
+
+def test_the_positional_rings_and_slices_are_bit_for_bit():
+    """front1t's RENT_SLICED, SUM_RING, PAIR_COVER_RING at thresholds 0 on the memory-tight supply draw 39: each
+    off alone and all off, every objective's budgets, no cutoff and the loop's: the same bounds and pair-cover
+    floors."""
+    stats = exact_walk(*supply_draw(39), 39, Counter())
+    assert stats["exact_differ"] == 0 and stats["exact_above"] == 0, stats
+    assert stats["exact_asks"] > 50 and stats["exact_pair_cover"] > 0, stats
