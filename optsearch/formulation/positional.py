@@ -587,15 +587,9 @@ def _least_sum(groups: list[list[_Group]], sup: _Supply, caps: np.ndarray, pp: i
                 continue
             after = tables[(s + grp.stages) % ring] if ring else F[s + grp.stages]
             nxt = after[:, sup.src[grp.g][:, :top], :]  # [M, block, u, l]
-            base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
-                                           rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
-            if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
-                base = base + last_extra[grp.g][:, None]
-            base = np.where(cap >= 0, base, np.inf)
-            ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
+            base, ns, extra = _group_sums_setup(grp, cap, L, s, pp, rent_weight, first_extra, last_extra)
             if len(ns) == 0:
                 continue
-            extra = first_extra[grp.g] if first_extra is not None and s == 0 else None  # [block, n, M]
             if not choices and nM * len(grp.index) * U * len(ns) * (L + 1) <= SUM_VECTOR_LIMIT:
                 # Every count n at once (the loop below, one array operation): [M, block, u, n, l] holds
                 # per[n, block, M] + nxt[M, block, u, l - n], infinite where l < n; the least over blocks and n.
@@ -638,6 +632,22 @@ SUM_RING = True  # _least_sum's plain path (no choices, no kept tables) in a rin
 SUM_RING_FROM = 8192  # ... where a table (marks x (states + 1) x (L + 1)) has at least this many entries
 
 
+def _group_sums_setup(grp: _Group, cap: np.ndarray, L: int, s: int, pp: int, rent_weight: np.ndarray | None,
+                      first_extra: np.ndarray | None, last_extra: np.ndarray | None
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A group's terms in _least_sum at stage s: each block's fixed time (plus its rent at rent_weight, plus the last
+    block's extra where the block ends the pipeline; inf where the block holds no count at a mark), [block, M]; the
+    counts n it may hold; the first block's extra per count, [block, n, M], or None."""
+    base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
+                                   rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
+    if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
+        base = base + last_extra[grp.g][:, None]
+    base = np.where(cap >= 0, base, np.inf)
+    ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
+    extra = first_extra[grp.g] if first_extra is not None and s == 0 else None  # [block, n, M]
+    return base, ns, extra
+
+
 def _sum_group_ring(grp: _Group, cap: np.ndarray, after: np.ndarray, best: np.ndarray, scratch: np.ndarray,
                     identity: list[bool], sup: _Supply, top: int, L: int, s: int, pp: int,
                     rent_weight: np.ndarray | None, first_extra: np.ndarray | None,
@@ -646,13 +656,7 @@ def _sum_group_ring(grp: _Group, cap: np.ndarray, after: np.ndarray, best: np.nd
     of each block's type read as a view of `after` (a type not counted: src[g, u] = u) or gathered once per type, and
     each sum per[b, M] + next[M, u, l - n] into `scratch`: the same expressions in the same order for each (n,
     block, run of marks), so the same floats min'd into best[:, :top, n:] (min is exact)."""
-    base = grp.fixed_s[:, None] + (0.0 if rent_weight is None else
-                                   rent_weight[None, :] * grp.rent_usd_per_hour[:, None])  # [block, M]
-    if last_extra is not None and s + grp.stages == pp:  # the block that ends the pipeline
-        base = base + last_extra[grp.g][:, None]
-    base = np.where(cap >= 0, base, np.inf)
-    ns = np.arange(int(grp.low.min()), min(L, int(cap.max(initial=-1))) + 1)
-    extra = first_extra[grp.g] if first_extra is not None and s == 0 else None  # [block, n, M]
+    base, ns, extra = _group_sums_setup(grp, cap, L, s, pp, rent_weight, first_extra, last_extra)
     rows: dict[int, np.ndarray] = {}
     for n in ns.tolist():
         per = np.where((n >= grp.low[:, None]) & (n <= cap), base + grp.step_s[:, None] * n, np.inf)
