@@ -10,8 +10,13 @@
 - park145's direct interleaved bound (solver.interleaved_direct_bound, INTERLEAVED_DIRECT; a bound change for time
   under a cost budget): every v = 2 candidate's bound at or below its least time under caps at 1.00-1.15 x plans'
   costs, fresh, and again with one kept table asked in a shuffled order under the loop's cutoffs.
-- Both backends with the round's switches (LAYER_WORK_BY_PP, INTERLEAVED_DIRECT, SUPPLY_STEPS) on and off: brute
-  force's answer (statuses and values), every plan re-priced.
+- flat76's refined bound by stage class (bounds.under_ends_grid, UNDER_COST_ENDS; a bound change for time under a
+  cost budget): every candidate's refined bound, by one pp alone and by the degree's kept tables, at or below its
+  least time under caps at 1.00-1.15 x plans' costs (and with a deadline); the two paths equal; a mutant caught.
+- front1t's rings and slices (RENT_SLICED, SUM_RING, PAIR_COVER_RING; claimed exact): the same positional bounds
+  and pair-cover floors bit for bit with each off, at thresholds 0 (every new path runs).
+- Both backends with the round's switches (LAYER_WORK_BY_PP, INTERLEAVED_DIRECT, SUPPLY_STEPS, UNDER_COST_ENDS,
+  DEADLINE_FILL) on and off: brute force's answer (statuses and values), every plan re-priced.
 bench/audit_round23.py sweeps more seeds with the same checks.
 """
 
@@ -204,7 +209,8 @@ def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = Tru
 
 def direct_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
     """Every v = 2 candidate where the loop runs interleaved_direct_bound: time under caps at SCALES x the costs of
-    `own` of its plans and `shared` of the instance's; fresh memo per ask, and then one memo (kept tables) asked in a
+    `own` of its plans and `shared` of the instance's (and at each cost with a deadline at 1.05 x the candidate's
+    fastest plan); fresh memo per ask, and then one memo (kept tables) asked in a
     shuffled order with the loop's cutoff (1.001 x the least time; inf where no plan meets the cap): at or below the
     candidate's least time among its plans that meet the cap; infinite only where none does (counted)."""
     rng = random.Random(seed)
@@ -216,7 +222,9 @@ def direct_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
         if cand.v == 1:
             continue
         costs = [e.cost_usd for _, e in rng.sample(plans, min(own, len(plans)))] + common
+        fastest = min(e.training_time_s for _, e in plans)
         asks = [Budget(objective="time", max_cost_usd=c * s) for c in costs for s in SCALES]
+        asks += [Budget(objective="time", max_cost_usd=c, max_time_s=fastest * 1.05) for c in costs]  # a deadline too
         rng.shuffle(asks)
         for budget in asks:
             fresh = Memo(problem, options)
@@ -355,7 +363,8 @@ def exact_walk(problem, options, seed, stats, picks: int = 1):
 
 # ---- both backends, the round's switches on and off -----------------------------------------------------------------
 
-FLIPS = ((inflight, "LAYER_WORK_BY_PP"), (solver_module, "INTERLEAVED_DIRECT"), (solver_module, "SUPPLY_STEPS"))
+FLIPS = ((inflight, "LAYER_WORK_BY_PP"), (solver_module, "INTERLEAVED_DIRECT"), (solver_module, "SUPPLY_STEPS"),
+         (bounds_module, "UNDER_COST_ENDS"), (solver_module, "DEADLINE_FILL"))  # flight1t, park145, flat76, loop175
 
 
 def solve_ab(problem, options, seed, stats, picks: int = 1, scales=(1.0, 1.05), backends=("cbc", "cpsat"),
