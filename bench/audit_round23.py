@@ -6,6 +6,9 @@ docs/solver.md, "Round 23 after the merges: the audit (audit15, 2026-11-25)". No
     nice -n 5 python bench/audit_round23.py --kind supply --seeds 0-59 --checks work,inflight
     nice -n 5 python bench/audit_round23.py --kind inter --seeds 0-59 --checks direct,direct-mut
     nice -n 5 python bench/audit_round23.py --kind supply --seeds 0-19 --checks solve-ab
+    nice -n 5 python bench/audit_round23.py --catalog megatron-39b:mixed-pool-8k:time:512369.54 --time-limit 10
+    nice -n 5 python bench/audit_round23.py --loop-sequence megatron-1t mixed-pool-3k 16072041.83 /tmp/off.pkl \
+        --time-limit 10 --off positional.RENT_SLICED,positional.SUM_RING,positional.PAIR_COVER_RING
 
 kinds: supply (tests/test_audit_round23.supply_draw: 1-3 types, the fastest with 1-2 nodes of 1-2 GPUs, up to 6
 stages; roomy on even seeds, memory-tight on odd ones, experts on 3 mod 4, v 1-2 on some, tied embeddings drawn),
@@ -200,7 +203,24 @@ def main() -> int:
     ap.add_argument("--catalog", nargs="*", default=None, help="model:cluster:objective[:D or B] rows (see catalog_rows)")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--gap", type=float, default=0.0)
+    ap.add_argument("--loop-sequence", nargs=4, default=None, metavar=("MODEL", "CLUSTER", "B", "OUT"),
+                    help="bench/loop_sequence.py's log of a time<=B row (--time-limit) with --off's switches off")
+    ap.add_argument("--off", default="", help="module.NAME,... set False for --loop-sequence (e.g. "
+                    "positional.RENT_SLICED,positional.SUM_RING,positional.PAIR_COVER_RING)")
     args = ap.parse_args()
+    if args.loop_sequence:
+        import importlib
+        import loop_sequence
+        for name in filter(None, args.off.split(",")):
+            module, flag = name.rsplit(".", 1)
+            module = importlib.import_module({"positional": "optsearch.formulation.positional"}.get(
+                module, f"optsearch.{module}"))
+            assert hasattr(module, flag), name
+            setattr(module, flag, False)
+        model, cluster, b, out = args.loop_sequence
+        loop_sequence.record(argparse.Namespace(model=model, cluster=cluster, max_cost_usd=float(b),
+                                                time_limit=args.time_limit, out=out))
+        return 0
     if args.catalog:
         return catalog_rows(args.catalog, args.time_limit, args.gap)
     lo, _, hi = args.seeds.partition("-")
