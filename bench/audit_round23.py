@@ -41,6 +41,7 @@ Prints one JSON line per failure and a summary."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import sys
 import time as real_time
@@ -136,7 +137,7 @@ def check_solve_ab(problem, options, seed, stats):
 
 def catalog_rows(rows: list[str], time_limit: float, gap: float) -> int:
     """Catalog rows (model:cluster:objective[:D or B], budgets23's values) solved on the CPU clock with the round's
-    three switches all on and all off: each side's bound at or below the other side's plan (both are valid lower
+    switches (tests/test_audit_round23.FLIPS) all on and all off: each side's bound at or below the other side's plan (both are valid lower
     bounds on the same optimum); where both are proven (gap 0), the same value. One JSON line per solve."""
     import json
     import time
@@ -155,8 +156,9 @@ def catalog_rows(rows: list[str], time_limit: float, gap: float) -> int:
                         max_cost_usd=cap if objective == "time" else None)
         got = {}
         for on in (True, False):
-            with mock.patch.multiple(inflight, LAYER_WORK_BY_PP=on), \
-                    mock.patch.multiple(solver_module, INTERLEAVED_DIRECT=on, SUPPLY_STEPS=on):
+            with contextlib.ExitStack() as stack:
+                for module, flag in a23.FLIPS:
+                    stack.enter_context(mock.patch.object(module, flag, on))
                 time.perf_counter = time.process_time
                 cpu0 = time.process_time()
                 try:
