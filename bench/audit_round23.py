@@ -73,7 +73,7 @@ def check_work(problem, options, seed, stats):
 
 
 def check_inflight(problem, options, seed, stats):
-    a23.inflight_walk(problem, options, seed, stats, picks=2)
+    a23.inflight_walk(problem, options, seed, stats, picks=2, slower=True)
 
 
 def _no_empty_ends(d, L, pp):

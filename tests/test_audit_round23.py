@@ -159,15 +159,18 @@ def _objective(budget: Budget) -> str:
         (budget.max_time_s is not None, budget.max_cost_usd is not None), budget.objective)
 
 
-def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = True):
+def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = True, slower: bool = False):
     """Every candidate's in-flight bound with LAYER_WORK_BY_PP on (and off: raised counted) under objective_budgets,
     fresh memos each side; with a plan meeting the budget: not None (else a false "no plan") and at or below the
-    least objective among them (no cutoff, and with the loop's cutoff 1.001 x it on the kept tables)."""
+    least objective among them (no cutoff, and with the loop's cutoff 1.001 x it on the kept tables); with slower,
+    minimizing time, also with slower_than_s at the median plan time against the plans slower than it."""
     rng = random.Random(seed)
     by_cand = by_candidate(problem, options)
     if not by_cand:
         return stats
     budgets = objective_budgets(by_cand, rng, picks)
+    times = sorted(e.training_time_s for _, plans in by_cand.values() for _, e in plans)
+    median = times[len(times) // 2] * 0.999
     memos = {on: Memo(problem, options) for on in (False, True)}
     for cand, plans in by_cand.values():
         for budget in budgets:
@@ -202,6 +205,17 @@ def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = Tru
                     stats["inflight_above"] += 1
                     raise AssertionError(("above a plan under a cutoff", seed, cand.key,
                                           budget.model_dump(exclude_none=True), at, best))
+            if slower and budget.objective == "time":  # the loop's floor on the time: plans slower than the median
+                slow = least_meeting([(p, e) for p, e in plans if e.training_time_s > median], budget)
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setattr(inflight, "LAYER_WORK_BY_PP", True)
+                    at = _inflight_bounded(memos[True], budget, Bounded(cand, 0.0, _terms(memos[True], cand)),
+                                           slower_than_s=median)
+                stats["inflight_slower"] += 1
+                if slow is not None and (at is None or at > slow * (1 + REL)):
+                    stats["inflight_above"] += 1
+                    raise AssertionError(("above a plan slower than the median", seed, cand.key,
+                                          budget.model_dump(exclude_none=True), at, slow))
     return stats
 
 
