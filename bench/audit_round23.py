@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import math
 import sys
 import time as real_time
@@ -139,7 +140,6 @@ def catalog_rows(rows: list[str], time_limit: float, gap: float) -> int:
     """Catalog rows (model:cluster:objective[:D or B], budgets23's values) solved on the CPU clock with the round's
     switches (tests/test_audit_round23.FLIPS) all on and all off: each side's bound at or below the other side's plan (both are valid lower
     bounds on the same optimum); where both are proven (gap 0), the same value. One JSON line per solve."""
-    import json
     import time
     from optsearch.cli.options import space_from_target
     from optsearch.edits import edited_problem
@@ -191,8 +191,20 @@ def check_exact(problem, options, seed, stats):
     a23.exact_walk(problem, options, seed, stats)
 
 
-CHECKS = {"refined": check_refined, "exact": check_exact, "work": check_work, "inflight": check_inflight, "inflight-mut": check_inflight_mut,
-          "direct": check_direct, "direct-mut": check_direct_mut, "solve-ab": check_solve_ab}
+def _progress(check):
+    """The check, then the running totals as one JSON line (a sweep stopped early keeps its counts)."""
+    def run(problem, options, seed, stats):
+        try:
+            check(problem, options, seed, stats)
+        finally:
+            print(json.dumps({"after_seed": seed, **{k: int(v) for k, v in stats.items()}}), flush=True)
+    return run
+
+
+CHECKS = {name: _progress(check) for name, check in {
+    "refined": check_refined, "exact": check_exact, "work": check_work, "inflight": check_inflight,
+    "inflight-mut": check_inflight_mut, "direct": check_direct, "direct-mut": check_direct_mut,
+    "solve-ab": check_solve_ab}.items()}
 
 
 def main() -> int:
