@@ -1312,6 +1312,10 @@ ENDS_CLASS_WORK = 200_000_000  # the most (block variant x state x column) sums 
 ENDS_CLASS_STATES = 256  # its supply index (_supply's limit): the bound's own (the pair-cover floors take 4096)
 ENDS_CLASS_LAST_SUMS = True  # its base's sum by the last block's type (one sum programme a type at the largest mark)
 ENDS_CLASS_SPAN = 0.03  # ... spread evenly over the cutoff's gap, at most this share of the walk's bound
+ENDS_CLASS_MARKS = 3  # the floor's base also at the first marks B (round 23, end530): the plans with X_plan <= B
+# take S(B) and C(B) there, those above the last B the largest mark's (ends_class_base); 0: the largest mark's only
+ENDS_CLASS_MARKS_LAST_SUMS = False  # ... with S(B) by the last block's type (G programmes); off: S(B) - le[gL] (one;
+# the same bound on 530B 3k's pp 28, 0.1 s less on a candidate the floor does not lift)
 ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
 # to the cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
 
@@ -1329,7 +1333,8 @@ def _hidden_fit(caps: "_Caps", Ms: np.ndarray, Cs: np.ndarray) -> np.ndarray:
 
 
 def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndarray, above: float,
-                       limit: float, deadline: float | None = None, hidden: tuple | None = None) -> float:
+                       limit: float, deadline: float | None = None, hidden: tuple | None = None,
+                       uppers: np.ndarray | None = None) -> float:
     """A floor V on every plan's iteration, given per class of end types k = (g0, gL) (the first block's type, the
     last block's) a floor base[k] on everything in its iteration but (m - 1) x its slowest stage (inf: not counted):
     the least V = slope x X + base[k] over the classes k and the rows' values X at which a block sequence that
@@ -1355,7 +1360,14 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
     least slope x X_plan + base[k] - a0[g0] + max(a0[g0], C_(j-1)) (max O >= C_O as base counts, and max A >= a0
     too). Each plan lies in one level (C_(-1) = -inf, the last level without the test), so the least over the
     classes and the levels of the least such value at which the class holds L layers within level j's test bounds
-    it: the test at V passes where some (class, level) does."""
+    it: the test at V passes where some (class, level) does.
+
+    With uppers = B_1 < ... < B_I (the last inf; round 23, end530: ENDS_CLASS_MARKS), base is [I, g0, gL] (and
+    hidden's a0 [I, g0], levels [I, j]): base[i] bounds the plans whose X_plan lies in (B_(i-1), B_i] (B_0 = -inf),
+    ends_class_base at the mark B_i. Each plan lies in one interval; at V the test of interval i's columns takes X <=
+    min((V - base) / slope, B_i) and fails without a programme where that is at most B_(i-1) (every plan of the
+    interval has X_plan > B_(i-1)); a plan of interval i with X_plan <= (V - base) / slope passes at its own X_plan
+    as above."""
     pp, G = f.cand.pp, len(f.cand.uses)
     if pp <= 1 or G <= 1 or len(blocks) == 0 or not np.isfinite(base).any():
         return -math.inf
@@ -1365,7 +1377,8 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
     own = np.concatenate([np.arange(offsets[b], offsets[b] + blocks.stages[b]) for b, _, _ in variants])  # its row
     values = np.unique(stacked[~np.isnan(stacked)])
     U = wide.size
-    classes = [(g0, gl) for g0 in range(G) for gl in range(G) if np.isfinite(base[g0, gl])]
+    finite = np.isfinite(base.reshape((-1, G, G))).any(axis=0)
+    classes = [(g0, gl) for g0 in range(G) for gl in range(G) if finite[g0, gl]]
     if len(values) == 0 or len(variants) * U * ENDS_CLASS_WAYS * G * G > ENDS_CLASS_WORK:
         return -math.inf
     by_start: list[list[tuple[int, int, int, int, int]]] = [[] for _ in range(pp)]  # s -> (variant, t, q, p, h)
@@ -1398,26 +1411,40 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
             H.pop(s + reach + 1, None)
         return H[0][np.arange(nX), g0, 0, :U].max(axis=1)
 
-    # the classes with one first type and the same base share a column (the same test: any of their last types)
-    groups: dict[tuple[int, float], np.ndarray] = {}
-    for g0, gl in classes:
-        groups.setdefault((g0, float(base[g0, gl])), np.zeros(G, dtype=bool))[gl] = True
-    # columns: (group, level): C_j (inf: no test) and the base with max(a0, C_(j-1)) in place of a0
-    levels = np.append(hidden[2], np.inf) if hidden is not None else np.array([np.inf])
-    below = np.append(-np.inf, levels[:-1])
-    cols = [(g, b, lv, b + max(0.0, lo - (hidden[1][g] if hidden is not None else 0.0)))
-            for g, b in groups for lv, lo in zip(levels, below)]
-    k0 = np.array([g for g, _, _, _ in cols])
-    kl = np.array([groups[(g, b)] for g, b, _, _ in cols])
-    kc = np.array([lv for _, _, lv, _ in cols])
-    kb = np.array([x for _, _, _, x in cols])
+    # the intervals of X_plan (round 23, end530): (B_(i-1), B_i], each with its own base (and a0, levels)
+    bases = base.reshape((-1, G, G))
+    ups = np.array([np.inf]) if uppers is None else np.asarray(uppers, dtype=float)
+    a0s = None if hidden is None else np.asarray(hidden[1], dtype=float).reshape((len(bases), G))
+    lvs = None if hidden is None else np.asarray(hidden[2], dtype=float).reshape((len(bases), -1))
+    cols = []  # (g0, its last types, C_j, base, B_i, B_(i-1))
+    for i, bi in enumerate(bases):
+        # the classes with one first type and the same base share a column (the same test: any of their last types)
+        groups: dict[tuple[int, float], np.ndarray] = {}
+        for g0, gl in classes:
+            if np.isfinite(bi[g0, gl]):
+                groups.setdefault((g0, float(bi[g0, gl])), np.zeros(G, dtype=bool))[gl] = True
+        # columns: (group, level): C_j (inf: no test) and the base with max(a0, C_(j-1)) in place of a0
+        levels = np.append(lvs[i], np.inf) if hidden is not None else np.array([np.inf])
+        below = np.append(-np.inf, levels[:-1])
+        low = ups[i - 1] if i else -np.inf
+        cols += [(g, lasts, lv, b + max(0.0, lo - (a0s[i][g] if hidden is not None else 0.0)), ups[i], low)
+                 for (g, b), lasts in groups.items() for lv, lo in zip(levels, below)]
+    if not cols:
+        return limit  # no interval has a class with a finite base: no plan
+    k0 = np.array([g for g, *_ in cols])
+    kl = np.array([lasts for _, lasts, *_ in cols])
+    kc = np.array([col[2] for col in cols])
+    kb = np.array([col[3] for col in cols])
+    kup = np.array([col[4] for col in cols])
+    klow = np.array([col[5] for col in cols])
 
     def passes(Vs: np.ndarray) -> np.ndarray:
         """[V] whether some class holds L layers at its X_k(V)."""
         _on_time(deadline)
         x = (Vs[:, None] - kb[None, :]) / slope  # [V, class]
-        at = np.searchsorted(values, x * (1 + 1e-9) + 1e-15, side="right") - 1  # the largest value <= x, rounded up
-        live = at >= 0
+        x = np.minimum(x * (1 + 1e-9) + 1e-15, kup[None, :])  # rounded up; within the column's interval
+        at = np.searchsorted(values, x, side="right") - 1  # the largest value <= x
+        live = (at >= 0) & (x > klow[None, :])
         out = np.zeros(len(Vs), dtype=bool)
         if live.any():
             v_ix, c_ix = np.nonzero(live)
@@ -1427,7 +1454,8 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
 
     if passes(np.array([above]))[0]:
         return -math.inf
-    cands = np.unique((slope * values[:, None] + kb[None, :]).ravel())
+    inside = (values[:, None] > klow[None, :]) & (values[:, None] <= kup[None, :])  # a column's own X_plan
+    cands = np.unique((slope * values[:, None] + kb[None, :])[inside])
     cands = cands[(cands > above) & (cands <= limit)]
     lo, hi = 0, len(cands)  # the least index that passes lies in [lo, hi] (hi: none does)
     while lo < hi:
@@ -1440,7 +1468,7 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
 
 
 def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
-                    emb_s: float) -> tuple[np.ndarray, np.ndarray]:
+                    emb_s: float, below: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """[g0, gL] -> a floor on every plan's iteration less (m - 1) x its slowest stage, for the plans whose first
     block runs on g0 and last on gL (ends_class_floor_s' base; round 22, park530). From the bound's own floors at
     the largest mark (each is a floor at every mark: positional_bound): S_top = S(M_top) with the last block's
@@ -1451,15 +1479,28 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
     over the layer counts (first_stage_reduce_s), so max A + max O >= comm_s - emb_s + max(0, h0 - shift), shift =
     comm_s - emb_s - C_O (positional_bound's sum_and_comm). So iteration - (m - 1) T >= S_top - le[gL] + comm_s +
     (E(g0, gL) - emb_s) + max(0, h0[g0] - shift). Also a0[g0] = shift + max(0, h0[g0] - shift): what the base
-    counts of max A (with C_O unknown, taken as 0, of max A + max O), for ends_class_floor_s' levels."""
+    counts of max A (with C_O unknown, taken as 0, of max A + max O), for ends_class_floor_s' levels.
+
+    With below (marks under the largest, ascending; round 23, end530): one row per mark B of them, [B, g0, gL] and
+    [B, g0], each at B with comm = max(comm_s, C(B) + emb_s) and C_O(B): a floor for the plans whose layout the
+    programmes allow at B (X_plan <= B: every t_lb of the plan is at most its both-sends row), their sum of stage
+    times at least S(B) on gL, max O >= C_O(B), and max A + (m - 1) (T - B)^+ at least C(B)'s reduce part (comm_at:
+    the hidden-reduce test at B holds the plan's counts at that level, round 21's larger-mark case), with (T - B)^+
+    <= T - X_plan paid by the iteration's (m - 1) T beside the floor's (m - 1) X_plan."""
     c, G = f.c, len(f.cand.uses)
-    s_top = float(tab.total_at(top)[0])
+    biggest = top[0]
+    one = below is None
+    top = top if one else np.asarray(below)
     last = tab.last if tab.last is not None else np.zeros(G)
-    if ENDS_CLASS_LAST_SUMS:  # S_top by the last block's type: the sum programme with only gL allowed to end
+    by_last = ENDS_CLASS_LAST_SUMS and (one or ENDS_CLASS_MARKS_LAST_SUMS)
+    if not by_last or one:
+        s_top = tab.total_at(top)[:, None]
+    if by_last:  # S_top by the last block's type: the sum programme with only gL allowed to end
         caps = tab.caps(top)
-        s_top = np.array([_least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, deadline=tab.deadline,
-                                     last_extra=np.where(np.arange(G) == g, last, np.inf))[0][0] for g in range(G)])
-        s_top = np.where(np.isfinite(s_top), s_top, np.inf)[None, :]
+        s_top = np.stack([_least_sum(tab.groups, tab.sup, caps, tab.pp, tab.L, deadline=tab.deadline,
+                                     last_extra=np.where(np.arange(G) == g, last, np.inf))[0] for g in range(G)],
+                         axis=1)  # [mark, gL]
+        s_top = np.where(np.isfinite(s_top), s_top, np.inf)
     pair = np.zeros((G, G))
     if c.emb_inter_s:
         pair = np.array(c.emb_inter_s, dtype=float)
@@ -1467,12 +1508,19 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
             if c.emb_same_possible[g]:
                 pair[g, g] = min(pair[g, g], c.emb_intra_s[g])
         pair = np.maximum(pair * (1 - 1e-12) - emb_s, 0.0)  # as embedding_last_rows: the same rounding margin
-    head = np.zeros(G)
-    c_o = float(tab.comm_o[top[0]]) if not np.isnan(tab.comm_o[top[0]]) else 0.0
-    shift = max(comm_s - emb_s - c_o, 0.0)
+    c_o = float(tab.comm_o[biggest]) if not np.isnan(tab.comm_o[biggest]) else 0.0
+    comm = np.full(len(top), comm_s)
+    c_os = np.full(len(top), c_o)
+    if not one:  # the marks below the top: their own C(B) and C_O(B) (the top's as given, as before)
+        comm = np.maximum(comm_s, tab.comm_at(top) + emb_s)
+        c_os = np.maximum(c_o, np.nan_to_num(tab.comm_o[top], nan=0.0))
+    shift = np.maximum(comm - emb_s - c_os, 0.0)  # [mark]
+    head = np.zeros((len(top), G))
     if tab.first is not None:
-        head = np.maximum(tab.first.min(axis=1) - shift, 0.0)
-    return s_top - last[None, :] + comm_s + pair + head[:, None], shift + head
+        head = np.maximum(tab.first.min(axis=1)[None, :] - shift[:, None], 0.0)
+    base = s_top[:, None, :] - last[None, None, :] + comm[:, None, None] + pair[None] + head[:, :, None]
+    a0 = shift[:, None] + head
+    return (base[0], a0[0]) if one else (base, a0)
 
 
 class _Tables:
@@ -2098,13 +2146,30 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
         # round 22 (park530): the slowest stage by the end types' class with both sends, each class with its own
         # ends' terms (ends_class_floor_s, ends_class_base); only where the walk left the candidate below the cutoff
         base, a0 = ends_class_base(f, tab, top, comm_s, emb_s)
+        at = np.nonzero(tab.possible)[0][:ENDS_CLASS_MARKS]  # round 23 (end530): the first marks' own S and C
+        at = at[(at < top[0]) & np.append(True, np.diff(tab.marks[at]) > 0)]
+        least = float(base[np.isfinite(base)].min(initial=math.inf))  # the intervals that start below the cutoff
+        at = at[:int(np.searchsorted(tab.marks[at], (cutoff / c.iterations - least) / (c.m - 1))) + 1]
+        uppers = None
+        if len(at):
+            low, a0_low = ends_class_base(f, tab, top, comm_s, emb_s, below=at)
+            # the top's floor on the rest (sum t + E + max O: base - a0) holds in every interval too
+            low = np.maximum(low, base[None] - a0[None, :, None] + a0_low[:, :, None])
+            base, a0 = np.concatenate([low, base[None]]), np.concatenate([a0_low, a0[None]])
+            uppers = np.append(tab.marks[at], np.inf)
         hidden = None
         if ENDS_CLASS_LEVELS and tab.caps_of.whole is not None:  # the reduce levels from the least a0 to the cutoff's
             gap = min(cutoff - best, ENDS_CLASS_SPAN * best) / c.iterations
             steps = np.arange(ENDS_CLASS_LEVELS + 1) / ENDS_CLASS_LEVELS  # 0, gap / n, ..., gap
-            hidden = (tab.caps_of, a0, a0.min() + gap * steps)
-        floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations, deadline,
-                                   hidden)
+            hidden = (tab.caps_of, a0, a0.min(axis=-1, keepdims=True) + gap * steps)
+            if a0.ndim == 1:
+                hidden = (tab.caps_of, a0, a0.min() + gap * steps)
+        if uppers is None:
+            floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations,
+                                       deadline, hidden)
+        else:
+            floor = ends_class_floor_s(f, blocks, c.m - 1, base, best / c.iterations, cutoff / c.iterations,
+                                       deadline, hidden, uppers=uppers)
         if c.iterations * floor > best:
             best = c.iterations * floor
             if budget.max_time_s is not None and best > budget.max_time_s * slack:
