@@ -33,6 +33,9 @@ checks:
   exact       front1t's RENT_SLICED, SUM_RING, PAIR_COVER_RING (claimed exact) at thresholds 0: every v = 1
               candidate's positional bound under every objective's budgets, no cutoff and the loop's, each switch off
               alone and all off: the same bound bit for bit, and the pair-cover floors too;
+  marks       end530's ENDS_CLASS_MARKS: every candidate's positional bound minimizing time (no budget, a deadline,
+              a cost cap at a drawn plan's values and 5 % above; slower_than_s 0 and the median; cutoffs none and
+              1.0001 / 1.02 / 1.5 x the candidate's best plan) at or below that plan; raised / lowered against 0;
   solve-ab    both backends, no limit, cost, time, cost<=D and time<=B at 1.00 / 1.05 x a drawn plan's values, with the
               round's three switches all on, all off and each off alone: brute force's answer, every plan re-priced;
               _supply_steps' calls and improvements counted.
@@ -201,7 +204,12 @@ def _progress(check):
     return run
 
 
+def check_marks(problem, options, seed, stats):
+    a23.marks_walk(problem, options, seed, stats)
+
+
 CHECKS = {name: _progress(check) for name, check in {
+    "marks": check_marks,
     "refined": check_refined, "exact": check_exact, "work": check_work, "inflight": check_inflight,
     "inflight-mut": check_inflight_mut, "direct": check_direct, "direct-mut": check_direct_mut,
     "solve-ab": check_solve_ab}.items()}
