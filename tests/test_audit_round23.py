@@ -570,3 +570,13 @@ def test_the_positional_rings_and_slices_are_bit_for_bit():
     stats = exact_walk(*supply_draw(39), 39, Counter())
     assert stats["exact_differ"] == 0 and stats["exact_above"] == 0, stats
     assert stats["exact_asks"] > 50 and stats["exact_pair_cover"] > 0, stats
+
+
+def test_the_ends_class_floor_at_the_first_marks_under_budgets_and_slower_than():
+    """end530's ENDS_CLASS_MARKS on boundary_instance(100, tight) with deadlines, cost caps and slower_than_s (its own
+    tests ask time without a budget): at the loop's cutoff 1.02 x each candidate's best plan under the budget, at or
+    below that plan; raised against the largest mark's base alone on some (5 of 151 when written), never lowered."""
+    from test_positional_type_boundary import boundary_instance
+    stats = marks_walk(*boundary_instance(100, True), 100, Counter(), cuts=(1.02,))
+    assert stats["marks_above"] == 0 and stats["marks_lowered"] == 0, stats
+    assert stats["marks_compared"] > 100 and stats["marks_raised"] > 0, stats
