@@ -18,8 +18,9 @@ checks:
   work        every plan's layers' work at or above least_layer_work_pp_s (raised plans counted);
   inflight    every candidate's in-flight bound, LAYER_WORK_BY_PP on and off (fresh memos), minimizing cost, time,
               cost under deadlines and time under caps at 1.00-1.15 x two drawn plans' values, no cutoff and the loop's
-              cutoff (1.001 x the plan): not None where a plan meets the budget, at or below the candidate's best such
-              plan; raised bounds counted by objective;
+              cutoff (1.001 x the plan), and minimizing time with slower_than_s at the median plan time: not None
+              where a plan meets the budget, at or below the candidate's best such plan; raised bounds counted by
+              objective; the memo kept across the budgets against a fresh memo's value (inflight_cache_differ);
   inflight-mut the same with the over-tight floor (no end stage empty) in the bound: counts bounds above a plan;
   direct      every v = 2 candidate's interleaved_direct_bound under caps at 1.00-1.15 x plans' costs, fresh and on one
               memo asked in a shuffled order with the loop's cutoffs: at or below the candidate's least time under the
@@ -77,7 +78,7 @@ def check_work(problem, options, seed, stats):
 
 
 def check_inflight(problem, options, seed, stats):
-    a23.inflight_walk(problem, options, seed, stats, picks=2, slower=True)
+    a23.inflight_walk(problem, options, seed, stats, picks=2, slower=True, fresh=True)
 
 
 def _no_empty_ends(d, L, pp):

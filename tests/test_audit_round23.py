@@ -159,11 +159,13 @@ def _objective(budget: Budget) -> str:
         (budget.max_time_s is not None, budget.max_cost_usd is not None), budget.objective)
 
 
-def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = True, slower: bool = False):
+def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = True, slower: bool = False,
+                  fresh: bool = False):
     """Every candidate's in-flight bound with LAYER_WORK_BY_PP on (and off: raised counted) under objective_budgets,
     fresh memos each side; with a plan meeting the budget: not None (else a false "no plan") and at or below the
     least objective among them (no cutoff, and with the loop's cutoff 1.001 x it on the kept tables); with slower,
-    minimizing time, also with slower_than_s at the median plan time against the plans slower than it."""
+    minimizing time, also with slower_than_s at the median plan time against the plans slower than it; with fresh,
+    each kept-memo value against a fresh memo's (inflight_cache_differ)."""
     rng = random.Random(seed)
     by_cand = by_candidate(problem, options)
     if not by_cand:
@@ -181,6 +183,10 @@ def inflight_walk(problem, options, seed, stats, picks: int = 2, cut: bool = Tru
                     mp.setattr(inflight, "LAYER_WORK_BY_PP", on)
                     got[on] = _inflight_bounded(memos[on], budget, Bounded(cand, 0.0, _terms(memos[on], cand)))
             stats["inflight_asks"] += 1
+            if fresh:  # the kept tables (memos[True], asked before under other budgets) against a fresh memo's
+                new = Memo(problem, options)
+                alone = _inflight_bounded(new, budget, Bounded(cand, 0.0, _terms(new, cand)))
+                stats["inflight_cache_differ"] += alone != got[True]
             if got[False] is not None and (got[True] is None or got[True] > got[False] * (1 + REL)):
                 stats["inflight_raised"] += 1
                 stats[f"inflight_raised_{_objective(budget)}"] += 1
@@ -506,9 +512,10 @@ def test_an_over_tight_work_floor_is_caught_by_the_walk():
 def test_the_inflight_bound_on_every_objective(seed):
     """Cost, time, cost<=D and time<=B at 1.00-1.15 x a plan's value, no cutoff and the loop's: at or below the
     candidate's best plan (seed 0 roomy, 5 memory-tight); raised against the switch off on both (24 each when
-    written)."""
-    stats = inflight_walk(*supply_draw(seed), seed, Counter(), picks=1)
+    written); on seed 0 each value of the memo kept across the budgets equals a fresh memo's."""
+    stats = inflight_walk(*supply_draw(seed), seed, Counter(), picks=1, fresh=seed == 0)
     assert stats["inflight_above"] == 0 and stats["inflight_none"] == 0, stats
+    assert stats["inflight_cache_differ"] == 0, stats  # the kept tables give the fresh memo's values
     assert stats["inflight_compared"] > 100 and stats["inflight_raised"] > 0, stats
 
 
