@@ -1682,6 +1682,21 @@ def _greedy_sums(values: np.ndarray, slots: tuple[int, ...], pps: np.ndarray) ->
                             largest=False)
 
 
+def _pair_multipliers(hold: np.ndarray, price: np.ndarray) -> list[np.ndarray]:
+    """The Lagrangian rent's multipliers of every row of hold [K, G] (caps per type): 0, then for each pair of types
+    g < h the multiplier (price_g - price_h) / (hold_g - hold_h) where it is positive (0 where not, or where the caps
+    are equal), one [K] array each."""
+    K, G = hold.shape
+    lams = [np.zeros(K)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for g in range(G):
+            for h in range(g + 1, G):
+                diff = hold[:, g] - hold[:, h]
+                lam = (price[g] - price[h]) / diff
+                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    return lams
+
+
 def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarray) -> np.ndarray:
     """[K, P] `_least_rate_per_gpu`(d, pps[p], L, tuple(hold[k])) for every row of hold [K, G] (integers) and every
     pp, bit for bit (inf where the pp largest caps cannot hold L or pp slots do not exist): the same multipliers
@@ -1692,13 +1707,7 @@ def _least_rates_at_once(d: DegreeTerms, pps: np.ndarray, L: int, hold: np.ndarr
     K, G = hold.shape
     holds, enough = _greedy_sums(-hold.astype(float), d.slots, pps)  # the largest caps first: -sum (integers, exact)
     can = enough & ~(-holds < L)
-    lams = [np.zeros(K)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for g in range(G):
-            for h in range(g + 1, G):
-                diff = hold[:, g] - hold[:, h]
-                lam = (p[g] - p[h]) / diff
-                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lams = _pair_multipliers(hold, p)
     lam = np.concatenate(lams)  # [J K]: every multiplier of every row in one call (the same per-element operations)
     inner, _ = _greedy_sums(p[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)), d.slots, pps)
     best = np.maximum(0.0, (lam[:, None] * L + inner).reshape(len(lams), K, len(pps)).max(axis=0))
@@ -2044,13 +2053,7 @@ def _middle_rents(d: DegreeTerms, h_mid: np.ndarray, slots: np.ndarray, need: np
     rows_slots = np.where(h_mid >= 1, slots[None, :], 0)  # [K, G]
     held, enough = _best_slots_many(hold.astype(float), rows_slots, mids, largest=True)  # [K, P]
     can = np.asarray(ok)[:, None] & enough & ~(held < need[:, None])
-    lams = [np.zeros(K)]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for g in range(G):
-            for h in range(g + 1, G):
-                diff = hold[:, g] - hold[:, h]
-                lam = (price[g] - price[h]) / diff
-                lams.append(np.where((diff != 0) & (lam > 0), lam, 0.0))
+    lams = _pair_multipliers(hold, price)
     lam = np.concatenate(lams)  # [J K]
     inner, _ = _best_slots_many(price[None, :] - lam[:, None] * np.tile(hold, (len(lams), 1)),
                                 np.tile(rows_slots, (len(lams), 1)), mids, largest=False)
@@ -2127,3 +2130,63 @@ def _under_ends_s(problem: Problem, d: DegreeTerms, pp: int, stages_s: float, co
         grid = grids[0]
     return least_iteration_in_grid(grid, budget.max_cost_usd * BOUND_SLACK * SECONDS_PER_HOUR / problem.iterations,
                                    max_iteration_s, max_rate)
+
+
+# ---- Time under a cost budget at the refined level, v > 1: the stage classes in the interleaved form (v2refined) ----
+INTERLEAVED_UNDER_ENDS = True  # Memo.refined_bound (v > 1, time under B): interleaved_ends_grid beside the f_v bound
+
+
+def interleaved_ends_grid(problem: Problem, d: DegreeTerms, pps: np.ndarray, comm_s: np.ndarray, v: int
+                          ) -> list | None:
+    """[P] (iteration [K], rent [K]) at the marks of `least_iteration_in_grid` for the candidates of the degree with
+    v > 1 chunks per rank at every pp of pps (all > 1), budget-free: `under_ends_grid`'s stage classes taken in the
+    interleaved time directly (round 23, v2refined); None where the model has several layer kinds or v does not
+    divide L (no plan at v: check_interleaving). comm_s [P]: the aggregate bound's all-reduce + optimizer floor.
+
+    costmodel.estimate at v prices T = ((m v - 1) max_i t_i + sum_i t_i) / v + A + E + O with t_i = compute_i
+    + v fwd_i + v bwd_i + wrap_i (interleaved_send_counts: a middle stage sends v times each way, an end stage v
+    times to its one neighbour and v - 1 times across the wrap-around, every send with the stage's own type as the
+    sender, so each at least e_g = `sender_send_min_s`). With t'_i = t_i / v, T = (m v - 1) max t' + sum t' + A + E
+    + O, and with k_i = n_i / v (an integer: check_interleaving), t'_i >= k_i step_min[g] + o^c_g, o^mid = 2 e_g,
+    o^first = e_g + emb_g / v + (v - 1) / v e_g, o^last = e_g + head_g / v + (v - 1) / v e_g. So a plan whose slowest
+    t' is at most M has k_i <= H^c_g(M) = min(floor(NMAX[g] / v), floor((M - o^c_g) / step_min[g])) (NMAX at v = 1
+    bounds the layers at v: its memory per layer is no smaller, interleaved_bound), a middle stage k >= 1 (it holds
+    a layer: estimate refuses an empty middle stage), an end k >= 0, and sum k_i = L / v: `_class_rents`' programme
+    with L / v in place of L. The marks, the rent at them and the argument are `under_ends_grid`'s in t', and
+    it(M) = (m v - 1) max(M, S' / pp) + S' + comm_s, S' = (layer_work_min + end_work_min) / v + 2 (pp - 1) send_min
+    + 2 (v - 1) / v min_g e_g (the least sum of t': the two ends are distinct stages at pp > 1). Memory beyond
+    NMAX, the node blocks and the modes are relaxed."""
+    model = problem.model
+    L = model.num_layers
+    if len(model.kinds) != 1 or not len(pps) or v < 2 or L % v:
+        return None
+    G = len(d.slots)
+    pps = np.asarray(pps, dtype=np.int64)
+    e = sender_send_min_s(d)
+    step = np.array(d.step_min_s, dtype=float)
+    most = np.array(d.max_layers_per_stage, dtype=np.int64) // v  # [G] chunks of v layers a stage of g holds
+    wrap = (v - 1) / v * e
+    off = np.stack([2 * e, e + np.array(d.emb_s, dtype=float) / v + wrap,
+                    e + np.array(d.head_s, dtype=float) / v + wrap])  # [3, G]
+    marks = sorted({float(off[c, g]) + n * d.step_min_s[g] for c in range(3) for g in range(G)
+                    for n in range(1 if c == 0 else 0, int(most[g]) + 1)})
+    M = np.array(marks, dtype=float)  # [K]
+    H = np.minimum(most[None, None, :], np.floor((M[:, None, None] - off[None, :, :]) / step[None, None, :]
+                                                   + 1e-9)).astype(np.int64)  # [K, 3, G] (negative: no such stage)
+    rent = _class_rents(d, H, L // v, np.maximum(pps - 2, 0))
+    stages_s = (d.layer_work_min_s + d.end_work_min_s) / v + 2 * (pps - 1) * d.send_min_s + 2 * float(wrap.min())
+    comm_s = np.asarray(comm_s, dtype=float)
+    it = (d.m * v - 1) * np.maximum(M[:, None], (stages_s / pps)[None, :]) + stages_s[None, :] + comm_s[None, :]
+    return [(np.ascontiguousarray(it[:, j]), np.ascontiguousarray(rent[:, j])) for j in range(len(pps))]
+
+
+def interleaved_ends_s(problem: Problem, grid: tuple | None, budget) -> float:
+    """The least iteration (s) at v of a mark of `interleaved_ends_grid`'s row that fits the budget (minimizing time
+    under a cost budget), inf where none does (no plan of the candidate at v meets it); 0 where grid is None."""
+    if grid is None:
+        return 0.0
+    slack = BOUND_SLACK
+    return least_iteration_in_grid(
+        grid, budget.max_cost_usd * slack * SECONDS_PER_HOUR / problem.iterations,
+        None if budget.max_time_s is None else budget.max_time_s * slack / problem.iterations,
+        None if budget.max_usd_per_hour is None else budget.max_usd_per_hour * slack)

@@ -36,6 +36,8 @@ from optsearch.bounds import aggregate_bound_at, composition_count  # aggregate 
 from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degrees at once (round 16, lists2)
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
+from optsearch.bounds import interleaved_ends_grid, interleaved_ends_s  # round 23, v2refined
+from optsearch import bounds as bounds_module  # INTERLEAVED_UNDER_ENDS (round 23, v2refined)
 from optsearch.middle import joint_floors_many  # the middle level: joint floors of many degrees (round 20, costmid)
 from optsearch import middle as middle_module  # its module limits (Memo.middle's key)
 from optsearch import bounds as _bounds  # the refined bound's module limits (Memo.kept_refined's key)
@@ -200,6 +202,8 @@ class Memo:
     middle: dict[tuple, dict] = field(default_factory=dict)
     # Candidate.key (v > 1) -> positional.interleaved_skeleton of its skeleton, keeping its positional tables (park145)
     interleaved: dict[tuple[int, ...], Skeleton] = field(default_factory=dict)
+    # (degree key, v) -> [pp - 1] bounds.interleaved_ends_grid's row or None (round 23, v2refined)
+    interleaved_ends: dict[tuple, list] = field(default_factory=dict)
 
     def degree_terms(self, tp: int, dp: int, mbs: int, uses: tuple[NodeUse, ...], ep: int = 1,
                      cp: int = 1, dist: bool | None = None) -> DegreeTerms:
@@ -232,7 +236,15 @@ class Memo:
         if cand.v > 1:  # the v = 1 bound under the budget / f_v, relaxed (interleaved_positional_bound's argument)
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
-            return interleaved_bound(base, terms.m, cand.pp, cand.v)
+            bound = interleaved_bound(base, terms.m, cand.pp, cand.v)
+            if (bounds_module.INTERLEAVED_UNDER_ENDS and bound.feasible and budget.max_cost_usd is not None
+                    and budget.objective == "time"):
+                ends = interleaved_ends_s(self.problem, self._interleaved_ends_row(terms, cand), budget)
+                if ends == math.inf:
+                    return CandidateBound(False)
+                if ends > bound.iteration_s:
+                    bound = replace(bound, iteration_s=ends)
+            return bound
         if KEEP_REFINED and slower_than_s == 0.0:
             kept = _kept_key(cand, budget)
             got = self.kept_refined.get(kept)
@@ -240,6 +252,28 @@ class Memo:
                 got = self.kept_refined[kept] = self._refined_bound_v1(terms, cand, budget, 0.0)
             return got
         return self._refined_bound_v1(terms, cand, budget, slower_than_s)
+
+    def _interleaved_ends_row(self, terms: DegreeTerms, cand: Candidate) -> tuple | None:
+        """bounds.interleaved_ends_grid's row of the candidate (v > 1, pp > 1), its degree's every pp at once, kept;
+        None where it does not apply (several layer kinds, v not dividing L, the aggregate level infeasible)."""
+        key = (_degree_key(cand), cand.v)
+        rows = self.interleaved_ends.get(key)
+        if rows is None:
+            most = max_stages(self.problem, self.options)
+            rows = [None] * most
+            # (only the pp that m is a multiple of: check_interleaving; the others have no candidate at v > 1)
+            pps = np.array([p for p in range(2, most + 1) if terms.m % p == 0], dtype=np.int64)
+            if len(pps):
+                # the aggregate bound's all-reduce + optimizer floor at pp > 1 (_aggregate_arrays' comm, the same
+                # operations; its feasibility tests are not needed: the grid is valid at every pp)
+                all_params = terms.layer_params + terms.ends_params[1]
+                comm = (terms.alpha_min_at(2) + terms.beta_min) * all_params / pps
+                grids = interleaved_ends_grid(self.problem, terms, pps, comm, cand.v)
+                if grids is not None:
+                    for j, p in enumerate(pps.tolist()):
+                        rows[p - 1] = grids[j]
+            self.interleaved_ends[key] = rows
+        return rows[cand.pp - 1] if cand.pp <= len(rows) else None
 
     def _refined_bound_v1(self, terms: DegreeTerms, cand: Candidate, budget: Budget,
                           slower_than_s: float) -> CandidateBound:
@@ -2880,6 +2914,32 @@ LOOP_TIMES: dict | None = None  # a dict: solve (and its inner solves) add each 
 QUEUE_DUMP: list | None = None  # a list: each solve appends (queue, parked, incumbent) at its loop's end (last: outer)
 MODEL_SLICE_S = 1.0  # a model solve's first time slice while other candidates are open (see solve)
 MODEL_SLICE_GROWTH = 4.0  # each later solve of the same candidate gets this many times more
+# Round 23 (park76): a slice is CP-SAT's work (deterministic time), not the wall clock's seconds, with the deadline
+# (the rest of the limit, on the solver's clock) as its wall cap. On a loaded machine (2 cores, load 9) a 1 s wall
+# slice gave CP-SAT 0.1-0.2 s of CPU: Megatron 76B 8k time<=B's parked (tp 2, dp 7, pp 21, cp 4) candidate, whose
+# model under the incumbent's cut is "infeasible" after 0.15 deterministic s (0.4 s of CPU), ended "unknown" and
+# held the row's bound at its positional 231,935 s (10.59 %), and 145B 8k's (tp 2, dp 9, pp 21, cp 4) the same
+# (docs/solver.md "Round 23: ... (park76)"). SLICE_WORK_PER_S: deterministic time per slice second, CP-SAT's
+# deterministic time per CPU second measured on these models (0.37-0.51), so that a slice is about as much work as
+# the wall slice was on an idle machine. Only when a slice ends changes: "optimal" and "infeasible" are proofs.
+SLICE_BY_WORK = True
+SLICE_WORK_PER_S = 0.5
+# A CP-SAT model solve's wall cap where it is the rest of the limit (a slice by work, or the last solve), converted
+# to wall seconds at the rate the solver's clock ran against the wall since the solve began (_wall_per_clock): 1
+# where that clock is the wall (time.perf_counter), so the cap is the rest of the limit as before; more where a bench
+# runs the clock on CPU time (bench/proof_rows.py --cpu-clock) on a loaded machine, where the rest of a CPU-second
+# limit given as wall seconds left CP-SAT a fraction of that CPU. On the CPU clock the average rate can overshoot the
+# limit where the load falls during the last solve (Megatron 145B 8k time: 11.05 and 10.15 s of CPU at a 10 s limit).
+# Measured with it off (SLICE_BY_WORK alone; round 23, park76): 145B 8k time<=B 0.42 / 0.47 %, 76B 3k time<=B optimal,
+# but 76B 8k time<=B 10.33 / 10.33 % (its candidate's first slice comes late, the rest of the limit as wall cut it).
+SLICE_CAP_BY_RATE = True
+
+
+def _wall_per_clock(start: float, wall0: float) -> float:
+    """Wall seconds per second of the solver's clock (time.perf_counter) since start (wall0: time.monotonic then),
+    at least 1."""
+    clock = time.perf_counter() - start
+    return max(1.0, (time.monotonic() - wall0) / clock) if clock > 0 else 1.0
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
@@ -3125,6 +3185,7 @@ def solve(
     round 3"); parked candidates count in every stopping test and in the reported bound.
     """
     start = time.perf_counter()
+    wall0 = time.monotonic()  # the wall clock at the start (_wall_per_clock: a slice's wall cap)
     deadline = None if time_limit_s is None else start + time_limit_s
     engine = backend(solver)
     if not 0.0 <= gap < 1.0:
@@ -3782,7 +3843,15 @@ def solve(
         # A hint needs pattern mode (a candidate of several layer kinds is never parked, but stay safe).
         hint_values = hint(f, start_from[1]) if start_from and f.patterns is not None else None
         built = len(f.lm.constraints)
-        sol, found, solves = _solve_model(problem, engine, f, limit, hint_values)
+        slice_engine = engine
+        if sliced and SLICE_BY_WORK and isinstance(engine, CpSat):  # the slice as CP-SAT's work, the deadline as wall
+            slice_engine = CpSat(engine.seed, {**engine.params, "max_deterministic_time": limit * SLICE_WORK_PER_S})
+            limit, sliced_wall = remaining, False
+        else:
+            sliced_wall = sliced
+        if not sliced_wall and remaining is not None and SLICE_CAP_BY_RATE and isinstance(engine, CpSat):
+            limit = remaining * _wall_per_clock(start, wall0)  # the rest of the limit, as wall seconds
+        sol, found, solves = _solve_model(problem, slice_engine, f, limit, hint_values)
         checker = engine.name
         if found is not None and checker == "cbc" and _cuts_stuck(found, f.budget):
             # CBC's rounding cuts left its point on a plan over the budget (a block start a hair below 1, within its

@@ -108,20 +108,26 @@ def test_the_wrap_around_charged_in_full_lies_above_a_plan(monkeypatch):
     assert _least_ratio(*_interleaved(*_coupled(layers=4, stages=2)))[0] < 1 - 1e-9
 
 
-def test_the_solver_gives_brute_forces_answer_with_the_switch_on_and_off(monkeypatch):
-    problem, options = _interleaved(*_coupled(layers=4, stages=2))
-    plans = sorted((est.cost_usd, est.training_time_s) for cand, _, est in space_plans(problem, options)
-                   if cand.v > 1)
+def switch_agrees_with_brute_force(monkeypatch, problem, options, costs, module, switch: str) -> int:
+    """solve minimizing time under B = each cost (x 1.00, 1.05), with module.switch on and off: brute force's status
+    and value each time; how many answers had a value."""
     checked = 0
-    for cost, _ in (plans[0], plans[len(plans) // 2]):
+    for cost in costs:
         for scale in (1.0, 1.05):
             budget = Budget(objective="time", max_cost_usd=cost * scale)
             want = solve_exhaustive(problem, budget, options=options)
             for on in (True, False):
-                monkeypatch.setattr(solver, "INTERLEAVED_DIRECT", on)
+                monkeypatch.setattr(module, switch, on)
                 got = solver.solve(problem, budget, options=options)
                 assert got.status == want.status
                 if want.objective_value is not None:
                     assert math.isclose(got.objective_value, want.objective_value, rel_tol=1e-6)
                     checked += 1
-    assert checked > 0
+    return checked
+
+
+def test_the_solver_gives_brute_forces_answer_with_the_switch_on_and_off(monkeypatch):
+    problem, options = _interleaved(*_coupled(layers=4, stages=2))
+    plans = sorted(est.cost_usd for cand, _, est in space_plans(problem, options) if cand.v > 1)
+    assert switch_agrees_with_brute_force(monkeypatch, problem, options, (plans[0], plans[len(plans) // 2]), solver,
+                                          "INTERLEAVED_DIRECT") > 0

@@ -183,7 +183,9 @@ def test_model_solves_cut_short_by_their_slice_and_solved_again_later_still_give
     real = solver_module._solve_model
 
     def spy(problem, engine, f, time_limit_s, hint_values):
-        limits.append(time_limit_s)
+        # a CP-SAT slice is its work (solver.SLICE_BY_WORK, round 23): the deterministic limit, in slice seconds
+        work = getattr(engine, "params", {}).get("max_deterministic_time")
+        limits.append(time_limit_s if work is None else work / solver_module.SLICE_WORK_PER_S)
         return real(problem, engine, f, time_limit_s, hint_values)
 
     # Without the heuristic plans, every plan comes from a model: a parked candidate that is never solved again would
