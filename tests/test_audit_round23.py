@@ -15,8 +15,13 @@
   least time under caps at 1.00-1.15 x plans' costs (and with a deadline); the two paths equal; a mutant caught.
 - front1t's rings and slices (RENT_SLICED, SUM_RING, PAIR_COVER_RING; claimed exact): the same positional bounds
   and pair-cover floors bit for bit with each off, at thresholds 0 (every new path runs).
-- Both backends with the round's switches (LAYER_WORK_BY_PP, INTERLEAVED_DIRECT, SUPPLY_STEPS, UNDER_COST_ENDS,
-  DEADLINE_FILL) on and off: brute force's answer (statuses and values), every plan re-priced.
+- v2refined's INTERLEAVED_UNDER_ENDS (the refined level's stage classes at v > 1 under B): the refined walk's v = 2
+  candidates, raised against the switch off counted.
+- end530's ENDS_CLASS_MARKS (the ends-class floor's base at the first marks): time rows' positional bounds under
+  deadlines, cost caps, slower_than_s and cutoffs.
+- Both backends with the round's switches (FLIPS: LAYER_WORK_BY_PP, INTERLEAVED_DIRECT, SUPPLY_STEPS, UNDER_COST_ENDS,
+  DEADLINE_FILL, INTERLEAVED_UNDER_ENDS, SLICE_BY_WORK, SLICE_CAP_BY_RATE) on and off: brute force's answer
+  (statuses and values), every plan re-priced.
 bench/audit_round23.py sweeps more seeds with the same checks.
 """
 
@@ -282,7 +287,8 @@ def refined_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
     by bounds.candidate_bound (one pp alone, fresh) and by Memo.refined_bound on one memo asked in a shuffled order
     (the degree's tables and under_cost_tables' kept grids; v > 1 through the sibling / f_v), with UNDER_COST_ENDS
     on; each at or below the candidate's least time among its plans that meet the budget, never "no plan" there;
-    raised against the switch off counted, and the two paths' values compared (refined_paths_differ)."""
+    raised against the switch off counted (v > 1: v2refined's INTERLEAVED_UNDER_ENDS off, a fresh memo), and the
+    two paths' values compared (refined_paths_differ)."""
     rng = random.Random(seed)
     by_cand = by_candidate(problem, options)
     every = [e.cost_usd for _, plans in by_cand.values() for _, e in plans]
@@ -304,6 +310,12 @@ def refined_walk(problem, options, seed, stats, own: int = 2, shared: int = 2):
             best = least_meeting(plans, budget)
             via_memo = _refined_time(problem, kept.refined_bound(terms, cand, budget))
             alone = math.inf
+            if cand.v > 1:  # v2refined's INTERLEAVED_UNDER_ENDS off, on a fresh memo: raised counted
+                mp.setattr(bounds_module, "INTERLEAVED_UNDER_ENDS", False)
+                plain = _refined_time(problem, Memo(problem, options).refined_bound(terms, cand, budget))
+                mp.setattr(bounds_module, "INTERLEAVED_UNDER_ENDS", True)
+                stats["refined_compared_v2"] += least_meeting(plans, budget) is not None
+                stats["refined_raised_v2"] += int(via_memo > plain * (1 + REL))
             if cand.v == 1:
                 alone = _refined_time(problem, bounds_module.candidate_bound(problem, terms, cand.pp, budget,
                                                                              refined=True))
@@ -438,7 +450,9 @@ def marks_walk(problem, options, seed, stats, cuts=(math.inf, 1.0001, 1.02, 1.5)
 # ---- both backends, the round's switches on and off -----------------------------------------------------------------
 
 FLIPS = ((inflight, "LAYER_WORK_BY_PP"), (solver_module, "INTERLEAVED_DIRECT"), (solver_module, "SUPPLY_STEPS"),
-         (bounds_module, "UNDER_COST_ENDS"), (solver_module, "DEADLINE_FILL"))  # flight1t, park145, flat76, loop175
+         (bounds_module, "UNDER_COST_ENDS"), (solver_module, "DEADLINE_FILL"),  # flight1t, park145, flat76, loop175
+         (bounds_module, "INTERLEAVED_UNDER_ENDS"), (solver_module, "SLICE_BY_WORK"),  # v2refined, park76
+         (solver_module, "SLICE_CAP_BY_RATE"))
 
 
 def solve_ab(problem, options, seed, stats, picks: int = 1, scales=(1.0, 1.05), backends=("cbc", "cpsat"),
@@ -555,6 +569,15 @@ def test_the_refined_stage_class_bound_lies_below_every_plan():
         refined_walk(*supply_draw(seed), seed, stats)
     assert stats["refined_above"] == 0 and stats["refined_paths_differ"] == 0, stats
     assert stats["refined_compared"] > 1000 and stats["refined_raised"] > 100, stats
+
+
+def test_the_interleaved_refined_stage_class_bound_lies_below_every_plan():
+    """v2refined's INTERLEAVED_UNDER_ENDS (v = 2 at the refined level under B) on interleaved draw 12: at or below
+    every v = 2 candidate's plans under the caps and the deadline; raised against the switch off (96 asks when
+    written)."""
+    stats = refined_walk(*supply_draw(12, interleaved=True), 12, Counter())
+    assert stats["refined_above"] == 0 and stats["refined_paths_differ"] == 0, stats
+    assert stats["refined_compared_v2"] > 100 and stats["refined_raised_v2"] > 0, stats
 
 
 def test_an_over_tight_stage_class_bound_is_caught_by_the_walk(monkeypatch):
