@@ -142,7 +142,8 @@ def check_solve_ab(problem, options, seed, stats):
 
 def catalog_rows(rows: list[str], time_limit: float, gap: float) -> int:
     """Catalog rows (model:cluster:objective[:D or B], budgets23's values) solved on the CPU clock with the round's
-    switches (tests/test_audit_round23.FLIPS) all on and all off: each side's bound at or below the other side's plan (both are valid lower
+    switches (tests/test_audit_round23.FLIPS) all on and all off: each side's bound at or below the other side's plan
+    (both are valid lower
     bounds on the same optimum); where both are proven (gap 0), the same value. One JSON line per solve."""
     import time
     from optsearch.cli.options import space_from_target
@@ -223,7 +224,8 @@ def main() -> int:
     ap.add_argument("--seeds", default="0-9")
     ap.add_argument("--checks", default="work,inflight")
     ap.add_argument("--max-seconds", type=float, default=1e9)
-    ap.add_argument("--catalog", nargs="*", default=None, help="model:cluster:objective[:D or B] rows (see catalog_rows)")
+    ap.add_argument("--catalog", nargs="*", default=None,
+                    help="model:cluster:objective[:D or B] rows (see catalog_rows)")
     ap.add_argument("--time-limit", type=float, default=30.0)
     ap.add_argument("--gap", type=float, default=0.0)
     ap.add_argument("--loop-sequence", nargs=4, default=None, metavar=("MODEL", "CLUSTER", "B", "OUT"),

@@ -89,7 +89,8 @@ def supply_draw(seed: int, interleaved: bool = False):
             kinds = [LayerKindSpec(name="dense", num_layers=1), kind.model_copy(update={"num_layers": layers - 1})]
     hidden = rng.choice([1024, 2048])
     model = ModelSpec(name="audit23", num_layers=layers, hidden_size=hidden, num_attention_heads=8,
-                      ffn_hidden_size=4 * hidden, seq_length=rng.choice([2048, 4096] if interleaved else [4096, 8192]) if tight else 1024,
+                      ffn_hidden_size=4 * hidden,
+                      seq_length=rng.choice([2048, 4096] if interleaved else [4096, 8192]) if tight else 1024,
                       vocab_size=rng.choice([8000, 32000]), tied_embeddings=rng.random() < 0.5,
                       layer_kinds=kinds,
                       default_job=JobSpec(global_batch_size=rng.choice([8, 16]), train_iterations=1000,
@@ -509,7 +510,8 @@ def test_the_work_floor_by_pp_lies_below_every_plan_on_tight_supply_draws():
 
 
 def test_an_over_tight_work_floor_is_caught_by_the_walk():
-    """The mutant with no end stage left empty (pp - F_k layers elsewhere) puts a floor above a plan (the walk bites)."""
+    """The mutant with no end stage left empty (pp - F_k layers elsewhere) puts a floor above a plan: the walk
+    bites."""
     def no_empty_ends(d, L, pp):
         left, work, held = L, 0.0, 0
         for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
