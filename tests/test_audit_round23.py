@@ -512,14 +512,8 @@ def test_the_work_floor_by_pp_lies_below_every_plan_on_tight_supply_draws():
 def test_an_over_tight_work_floor_is_caught_by_the_walk():
     """The mutant with no end stage left empty (pp - F_k layers elsewhere) puts a floor above a plan: the walk
     bites."""
-    def no_empty_ends(d, L, pp):
-        left, work, held = L, 0.0, 0
-        for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
-            held += d.slots[g]
-            take = max(0, min(left - max(0, pp - held), d.slots[g] * d.max_layers_per_stage[g]))
-            work += take * d.step_min_s[g]
-            left -= take
-        return work if left <= 0 else math.inf
+    from test_inflight_layer_work_round23 import _no_empty_ends as no_empty_ends  # flight1t's mutant
+
     stats = Counter()
     for _, made in _draw((0, 29)):
         work_walk(*made, stats, floor=no_empty_ends)
