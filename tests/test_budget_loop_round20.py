@@ -55,6 +55,20 @@ def _budgets(priced) -> list[tuple[Budget, list[float]]]:
     return out
 
 
+def inflight_bounds(problem, options, budget, cutoffs) -> list:
+    """(candidate, cutoff, in-flight bound) for every candidate with a refined bound, each cutoff on fresh memos (the
+    kept tables and rents start empty)."""
+    out = []
+    for cut in cutoffs:
+        memo = solver.Memo(problem, options)
+        for item in solver._candidates(memo, budget, 0.0, solver.ALL)[0]:
+            refined = solver._bounded(problem, budget, item.terms, item.cand, True,
+                                      memo.refined_bound(item.terms, item.cand, budget))
+            if refined is not None:
+                out.append((item.cand.key, cut, solver._inflight_bounded(memo, budget, refined, 0.0, cut)))
+    return out
+
+
 def _inflight_values(problem, options, budget, cutoffs, on: bool, rows: list) -> list:
     switch, least_rent = inflight.BUDGET_CUTOFF, inflight._least_rent
 
@@ -64,15 +78,7 @@ def _inflight_values(problem, options, budget, cutoffs, on: bool, rows: list) ->
 
     inflight.BUDGET_CUTOFF, inflight._least_rent = on, counted
     try:
-        out = []
-        for cut in cutoffs:
-            memo = solver.Memo(problem, options)  # fresh: the kept tables and rents start empty
-            for item in solver._candidates(memo, budget, 0.0, solver.ALL)[0]:
-                refined = solver._bounded(problem, budget, item.terms, item.cand, True,
-                                          memo.refined_bound(item.terms, item.cand, budget))
-                if refined is not None:
-                    out.append((cut, solver._inflight_bounded(memo, budget, refined, 0.0, cut)))
-        return out
+        return inflight_bounds(problem, options, budget, cutoffs)
     finally:
         inflight.BUDGET_CUTOFF, inflight._least_rent = switch, least_rent
 
@@ -87,7 +93,8 @@ def _cutoff_check(instances) -> tuple[int, int, int]:
             on = _inflight_values(problem, options, budget, cutoffs, True, rows_on)
             off = _inflight_values(problem, options, budget, cutoffs, False, rows_off)
             assert len(on) == len(off)
-            for (cut, a), (_, b) in zip(off, on):
+            for (key, cut, a), (key_on, _, b) in zip(off, on):
+                assert key_on == key
                 test = cut * (1 - solver.INCUMBENT_REL)
                 if a is not None and a < test:
                     wrong += b != a  # the same float below the cutoff

@@ -22,13 +22,12 @@ import math
 import numpy as np
 
 import optsearch.inflight as inflight
-import optsearch.solver as solver
 from optsearch.search import budget_violations
 from optsearch.spec.budget import Budget
 
 from draws import draws
 from test_audit_dist_bounds import random_instance, space_plans
-from test_budget_loop_round20 import _instances
+from test_budget_loop_round20 import _instances, inflight_bounds
 
 
 def _budgets(priced) -> list[tuple[Budget, list[float]]]:
@@ -65,15 +64,7 @@ def _values(problem, options, budget, cutoffs, on: bool, work: dict) -> list:
     inflight.BUDGET_FAST = inflight.WHOLE_FAST = inflight.FLOOR_RENT_KEPT = on
     inflight._least_rent, inflight._holds = rent_counted, holds_counted
     try:
-        out = []
-        for cut in cutoffs:
-            memo = solver.Memo(problem, options)  # fresh: the kept tables and rents start empty
-            for item in solver._candidates(memo, budget, 0.0, solver.ALL)[0]:
-                refined = solver._bounded(problem, budget, item.terms, item.cand, True,
-                                          memo.refined_bound(item.terms, item.cand, budget))
-                if refined is not None:
-                    out.append((item.cand.key, cut, solver._inflight_bounded(memo, budget, refined, 0.0, cut)))
-        return out
+        return inflight_bounds(problem, options, budget, cutoffs)
     finally:
         (inflight.BUDGET_FAST, inflight.WHOLE_FAST, inflight.FLOOR_RENT_KEPT, inflight._least_rent,
          inflight._holds) = saved

@@ -23,18 +23,9 @@ from optsearch.spec.budget import Budget
 
 from test_audit_dist_bounds import space_plans
 from test_positional_pair_cover import _narrow
-from test_positional_type_boundary import boundary_instance
+from test_positional_pair_cover_within import _cases  # round 18's roomy seeds 4, 7 and memory-tight 109
 
-ROOMY, TIGHT = (4, 7), (109,)
 _LEAST_SUM = positional._least_sum
-
-
-def _cases():
-    for seeds, tight in ((ROOMY, False), (TIGHT, True)):
-        for seed in seeds:
-            made = boundary_instance(seed, tight)
-            if made is not None:
-                yield made
 
 
 def _candidates(problem, options):
