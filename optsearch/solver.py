@@ -37,7 +37,6 @@ from optsearch.bounds import cheap_bounds_many  # the cheap bounds of many degre
 from optsearch.bounds import budget_work_lift  # time<=B rows' cheap bounds (round 19, budgetlow)
 from optsearch.bounds import gather_terms  # --overlap-param-gather's copies at pp > 1 (issue 15, ppgather)
 from optsearch.bounds import interleaved_ends_grid, interleaved_ends_s  # round 23, v2refined
-from optsearch import bounds as bounds_module  # INTERLEAVED_UNDER_ENDS (round 23, v2refined)
 from optsearch.middle import joint_floors_many  # the middle level: joint floors of many degrees (round 20, costmid)
 from optsearch import middle as middle_module  # its module limits (Memo.middle's key)
 from optsearch import bounds as _bounds  # the refined bound's module limits (Memo.kept_refined's key)
@@ -237,7 +236,7 @@ class Memo:
             factor = interleaving_factor(terms.m, cand.pp, cand.v)
             base = self.refined_bound(terms, replace(cand, v=1), _interleaved_budget(budget, factor))
             bound = interleaved_bound(base, terms.m, cand.pp, cand.v)
-            if (bounds_module.INTERLEAVED_UNDER_ENDS and bound.feasible and budget.max_cost_usd is not None
+            if (_bounds.INTERLEAVED_UNDER_ENDS and bound.feasible and budget.max_cost_usd is not None
                     and budget.objective == "time"):
                 ends = interleaved_ends_s(self.problem, self._interleaved_ends_row(terms, cand), budget)
                 if ends == math.inf:
@@ -2940,6 +2939,8 @@ def _wall_per_clock(start: float, wall0: float) -> float:
     at least 1."""
     clock = time.perf_counter() - start
     return max(1.0, (time.monotonic() - wall0) / clock) if clock > 0 else 1.0
+
+
 QUICK_SEEDS = 8  # candidates whose quick plans are tried before the loop, for a first plan (of each (cp, tp))
 SEED_SHARE = 0.1  # seeding stops after this share of the time limit (from its start)
 FIRST_PLAN_SEED_SHARE = 0.5  # a first-plan-only search (a seed search) seeds for up to this share of its limit
