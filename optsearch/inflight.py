@@ -1736,14 +1736,9 @@ def least_layer_work_s(d: DegreeTerms, L: int) -> float:
     run on g, each for at least step_min[g]; the least work puts the layers on the fastest types first up to those
     capacities (the fractional knapsack's greedy, exact for that relaxation). inf when the capacities cannot hold L.
     (Issue 14, item 3, round 6: Llama-2 70B's candidates at the front of the time order use every node of the pool,
-    two stages per type, and the sum that put every layer on H100 sat far below their plans.)"""
-    left, work = L, 0.0
-    for g in sorted(range(len(d.slots)), key=lambda g: d.step_min_s[g]):
-        take = min(left, d.slots[g] * d.max_layers_per_stage[g])
-        work += take * d.step_min_s[g]
-        left -= take
-    return work if left <= 0 else math.inf
-
+    two stages per type, and the sum that put every layer on H100 sat far below their plans.) least_layer_work_pp_s
+    at pp 0 (no stage left to the slower types: the same greedy, the same operations)."""
+    return least_layer_work_pp_s(d, L, 0)
 
 
 LAYER_WORK_BY_PP = True  # _sharpened_walk's S: least_layer_work_pp_s, the middle stages' one layer each (round 23)
@@ -1770,6 +1765,7 @@ def least_layer_work_pp_s(d: DegreeTerms, L: int, pp: int) -> float:
         work += take * d.step_min_s[g]
         left -= take
     return work if left <= 0 else math.inf
+
 
 def sharpened(problem: Problem, kept: dict, d: DegreeTerms, cand, budget, bound: CandidateBound,
               cache: dict | None = None, cutoff_usd: float = math.inf, cutoff_s: float = math.inf) -> CandidateBound:
