@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import random
 
-
 from optsearch import solver
 from optsearch.candidates import SpaceOptions, in_search_space
 from optsearch.costmodel import estimate
