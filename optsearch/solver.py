@@ -1328,6 +1328,34 @@ def _half_dp_plans(memo: Memo, budget: Budget, bounded: list[Bounded], cand: Can
     return best
 
 
+DEPTH_PLANS = True  # cost under a deadline, a new loop incumbent's candidate at the depths beside it: quick plans
+DEPTH_PLANS_NEAR = 2  # of the same degrees at pp - this .. pp + this (round 24)
+
+
+def _depth_plans(memo: Memo, budget: Budget, bounded: list[Bounded], cand: Candidate) -> Priced | None:
+    """The best quick plan, meeting the budget, of the listed v = 1 candidates with cand's tp, dp, b, ep, cp and
+    optimizer setting at pp within DEPTH_PLANS_NEAR of its own (not its own); None where none is listed or meets it.
+
+    Why (round 24, loopB): minimizing cost under a deadline, the loop's order is its bounds', and a candidate's quick
+    plans come when it reaches the front; the depths beside a new incumbent's are often as good and their plans a few
+    ms away. Megatron 1T, mixed-pool-8k, D = 2,882,801 s: the loop's incumbent at 3.3 s of CPU is the quick plan of
+    tp 4, dp 6, cp 2, 45 stages ($16,344,986); the 46-stage candidate's quick plan, $16,107,791 (40 p5 stages of 3
+    layers, 4 p4d stages of 1: the row's optimum), came only at 7.2 s, and with it the parked 45-stage candidate's
+    model had the cutoff that closes it. Incumbents only: every plan is a listed candidate's quick plan, priced by the
+    cost model and checked against the budget."""
+    by_key = _v1_by_key(bounded)
+    key = cand.key
+    best = None
+    for pp in range(key[3] - DEPTH_PLANS_NEAR, key[3] + DEPTH_PLANS_NEAR + 1):
+        item = by_key.get(key[:3] + (pp,) + key[4:]) if pp != key[3] else None
+        if item is None:
+            continue
+        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
+
+
 def _past(deadline: float | None) -> bool:
     """Whether the deadline (time.perf_counter()) has passed; never without one."""
     return deadline is not None and time.perf_counter() > deadline
@@ -1947,6 +1975,7 @@ def _deepest_plans(memo: Memo, budget: Budget, bounded: list[Bounded], deadline:
 DEADLINE_FILL = True  # minimizing cost under a deadline, after the climbs: the GPU counts that fill it (round 23)
 DEADLINE_FILL_WINDOW = (0.9, 1.02)  # of G x T / D: the listed v = 1 candidates' GPU counts tried (below)
 DEADLINE_FILL_MOST = 16  # of those candidates, at most this many priced (in order of their bounds)
+DEADLINE_FILL_SPLIT = True  # round 24: the best of them with its layers moved at the ends (_split_improved)
 
 
 def _deadline_fill_plans(memo: Memo, budget: Budget, bounded: list[Bounded], start: Priced,
@@ -1981,6 +2010,11 @@ def _deadline_fill_plans(memo: Memo, budget: Budget, bounded: list[Bounded], sta
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (best is None or own[0] < best[0]):
             best = own
+    if DEADLINE_FILL_SPLIT and best is not None and not _past(deadline):
+        # round 24 (loopB): the quick plans leave the head alone on the last stage (heuristic.split_layers); on a
+        # fixed node sequence a faster plan is a cheaper one (175B 8k: 3 x 32 + 0 layers, $1,909,290 -> 2, 2, 3 x 30,
+        # 2, $1,906,385, the row's optimum, in 0.02 s of CPU)
+        best = _split_improved(memo, budget, best, deadline)
     return best
 
 
@@ -3806,6 +3840,11 @@ def solve(
                         (half := _half_dp_plans(memo, budget, bounded, item.cand)) is not None
                         and half[0] < incumbent[0] * (1 - INCUMBENT_REL)):
                     incumbent = (half[0], half[1], half[2], None)
+                if DEPTH_PLANS and budget.objective == "cost" and budget.max_time_s is not None and (
+                        item.cand.v == 1 and not _past(deadline)) and (
+                        (near := _depth_plans(memo, budget, bounded, item.cand)) is not None
+                        and near[0] < incumbent[0] * (1 - INCUMBENT_REL)):
+                    incumbent = (near[0], near[1], near[2], None)  # the depths beside it (_depth_plans; round 24)
             bounded_here += 1
             report(item)
             if sharper == math.inf or (incumbent is not None and sharper >= incumbent[0] * (1 - INCUMBENT_REL)):

@@ -47,9 +47,12 @@ def _climbs_end(problem, options):
 def test_the_deadline_fill_of_175b_8k(gpt3_175b, monkeypatch):
     """From the climbs' plan ($1,930,643 in 736,362 s on 768 GPUs: 530 GPUs fill D) the rule prices, in order of
     their bounds, only the listed v = 1 candidates with 477-541 GPUs below the plan's value (fewer GPUs are not
-    listed: their bounds break D), and returns the quick plan of tp 1, dp 4, cp 4, 33 stages ($1,909,290, all p5);
-    none without a deadline, none without slack, at most DEADLINE_FILL_MOST priced."""
+    listed: their bounds break D), and returns the quick plan of tp 1, dp 4, cp 4, 33 stages ($1,909,290, all p5;
+    3 x 32 + 0 layers), with DEADLINE_FILL_SPLIT (round 24) its layers moved at the ends, 2, 2, 3 x 30, 2: the row's
+    optimum, $1,906,385.28 (proven by the loop at 11-13 s of CPU); none without a deadline, none without slack, at
+    most DEADLINE_FILL_MOST priced."""
     problem, options = gpt3_175b
+    monkeypatch.setattr(solver, "DEADLINE_FILL_SPLIT", False)
     start = _climbs_end(problem, options)
     assert 1_930_000 < start[0] < 1_931_000 and start[2].training_time_s < D_175B_8K
     memo = solver.Memo(problem, options)
@@ -69,6 +72,13 @@ def test_the_deadline_fill_of_175b_8k(gpt3_175b, monkeypatch):
     assert got[2].training_time_s <= D_175B_8K
     assert math.isclose(estimate(problem, got[1]).cost_usd, got[0], rel_tol=1e-12)
     assert in_search_space(problem, got[1], options)
+    assert [s.num_layers for s in got[1].stages] == [3] * 32 + [0]
+    monkeypatch.setattr(solver, "DEADLINE_FILL_SPLIT", True)  # (the quick plans are the memo's: none priced again)
+    split = solver._deadline_fill_plans(memo, budget, bounded, start)
+    assert math.isclose(split[0], 1_906_385.2805, rel_tol=1e-9) and split[2].training_time_s <= D_175B_8K
+    assert [s.num_layers for s in split[1].stages] == [2, 2] + [3] * 30 + [2] and split[1].dp == 4
+    assert math.isclose(estimate(problem, split[1]).cost_usd, split[0], rel_tol=1e-12)
+    assert in_search_space(problem, split[1], options) and asked == order + order
     asked.clear()
     assert solver._deadline_fill_plans(memo, Budget(objective="cost"), bounded, start) is None  # no deadline
     tight = Budget(objective="cost", max_time_s=start[2].training_time_s)  # no slack
