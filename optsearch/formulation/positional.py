@@ -1933,7 +1933,7 @@ def _pair_least_sum_ring(f: Skeleton, tab: _Tables, setup: tuple, Ms: np.ndarray
     n, U, G = len(Ms), tab.sup.size, len(sup.src)
     inter = np.array(f.c.send_inter_s, dtype=float)
     inter_out = inter.min(axis=1)
-    bound_extra = np.maximum(inter + inter.T - 2 * inter_out[:, None], 0.0)
+    bound_extra = inter + inter.T - 2 * inter_out[:, None]
     cap = np.minimum(_variant_caps(stacked, lows, v_offsets, Xs), tab.caps_of.at(Ms)[of_block])  # [variant, k]
     cap = np.where(np.isfinite(cap), cap, -1).astype(np.int64)
     first = None if shift is None or tab.first is None else tab.first_extra(shift)  # [g, n, k]
@@ -1987,10 +1987,12 @@ def _pair_least_sum(f: Skeleton, tab: _Tables, setup: tuple, Ms: np.ndarray, Xs:
     stage within the bound's caps at Ms[k] and every variant row at most Xs[k] (_pair_least_rent's layouts) of their
     sum of stage times + weight[k] x rent: _least_sum's combined programme with the types of the block before and of
     the block itself in its state, and each boundary's two sends at its own pair: a block of type t followed by one
-    of type h charges the boundary max(2 inter_out[t], c_inter[t][h] + c_inter[h][t]) (the forward send of t's last
-    stage to h and the backward send of h's first stage to t, costmodel.estimate) where _least_sum charges 2
-    inter_out[t]. With shift (the overlap on), stage 0's reduce floor in excess of shift[k] rides on the first block
-    (first_extra), and the last block carries the tied embedding's excess (tab.last), as in combined_at."""
+    of type h charges the boundary c_inter[t][h] + c_inter[h][t] (the forward send of t's last stage to h and the
+    backward send of h's first stage to t, costmodel.estimate: two blocks are two sets of whole nodes) where
+    _least_sum's fixed_s charges 2 inter_out[t] (fixed_s + (that - 2 inter_out[t]), so the charge rests on the
+    boundary's own sends alone). With shift (the overlap on), stage 0's reduce floor in excess of shift[k] rides on
+    the first block (first_extra), and the last block carries the tied embedding's excess (tab.last), as in
+    combined_at."""
     if PAIR_SUM_RING:
         return _pair_least_sum_ring(f, tab, setup, Ms, Xs, weight, shift)
     by_start, stacked, lows, v_offsets, of_block, _ = setup
@@ -1998,7 +2000,7 @@ def _pair_least_sum(f: Skeleton, tab: _Tables, setup: tuple, Ms: np.ndarray, Xs:
     n, U, G = len(Ms), tab.sup.size, len(sup.src)
     inter = np.array(f.c.send_inter_s, dtype=float)
     inter_out = inter.min(axis=1)
-    bound_extra = np.maximum(inter + inter.T - 2 * inter_out[:, None], 0.0)  # [t, h]: above _least_sum's charge
+    bound_extra = inter + inter.T - 2 * inter_out[:, None]  # [t, h]: the boundary's own sends less _least_sum's
     cap = np.minimum(_variant_caps(stacked, lows, v_offsets, Xs), tab.caps_of.at(Ms)[of_block])  # [variant, k]
     cap = np.where(np.isfinite(cap), cap, -1).astype(np.int64)
     first = None if shift is None or tab.first is None else tab.first_extra(shift)  # [g, n, k]
