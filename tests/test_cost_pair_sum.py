@@ -1,6 +1,6 @@
 """Minimizing cost: the positional bound's marks lifted by the layouts within each boundary's own send, with their own
 sum of stage times (formulation/positional.py cost_pair_lift, _pair_least_sum, COST_PAIR_SUM; issue 14, item 3, round
-24, sum1t; docs/solver.md "Round 24: the 1T 3k cost front's own floor").
+24, sum1t; docs/solver.md "Round 24: the 1T 3k cost front's own floor, each boundary's own sends in the sum").
 
 At a mark M the McCormick bound's programme charges each stage its cheapest sends over every neighbouring type. For a
 threshold X > M a plan at M either has every variant row (each block's sends at the pairs with its real neighbours)
