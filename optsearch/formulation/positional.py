@@ -1060,14 +1060,40 @@ def _variant_caps(stacked: np.ndarray, lows: np.ndarray, v_offsets: np.ndarray, 
     return np.where(np.minimum.reduceat(k, v_offsets, axis=0) > 0, cap, -np.inf)
 
 
-def _least_covering(values: np.ndarray, most_held, L: int) -> float:
+PAIR_COVER_HINT = True  # pair_cover_floor_s's search first tries the value its candidate's siblings (the same key
+# but pp) found last: one programme at two values (the one below it and it) settles it where it is the answer
+# (_least_covering's hint; round 24, mpair1t). The same least index by the same monotone test: the same floor, bit
+# for bit, hit or miss (a miss only narrows the search); Megatron 1T 3k's (4, 2, 1, cp 2) front, pp 67-85: 15 values
+# of the programme a candidate -> 2
+_PAIR_HINTS: dict = {}  # (cand.key without pp, L, G) -> the value the search last found (values[lo], before 1e-12)
+_PAIR_HINTS_MOST = 4096  # cleared past this many keys (a hint is only a guess: losing one costs a search)
+
+
+def _least_covering(values: np.ndarray, most_held, L: int, hint: float | None = None) -> float:
     """The pair-cover floors' search (pair_cover_floor_s, pair_cover_both_floor_s): the least of the sorted candidate
     values X at which most_held(X) (the most layers a block sequence holds with every row at most X; it grows with
     X) reaches L, found PAIR_COVER_WAYS points at a time, less 1e-12 relative; -inf where the least value already
-    reaches it (no mark the bound allows is dropped), inf where none does (no plan)."""
-    if most_held(values[:1])[0] >= L:
-        return -math.inf
+    reaches it (no mark the bound allows is dropped), inf where none does (no plan).
+
+    hint: a value that may be the answer (PAIR_COVER_HINT). Where it is values[j], j >= 1, most_held at values[j - 1]
+    and values[j] (one programme) decide: below L then at least L is the answer j itself (most_held grows with X, so
+    values[0] is below L too); otherwise they narrow [lo, hi] to the side that holds the least index. Either way
+    the least index is the one the search without a hint finds: the same value, bit for bit."""
     lo, hi = 1, len(values)  # the least index whose most held reaches L lies in [lo, hi] (hi: none does)
+    j = int(np.searchsorted(values, hint)) if hint is not None else 0
+    first_below = False  # known: most_held(values[0]) < L
+    if 1 <= j < len(values) and values[j] == hint:
+        below, at = most_held(values[j - 1:j + 1]) >= L
+        if not below:  # values[j - 1] holds less than L, so does values[0]
+            if at:
+                return float(values[j]) * (1 - 1e-12)  # the least index is j
+            lo, first_below = j + 1, True  # neither reaches L: the least index is above j
+        elif j == 1:  # values[0] reaches L
+            return -math.inf
+        else:  # values[j - 1] reaches L: the least index is at most j - 1
+            hi = j - 1
+    if not first_below and most_held(values[:1])[0] >= L:
+        return -math.inf
     while lo < hi:
         points = np.unique(np.linspace(lo, hi - 1, PAIR_COVER_WAYS).round().astype(np.int64))
         ok = most_held(values[points]) >= L
@@ -1198,7 +1224,15 @@ def pair_cover_floor_s(f: Skeleton, blocks: _Blocks, start: float = -math.inf, a
 
     if at is not None:  # PAIR_COVER_DEFER's test: -inf where M_pair <= at (its cover at `at` reaches L), else inf
         return -math.inf if most_held(np.array([at]))[0] >= L else math.inf
-    return _least_covering(values, most_held, L)
+    if not PAIR_COVER_HINT:
+        return _least_covering(values, most_held, L)
+    key = (f.cand.key[:3] + f.cand.key[4:], L, G)  # the candidate's siblings: the same key but pp
+    found = _least_covering(values, most_held, L, _PAIR_HINTS.get(key))
+    if math.isfinite(found):
+        if len(_PAIR_HINTS) >= _PAIR_HINTS_MOST:
+            _PAIR_HINTS.clear()
+        _PAIR_HINTS[key] = float(values[np.searchsorted(values, found)])  # values[lo] (found is it less 1e-12)
+    return found
 
 
 PAIR_COVER_BOTH = False  # M_pair also with both sends of a block: the send out of its last stage to the type that
