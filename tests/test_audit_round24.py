@@ -1,0 +1,229 @@
+"""Audit of round 24's merges (audit16; docs/solver.md "Round 24 after the merges: the audit (audit16, 2026-11-25)").
+
+- loopB's DEPTH_PLANS (solver._depth_plans: minimizing cost under a deadline, a new loop incumbent's candidate at
+  pp +- DEPTH_PLANS_NEAR, their quick plans; incumbents only): asked directly for every listed v = 1 candidate on
+  draws its own tests do not make (supply draws of up to 6 stages, roomy and memory-tight, experts on some; the small
+  random instances), deadlines at 1.00-1.05 x candidates' own quick plans' times (tight: neighbours' plans break them):
+  every plan returned is in the space, the cost model's price, within D, of the candidate's degrees at another depth
+  within 2; the mutant without the deadline check returns plans that break D on the same asks (caught here), and
+  inside solve it gives wrong answers where the rule fires (loopB's draws, tight D).
+- loopB's DEADLINE_FILL_SPLIT (the deadline fill's best quick plan through _split_improved): from every listed
+  candidate's best quick plan under D, the fill with the split on and off: both in the space, priced, within D; on
+  at or below off.
+- Both backends with DEPTH_PLANS and DEADLINE_FILL_SPLIT on and off (each alone too): brute force's answer at cost
+  under deadlines at 1.00 / 1.01 / 1.05 x drawn plans' times (and the other objectives), every plan re-priced.
+bench/audit_round24.py sweeps more seeds with the same checks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+
+import pytest
+
+import optsearch.solver as solver_module
+from draws import draws
+from optsearch.baselines.exhaustive import solve_exhaustive
+from optsearch.candidates import in_search_space
+from optsearch.costmodel import estimate
+from optsearch.spec.budget import Budget
+
+from test_audit_dist_bounds import MAX_PLANS, random_instance, space_plans
+from test_audit_round11 import assert_equals_truth
+from test_audit_round23 import supply_draw
+
+DEADLINE_SCALES = (1.0, 1.01, 1.02, 1.05)
+REL = 1e-12
+
+
+def depth_plans_unchecked(memo, budget, bounded, cand):
+    """_depth_plans with no deadline check (the best quick plan of each neighbour, whatever its time): the mutant
+    loopB's own tests did not catch."""
+    by_key = solver_module._v1_by_key(bounded)
+    key, best = cand.key, None
+    for pp in range(key[3] - solver_module.DEPTH_PLANS_NEAR, key[3] + solver_module.DEPTH_PLANS_NEAR + 1):
+        item = by_key.get(key[:3] + (pp,) + key[4:]) if pp != key[3] else None
+        if item is None:
+            continue
+        own = solver_module._best_meeting(Budget(objective="cost"), memo.quick_plans(memo.skeleton(item.cand)))
+        if own is not None and (best is None or own[0] < best[0]):
+            best = own
+    return best
+
+
+def _quick_times(memo, v1) -> list[float]:
+    """Each listed v = 1 candidate's fastest quick plan's time (the deadlines are drawn at these)."""
+    times = set()
+    for item in v1:
+        quick = memo.quick_plans(memo.skeleton(item.cand))
+        if quick:
+            times.add(min(e.training_time_s for _, e in quick))
+    return sorted(times)
+
+
+def deadlines(problem, options, seed, picks: int = 3, scales=DEADLINE_SCALES) -> list[Budget]:
+    """Cost under deadlines at `scales` x `picks` drawn candidates' fastest quick plans' times."""
+    memo = solver_module.Memo(problem, options)
+    base, _ = solver_module._candidates(memo, Budget(objective="cost"))
+    times = _quick_times(memo, [b for b in base if b.cand.v == 1])
+    rng = random.Random(24_000 + seed)
+    return [Budget(objective="cost", max_time_s=t * s) for t in rng.sample(times, min(picks, len(times)))
+            for s in scales]
+
+
+def check_priced(problem, options, budget, got, where) -> None:
+    plan, est = got[1], got[2]
+    assert in_search_space(problem, plan, options), ("not in the space", where)
+    assert est.training_time_s <= budget.max_time_s, ("breaks D", where, est.training_time_s, budget.max_time_s)
+    assert math.isclose(estimate(problem, plan).cost_usd, got[0], rel_tol=REL), ("price", where, got[0])
+
+
+def depth_walk(problem, options, seed, stats, picks: int = 3, rule=None):
+    """Every listed v = 1 candidate's _depth_plans (or `rule`) under each drawn deadline: stats depth_asks,
+    depth_returned, depth_mut_breaks (the unchecked mutant's plan above D on the same ask)."""
+    rule = rule or solver_module._depth_plans
+    memo = solver_module.Memo(problem, options)
+    for budget in deadlines(problem, options, seed, picks):
+        bounded, _ = solver_module._candidates(memo, budget)
+        for item in bounded:
+            if item.cand.v != 1:
+                continue
+            stats["depth_asks"] += 1
+            got = rule(memo, budget, bounded, item.cand)
+            mut = depth_plans_unchecked(memo, budget, bounded, item.cand)
+            stats["depth_mut_breaks"] += mut is not None and mut[2].training_time_s > budget.max_time_s
+            if got is None:
+                continue
+            stats["depth_returned"] += 1
+            where = (seed, budget.max_time_s, item.cand.key)
+            check_priced(problem, options, budget, got, where)
+            plan = got[1]
+            assert (plan.tp, plan.dp, plan.micro_batch_size, plan.cp) == (
+                item.cand.tp, item.cand.dp, item.cand.micro_batch_size, item.cand.cp), where
+            assert 0 < abs(len(plan.stages) - item.cand.pp) <= solver_module.DEPTH_PLANS_NEAR, where
+    return stats
+
+
+def fill_walk(problem, options, seed, stats, picks: int = 2, starts: int = 12):
+    """From up to `starts` listed v = 1 candidates' best quick plans under each drawn deadline (with time to spare),
+    _deadline_fill_plans with DEADLINE_FILL_SPLIT on and off: each plan in the space, priced, within D; on at or below
+    off. stats fill_asks, fill_returned, fill_split_better."""
+    memo = solver_module.Memo(problem, options)
+    for budget in deadlines(problem, options, seed, picks):
+        bounded, _ = solver_module._candidates(memo, budget)
+        asked = 0
+        for item in bounded:
+            if item.cand.v != 1 or asked >= starts:
+                continue
+            start = solver_module._best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
+            if start is None:
+                continue
+            asked += 1
+            got = {}
+            for on in (True, False):
+                with pytest.MonkeyPatch.context() as mp:
+                    mp.setattr(solver_module, "DEADLINE_FILL_SPLIT", on)
+                    got[on] = solver_module._deadline_fill_plans(memo, budget, bounded, start)
+            stats["fill_asks"] += 1
+            where = (seed, budget.max_time_s, item.cand.key)
+            assert (got[True] is None) == (got[False] is None), where
+            if got[True] is None:
+                continue
+            stats["fill_returned"] += 1
+            for value in got.values():
+                check_priced(problem, options, budget, value, where)
+            assert got[True][0] <= got[False][0], where
+            stats["fill_split_better"] += got[True][0] < got[False][0] * (1 - 1e-9)
+    return stats
+
+
+FLIPS = ((solver_module, "DEPTH_PLANS"), (solver_module, "DEADLINE_FILL_SPLIT"))
+
+
+def solve_ab(problem, options, seed, stats, budgets, backends=("cbc", "cpsat"), alone: bool = False,
+             flips=FLIPS, rule=None):
+    """Both backends, no limit, the switches all on and all off (and each off alone where `alone`): brute force's
+    answer each time, every plan re-priced (assert_equals_truth). rule: _depth_plans replaced (a mutant). Counts
+    _depth_plans' calls and the plans it returns."""
+    real = rule or solver_module._depth_plans
+
+    def spy(memo, budget, bounded, cand):
+        out = real(memo, budget, bounded, cand)
+        stats["depth_calls"] += 1
+        stats["depth_calls_returned"] += out is not None
+        return out
+    for budget in budgets:
+        truth = solve_exhaustive(problem, budget, options=options, max_plans=10 * MAX_PLANS)
+        sides = [{f: True for f in flips}, {f: False for f in flips}]
+        if alone:
+            sides += [{f: f != g for f in flips} for g in flips]
+        for name in backends:
+            for side in sides:
+                with pytest.MonkeyPatch.context() as mp:
+                    for (module, flag), on in side.items():
+                        mp.setattr(module, flag, on)
+                    mp.setattr(solver_module, "_depth_plans", spy)
+                    got = solver_module.solve(problem, budget, solver=name, options=options)
+                stats["solves"] += 1
+                off = [flag for (_, flag), value in side.items() if not value]
+                assert_equals_truth(problem, options, budget, got, truth,
+                                    (seed, name, off, budget.model_dump(exclude_none=True), truth.status,
+                                     truth.objective_value, got.status, got.objective_value))
+    return stats
+
+
+def drawn_budgets(problem, options, seed, picks: int = 1, scales=(1.0, 1.01, 1.05), others: bool = True):
+    """Cost under deadlines at `scales` x `picks` drawn plans' times; with `others`, cost, time and time under a cap
+    at the first scale x the first plan's cost too."""
+    rng = random.Random(seed)
+    priced = list(space_plans(problem, options))
+    drawn = rng.sample(priced, min(picks, len(priced)))
+    out = [Budget(objective="cost", max_time_s=e.training_time_s * s) for _, _, e in drawn for s in scales]
+    if others and drawn:
+        out += [Budget(objective="cost"), Budget(objective="time"),
+                Budget(objective="time", max_cost_usd=drawn[0][2].cost_usd * scales[0])]
+    return out
+
+
+def _supply(seeds):
+    for seed in seeds:
+        made = supply_draw(seed)
+        if made is not None:
+            yield seed, made
+
+
+# ---- the tests -------------------------------------------------------------------------------------------------------
+
+def test_the_depth_plans_meet_the_deadline_on_supply_draws():
+    """Supply draws 0 (roomy, up to 6 stages) and 5 (memory-tight), deadlines at 1.00-1.05 x three candidates' quick
+    plans' times: every plan _depth_plans returns is a plan of the space at another depth within 2 of the same
+    degrees, priced, within D; the unchecked mutant breaks D on some of the same asks."""
+    stats = Counter()
+    for seed, made in _supply((0, 5)):
+        depth_walk(*made, seed, stats)
+    assert stats["depth_returned"] > 50 and stats["depth_mut_breaks"] > 10, stats
+
+
+def test_the_unchecked_depth_plans_mutant_is_caught_by_the_walk():
+    """The walk with the mutant as the rule: a plan above D (supply draw 0)."""
+    with pytest.raises(AssertionError, match="breaks D"):
+        depth_walk(*supply_draw(0), 0, Counter(), rule=depth_plans_unchecked)
+
+
+def test_the_depth_plans_on_random_instances():
+    """OPTSEARCH_DRAWS of the small random instances (1-3 stages, memory-tight, experts, cp, v 2 on some)."""
+    stats = Counter()
+    for seed in (53, 61, 62, 7, 11, 19, 23, 31, 37, 41, 43, 47)[: 2 * draws(1)]:
+        depth_walk(*random_instance(seed), seed, stats)
+    assert stats["depth_asks"] > 0, stats
+
+
+def test_the_deadline_fill_split_meets_the_deadline():
+    """Supply draws 0 and 5: the fill from candidates' quick plans with the split on and off, each plan in the space,
+    priced, within D, on at or below off."""
+    stats = Counter()
+    for seed, made in _supply((0, 5)):
+        fill_walk(*made, seed, stats)
+    assert stats["fill_returned"] > 10, stats
