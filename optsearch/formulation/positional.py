@@ -1213,6 +1213,10 @@ _PAIR_SWITCHES = ("PAIR_COVER", "PAIR_COVER_STATES", "PAIR_COVER_WAYS", "PAIR_CO
                   "PAIR_COVER_WITHIN_PP")  # kept by _Tables as it is built, used when M_pair is applied
 
 
+SEND_VARIANTS_AT_ONCE = True  # _send_variants' rows by one gather and two masked additions (round 24, sum1t): the same
+# floats as the loop over variants (0.02 s a candidate on Megatron 1T 3k's deep ones, set up for cost_pair_lift)
+
+
 def _send_variants(f: Skeleton, blocks: _Blocks) -> tuple:
     """The block variants of the both-sends floors (pair_cover_both_floor_s, ends_class_floor_s, budget_pair_lift):
     variant (b, p, h) is block b preceded by type p (-1: it starts the pipeline) and followed by type h (-1: it ends
@@ -1226,6 +1230,17 @@ def _send_variants(f: Skeleton, blocks: _Blocks) -> tuple:
     ends, starts = blocks.start + blocks.stages == pp, blocks.start == 0
     variants = [(b, p, h) for b in range(len(blocks)) for p in ((-1,) if starts[b] else range(G))
                 for h in ((-1,) if ends[b] else range(G))]
+    if SEND_VARIANTS_AT_ONCE:  # round 24 (sum1t): the same rows and additions, every variant at once
+        vb, vp, vh = (np.array([v[x] for v in variants], dtype=np.int64).reshape(-1) for x in range(3))
+        sizes = blocks.stages[vb]
+        starts = np.cumsum(sizes) - sizes
+        at = np.repeat(offsets[vb] - starts, sizes) + np.arange(int(sizes.sum()))  # each variant's block rows
+        stacked = blocks.rows[at].copy()
+        t = blocks.g[vb]
+        back, out = vp >= 0, vh >= 0
+        stacked[starts[back]] += np.maximum(pair[t[back], vp[back]] - inter_in[t[back]], 0.0)[:, None]
+        stacked[(starts + sizes - 1)[out]] += np.maximum(pair[t[out], vh[out]] - inter_out[t[out]], 0.0)[:, None]
+        return variants, stacked, blocks.row_low[at], sizes, offsets
     rows = []
     for b, p, h in variants:
         r = blocks.rows[offsets[b]:offsets[b] + blocks.stages[b]].copy()
@@ -1892,6 +1907,195 @@ def budget_pair_lift(f: Skeleton, tab: _Tables, ix: np.ndarray, lifted: np.ndarr
     return out
 
 
+COST_PAIR_SUM = True  # minimizing cost: a refined mark still below the cutoff after McCormick is lifted by the layouts
+# within each boundary's own send, with their own sum of stage times (cost_pair_lift; round 24, sum1t)
+COST_PAIR_WAYS = 4  # at most this many thresholds X per mark (one programme over all of them)
+COST_PAIR_WORK = 6_000_000  # the most table entries ((mark, X) rows x G^2 x supply states x layers) per stage of one
+# programme call: a candidate whose one row exceeds it is not lifted
+
+
+PAIR_SUM_RING = True  # _pair_least_sum in a ring of tables refilled, each stage only over the supply states and layer
+# counts a suffix can reach, each (block, next type, count) sum once for every type before it whose cap allows it
+# (_pair_least_sum_ring): the same sums and min, the same values bit for bit
+
+
+def _pair_least_sum_ring(f: Skeleton, tab: _Tables, setup: tuple, Ms: np.ndarray, Xs: np.ndarray,
+                         weight: np.ndarray, shift: np.ndarray | None) -> np.ndarray:
+    """_pair_least_sum's programme, the same sums per + F[s + q][k, t, h, src[t, u], l - n] (per = the block's terms
+    at count n, one float as there) min'd into F[s][k, p, t, u, l] in another order (min is exact): a row k and a
+    block variant whose cap at k is below n adds inf there and is skipped; the states past _reach and the layers past
+    the suffix's top (top[s] = min(L, max over the variants at s of top[s + q] + their largest cap), top[pp] = 0) stay
+    inf as they would be computed (every sum there reads an inf); the tables in a ring of 1 + the longest block (stage
+    s reads only s + q), refilled with inf; each (block, next type, count, row)'s sum computed once and min'd into the
+    rows of every type before it whose variant's cap allows the count."""
+    by_start, stacked, lows, v_offsets, of_block, _ = setup
+    blocks, sup, pp, L = tab.blocks, tab.sup, tab.pp, tab.L
+    n, U, G = len(Ms), tab.sup.size, len(sup.src)
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    inter_out = inter.min(axis=1)
+    bound_extra = inter + inter.T - 2 * inter_out[:, None]
+    cap = np.minimum(_variant_caps(stacked, lows, v_offsets, Xs), tab.caps_of.at(Ms)[of_block])  # [variant, k]
+    cap = np.where(np.isfinite(cap), cap, -1).astype(np.int64)
+    first = None if shift is None or tab.first is None else tab.first_extra(shift)  # [g, n, k]
+    ring = 1 + max((int(q) for vs in by_start for _, _, q, _, _ in vs), default=1)
+    tables = [np.full((n, G, G, U + 1, L + 1), np.inf) for _ in range(ring)]
+    tables[pp % ring][:, :, :, 0, 0] = 0.0
+    scratch = np.empty((U + 1, L + 1))
+    top = np.zeros(pp + 1, dtype=np.int64)
+    caps_list = cap.tolist()
+    for s in range(pp - 1, -1, -1):
+        _on_time(tab.deadline)
+        best = tables[s % ring]
+        best.fill(np.inf)
+        nU = _reach(sup, pp, s)
+        groups: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (block, next type) -> [(variant, type before)]
+        ahead = 0
+        for i, t, q, p, h in by_start[s]:
+            most = max(caps_list[i])
+            if most < 0:
+                continue
+            ahead = max(ahead, min(L, int(top[s + q]) + most))
+            groups.setdefault((int(of_block[i]), h), []).append((i, p))
+        top[s] = ahead
+        w = ahead + 1
+        for (b, h), members in groups.items():
+            t, q = int(blocks.g[b]), int(blocks.stages[b])
+            after = tables[(s + q) % ring]
+            low = int(blocks.low[b])
+            for k in range(n):
+                nxt = after[k, t, max(h, 0)][sup.src[t, :nU], :w]  # [u, l]: after it a block of h, one t fewer
+                base = (blocks.fixed_s[b] + weight[k] * blocks.rent_usd_per_hour[b]
+                        + (bound_extra[t, h] if h >= 0 else 0.0))
+                if tab.last is not None and h < 0:
+                    base = base + tab.last[t]
+                most = max(caps_list[i][k] for i, _ in members)
+                for cnt in range(low, min(L, most, w - 1) + 1):
+                    per = base + blocks.step_s[b] * cnt
+                    if first is not None and s == 0:
+                        per = per + first[t, cnt, k]
+                    got = np.add(nxt[:, :w - cnt], per, out=scratch[:nU, :w - cnt])
+                    for i, p in members:
+                        if caps_list[i][k] >= cnt:
+                            out = best[k, max(p, 0), t, :nU, cnt:w]
+                            np.minimum(out, got, out=out)
+    return tables[0][:, 0, :, :U, L].min(axis=(1, 2))
+
+
+def _pair_least_sum(f: Skeleton, tab: _Tables, setup: tuple, Ms: np.ndarray, Xs: np.ndarray, weight: np.ndarray,
+                    shift: np.ndarray | None) -> np.ndarray:
+    """[k] -> min over the block sequences within node supply (the bound's own index) that hold L layers with every
+    stage within the bound's caps at Ms[k] and every variant row at most Xs[k] (_pair_least_rent's layouts) of their
+    sum of stage times + weight[k] x rent: _least_sum's combined programme with the types of the block before and of
+    the block itself in its state, and each boundary's two sends at its own pair: a block of type t followed by one
+    of type h charges the boundary c_inter[t][h] + c_inter[h][t] (the forward send of t's last stage to h and the
+    backward send of h's first stage to t, costmodel.estimate: two blocks are two sets of whole nodes) where
+    _least_sum's fixed_s charges 2 inter_out[t] (fixed_s + (that - 2 inter_out[t]), so the charge rests on the
+    boundary's own sends alone). With shift (the overlap on), stage 0's reduce floor in excess of shift[k] rides on
+    the first block (first_extra), and the last block carries the tied embedding's excess (tab.last), as in
+    combined_at."""
+    if PAIR_SUM_RING:
+        return _pair_least_sum_ring(f, tab, setup, Ms, Xs, weight, shift)
+    by_start, stacked, lows, v_offsets, of_block, _ = setup
+    blocks, sup, pp, L = tab.blocks, tab.sup, tab.pp, tab.L
+    n, U, G = len(Ms), tab.sup.size, len(sup.src)
+    inter = np.array(f.c.send_inter_s, dtype=float)
+    inter_out = inter.min(axis=1)
+    bound_extra = inter + inter.T - 2 * inter_out[:, None]  # [t, h]: the boundary's own sends less _least_sum's
+    cap = np.minimum(_variant_caps(stacked, lows, v_offsets, Xs), tab.caps_of.at(Ms)[of_block])  # [variant, k]
+    cap = np.where(np.isfinite(cap), cap, -1).astype(np.int64)
+    first = None if shift is None or tab.first is None else tab.first_extra(shift)  # [g, n, k]
+    F: list[np.ndarray | None] = [None] * (pp + 1)
+    F[pp] = np.full((n, G, G, U + 1, L + 1), np.inf)
+    F[pp][:, :, :, 0, 0] = 0.0
+    for s in range(pp - 1, -1, -1):
+        _on_time(tab.deadline)
+        best = np.full((n, G, G, U + 1, L + 1), np.inf)
+        for i, t, q, p, h in by_start[s]:
+            c_i = cap[i]  # [k]
+            if (c_i < 0).all():
+                continue
+            b = int(of_block[i])
+            base = blocks.fixed_s[b] + weight * blocks.rent_usd_per_hour[b] + (bound_extra[t, h] if h >= 0 else 0.0)
+            if tab.last is not None and h < 0:
+                base = base + tab.last[t]
+            nxt = F[s + q][:, t, max(h, 0)][:, sup.src[t], :]  # [k, u, l]: after it a block of h, one t fewer
+            out = best[:, max(p, 0), t, :U, :]
+            for cnt in range(int(blocks.low[b]), min(L, int(c_i.max())) + 1):
+                per = np.where(c_i >= cnt, base + blocks.step_s[b] * cnt, np.inf)  # [k]
+                if first is not None and s == 0:
+                    per = per + first[t, cnt, :]
+                np.minimum(out[:, :, cnt:], per[:, None, None] + nxt[:, :, :L + 1 - cnt], out=out[:, :, cnt:])
+        F[s] = best
+    return F[0][:, 0, :, :U, L].min(axis=(1, 2))
+
+
+def cost_pair_lift(f: Skeleton, tab: _Tables, ix: np.ndarray, value: np.ndarray, rent: np.ndarray,
+                   iteration: np.ndarray, K: np.ndarray, shift: np.ndarray | None, plain: np.ndarray,
+                   cutoff: float, per_hour: float) -> np.ndarray:
+    """Minimizing cost: [mark] a lower bound on the cost of every plan at mark ix, at least `value` (the McCormick
+    bound's). rent[M] = R(M), iteration[M] = T0 (the bound's floor on every plan's iteration at M), K[M] = (m - 1) M +
+    comm (T >= K + the programme's sum of the plan's own layout), plain[M] = (m - 1) M + S(M) + the comm floor that
+    needs no share of the slowest stage's excess over M (budget_pair_lift's plain_of).
+
+    The McCormick bound's combined programme charges each stage its cheapest sends over every neighbouring type, so
+    at M it lets a cheap type in beside a dear one at no cost in M or in the sum (Megatron 1T 3k: a 3-layer p5 stage
+    after a p4d -> p5 boundary, whose send back crosses the A100's NIC, docs/solver.md round 23, front1t). For a plan
+    P at M let M' = the largest of its variant rows (each block's sends at the pairs with its real neighbours,
+    pair_cover_both_floor_s; every stage takes at least its variant row, so its slowest stage T_s >= M'). For any
+    X > M either (a) M' <= X: P's layout lies within the caps at M with every variant row within X, its rent is r >=
+    R(M), its iteration T >= T0 and T >= K + s_P, where s_P is the pair programme's sum of P's own layout (each
+    boundary's two sends at its own pair; the sum of stage times is at least that), so (r - R)(T - T0) >= 0 gives r
+    T >= R T + T0 r - R T0 >= R (K + s_P + (T0 / R) r) - R T0 >= R (K + Phi_X) - R T0 with Phi_X =
+    _pair_least_sum at weight T0 / R (the McCormick bound's own weight); or (b) M' > X: T_s > X, so T >= plain + (m -
+    1)(X - M) (and T >= T0), r >= R, r T >= R max(T0, plain + (m - 1)(X - M)). Every plan at M is one of the two, so
+    its cost is at least the smaller, for each X; the bound takes the largest over the X tried. The thresholds: the
+    variant rows' values in (M, X_c], X_c the least of them where (b) alone reaches the cutoff (at larger X (b) only
+    grows past it and (a) falls), taken a relative 1e-12 below (more plans on side (b)), at most COST_PAIR_WAYS,
+    evenly spread with X_c kept. Float care: both sides lowered by a relative 1e-9."""
+    setup = _pair_rent_setup(f, tab)
+    m = f.c.m
+    if setup is None or m <= 1 or not len(ix):
+        return value
+    values = setup[-1]
+    Ms = tab.marks[ix]
+    G = len(f.cand.uses)
+    one = G * G * (tab.sup.size + 1) * (tab.L + 1)  # table entries of one (mark, X) row per stage
+    if one > COST_PAIR_WORK:
+        return value
+    weight = iteration / rent
+    plain_comm = plain - (m - 1) * Ms - tab.total_at(ix)  # the comm floor in plain
+    phi_b = tab.combined_at(ix, weight)  # the McCormick programme without stage 0's excess
+
+    def side_b(rows: np.ndarray, xs: np.ndarray) -> np.ndarray:
+        R, T0 = rent[rows], iteration[rows]
+        return per_hour * np.maximum(R * np.maximum(T0, plain[rows] + (m - 1) * (xs - Ms[rows])),
+                                     R * ((m - 1) * xs + plain_comm[rows] + phi_b[rows]) - R * T0) * (1 - 1e-9)
+
+    pairs = []  # (mark row, threshold)
+    for j in range(len(ix)):
+        xs = values[values > Ms[j]] * (1 - 1e-12)
+        xs = xs[xs > Ms[j]]
+        b = side_b(np.full(len(xs), j), xs)  # grows with X; side (a) falls with X: only X where (b) lifts count,
+        xs = xs[b > value[j]][:int(np.searchsorted(b[b > value[j]], cutoff)) + 1]  # up to the first at the cutoff
+        if len(xs) > COST_PAIR_WAYS:
+            xs = xs[np.unique(np.linspace(0, len(xs) - 1, COST_PAIR_WAYS).round().astype(np.int64))]
+        pairs += [(j, x) for x in xs.tolist()]
+    if not pairs:
+        return value
+    rows, xs = np.array([p[0] for p in pairs], dtype=np.int64), np.array([p[1] for p in pairs])
+    step = max(1, COST_PAIR_WORK // one)
+    phi = np.concatenate([_pair_least_sum(f, tab, setup, Ms[rows[k:k + step]], xs[k:k + step],
+                                          weight[rows[k:k + step]],
+                                          None if shift is None else shift[rows[k:k + step]])
+                          for k in range(0, len(rows), step)])
+    R, T0 = rent[rows], iteration[rows]
+    side_a = per_hour * (R * (K[rows] + phi) - R * T0) * (1 - 1e-9)
+    got = np.where(np.isnan(side_a), -np.inf, np.minimum(side_a, side_b(rows, xs)))
+    out = value.copy()
+    np.maximum.at(out, rows, got)
+    return out
+
+
 def interleaved_skeleton(f: Skeleton) -> Skeleton:
     """An interleaved candidate (v > 1) as a 1F1B one that positional_bound bounds directly (round 23, park145): its
     own skeleton with m v micro-batches and every stage's compute / v, sends unchanged, each end stage's time raised
@@ -2079,6 +2283,12 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
                 mccormick = per_hour * (rent[sharpen] * (K + combined) - rent[sharpen] * iteration[sharpen])
                 if is_cost:
                     value[sharpen] = np.maximum(value[sharpen], mccormick)
+                    lift = np.nonzero(sharpen)[0][value[sharpen] < cutoff] if COST_PAIR_SUM else []
+                    if len(lift):  # round 24 (sum1t): the layouts within each boundary's own send, their own sum
+                        value[lift] = cost_pair_lift(
+                            f, tab, ix[lift], value[lift], rent[lift], iteration[lift],
+                            (c.m - 1) * Ms[lift] + comm[lift], None if shift is None else shift[lift],
+                            (c.m - 1) * Ms[lift] + tab.total_at(ix[lift]) + plain_comm_s, cutoff, per_hour)
                 if budget.max_cost_usd is not None:
                     value[sharpen] = np.where(mccormick > budget.max_cost_usd * slack,
                                               np.inf, value[sharpen])
