@@ -20,19 +20,25 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
+import optsearch.formulation.positional as positional
 import optsearch.solver as solver_module
 from draws import draws
 from optsearch.baselines.exhaustive import solve_exhaustive
 from optsearch.candidates import in_search_space
 from optsearch.costmodel import estimate
+from optsearch.search import budget_violations
+from optsearch.bounds import interleaving_factor
+from optsearch.solver import Memo, interleaved_positional_bound
 from optsearch.spec.budget import Budget
 
 from test_audit_dist_bounds import MAX_PLANS, random_instance, space_plans
 from test_audit_round11 import assert_equals_truth
 from test_audit_round23 import supply_draw
+from test_positional_type_boundary import boundary_instance
 
 DEADLINE_SCALES = (1.0, 1.01, 1.02, 1.05)
 REL = 1e-12
@@ -139,7 +145,96 @@ def fill_walk(problem, options, seed, stats, picks: int = 2, starts: int = 12):
     return stats
 
 
-FLIPS = ((solver_module, "DEPTH_PLANS"), (solver_module, "DEADLINE_FILL_SPLIT"))
+# ---- sum1t: the cost lift (positional.cost_pair_lift, COST_PAIR_SUM; a bound change minimizing cost) ---------------
+
+EXACT = ("PAIR_SUM_RING", "SEND_VARIANTS_AT_ONCE")
+
+
+def _bound(memo, cand, sibling, budget, slower=0.0, cutoff=math.inf):
+    """The loop's positional bound of cand (v > 1 through its v = 1 sibling / f_v, as solve asks it)."""
+    if cand.v == 1:
+        return positional.positional_bound(sibling, budget, cutoff=cutoff, slower_than_s=slower).bound
+    d = memo.degree_terms(cand.tp, cand.dp, cand.micro_batch_size, cand.uses, cand.ep, cand.cp, cand.dist)
+    return interleaved_positional_bound(sibling, budget, interleaving_factor(d.m, cand.pp, cand.v), cutoff=cutoff)
+
+
+def cost_walk(problem, options, seed, stats, picks: int = 2, cuts=(math.inf, 1.0, 1.001, 1.02, 1.5), shared=True,
+              exact=True):
+    """Every candidate's positional bound minimizing cost (v > 1 through its sibling), with no budget and under
+    deadlines at 1.00 / 1.05 / 1.15 x `picks` drawn plans' times, slower_than_s 0 and (v = 1, no deadline) the median
+    plan time, cutoffs at `cuts` x the candidate's best plan under the budget: with COST_PAIR_SUM on, at or below that
+    plan (cost_above: a defect), fresh tables each time; against the switch off: raised and lowered counted; with
+    `exact`, PAIR_SUM_RING and SEND_VARIANTS_AT_ONCE off: the same bound bit for bit (cost_exact_differ); with `shared`
+    the same asks on one kept skeleton per candidate in a shuffled order: the fresh value each time (cost_cache_differ).
+    """
+    rng = random.Random(24_100 + seed)
+    by_cand: dict = {}
+    for cand, plan, est in space_plans(problem, options):
+        by_cand.setdefault(cand.key, (cand, []))[1].append((plan, est))
+    every = [e for _, plans in by_cand.values() for _, e in plans]
+    if not every:
+        return stats
+    budgets = [Budget(objective="cost")] + [Budget(objective="cost", max_time_s=e.training_time_s * s)
+                                             for e in rng.sample(every, min(picks, len(every)))
+                                             for s in (1.0, 1.05, 1.15)]
+    median = sorted(e.training_time_s for e in every)[len(every) // 2] * 0.999
+    memo, kept = Memo(problem, options), Memo(problem, options)
+    for cand, plans in by_cand.values():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None or cand.pp < 2 or len(cand.uses) < 2:
+            continue
+        asks = []
+        for budget in budgets:
+            for slower in ((0.0, median) if cand.v == 1 and budget.max_time_s is None else (0.0,)):
+                values = [e.cost_usd for p, e in plans
+                          if e.training_time_s > slower and not budget_violations(p, e, budget)]
+                for cut in cuts:
+                    if values or cut == math.inf:
+                        asks.append((budget, slower, cut if cut == math.inf else min(values) * cut, values))
+        fresh = {}
+        for budget, slower, cutoff, values in asks:
+            got = {}
+            sides = [("on", {"COST_PAIR_SUM": True}), ("off", {"COST_PAIR_SUM": False})]
+            if exact:
+                sides += [(name, {name: False}) for name in EXACT]
+            for label, side in sides:
+                sibling.positional = None
+                with pytest.MonkeyPatch.context() as mp:
+                    for name, on in side.items():
+                        mp.setattr(positional, name, on)
+                    got[label] = _bound(memo, cand, sibling, budget, slower, cutoff)
+            sibling.positional = None
+            where = (seed, cand.key, budget.model_dump(exclude_none=True), slower, cutoff)
+            fresh[(id(budget), slower, cutoff)] = got["on"]
+            stats["cost_asks"] += 1
+            stats["cost_asks_v2"] += cand.v > 1
+            stats["cost_asks_deadline"] += budget.max_time_s is not None
+            stats["cost_raised"] += got["on"] > got["off"] * (1 + 1e-9)
+            stats["cost_lowered"] += got["on"] < got["off"] * (1 - 1e-9)
+            if any(got[name] != got["on"] for name in EXACT if name in got):
+                stats["cost_exact_differ"] += 1
+                raise AssertionError(("not bit for bit", where, got))
+            if values:
+                stats["cost_compared"] += 1
+                stats["cost_compared_raised"] += got["on"] > got["off"] * (1 + 1e-9)
+                if got["on"] > min(values) * (1 + 1e-9):
+                    stats["cost_above"] += 1
+                    raise AssertionError(("above a plan", where, got, min(values)))
+        if shared:
+            kept_sibling = kept.skeleton(replace(cand, v=1))
+            order = list(asks)
+            rng.shuffle(order)
+            for budget, slower, cutoff, _ in order:
+                value = _bound(kept, cand, kept_sibling, budget, slower, cutoff)
+                stats["cost_cache_asks"] += 1
+                if value != fresh[(id(budget), slower, cutoff)]:
+                    stats["cost_cache_differ"] += 1
+                    raise AssertionError(("kept tables differ", seed, cand.key, budget, slower, cutoff, value,
+                                          fresh[(id(budget), slower, cutoff)]))
+    return stats
+
+
+FLIPS = ((solver_module, "DEPTH_PLANS"), (solver_module, "DEADLINE_FILL_SPLIT"), (positional, "COST_PAIR_SUM"))
 
 
 def solve_ab(problem, options, seed, stats, budgets, backends=("cbc", "cpsat"), alone: bool = False,
@@ -227,3 +322,44 @@ def test_the_deadline_fill_split_meets_the_deadline():
     for seed, made in _supply((0, 5)):
         fill_walk(*made, seed, stats)
     assert stats["fill_returned"] > 10, stats
+
+
+def test_the_cost_lift_under_deadlines_lies_below_every_plan():
+    """sum1t's COST_PAIR_SUM minimizing cost with no budget and under deadlines at 1.00-1.15 x drawn plans' times
+    (its own tests ask plain cost), cutoffs none and 1.0-1.5 x the candidate's best plan, slower_than_s the median:
+    boundary_instance 7 (roomy, NICs 10-3,200 Gbit/s) with the ring and the variant rows at once off (bit for bit) and
+    one kept skeleton per candidate asked in a shuffled order (the fresh value), and boundary_instance 101 (tight):
+    every bound at or below the candidate's best plan; the lift raises some bounds under deadlines."""
+    stats = Counter()
+    cost_walk(*boundary_instance(7), 7, stats)
+    cost_walk(*boundary_instance(101, tight=True), 101, stats, picks=1, cuts=(math.inf, 1.0, 1.02), exact=False,
+              shared=False)
+    assert stats["cost_above"] == stats["cost_exact_differ"] == stats["cost_cache_differ"] == 0, stats
+    assert stats["cost_compared_raised"] > 20 and stats["cost_asks_deadline"] > 20, stats
+
+
+def test_the_cost_lift_through_the_interleaved_sibling():
+    """Interleaved supply draw 0 (v = 2 candidates bounded through their v = 1 sibling / f_v): at or below every
+    candidate's best plan, no budget and under deadlines; raised on some v = 2 asks too."""
+    stats = cost_walk(*supply_draw(0, interleaved=True), 0, Counter(), picks=1, cuts=(math.inf, 1.0, 1.02),
+                      exact=False, shared=False)
+    assert stats["cost_asks_v2"] > 50 and stats["cost_compared_raised"] > 50, stats
+
+
+def test_an_over_tight_cost_lift_is_caught_by_the_walk(monkeypatch):
+    """sum1t's 'narrow' mutant (side (a) over the layouts within M, not X) lies above a plan on boundary_instance 7."""
+    real = positional._pair_least_sum
+    monkeypatch.setattr(positional, "_pair_least_sum",
+                        lambda f, tab, setup, Ms, Xs, weight, shift: real(f, tab, setup, Ms, Ms, weight, shift))
+    with pytest.raises(AssertionError, match="above a plan"):
+        cost_walk(*boundary_instance(7), 7, Counter(), exact=False, shared=False)
+
+
+@pytest.mark.parametrize("seed", [7, 109])
+def test_both_backends_with_the_round24_switches_on_and_off(seed):
+    """boundary_instance 7 (roomy) and 109 (memory-tight): cost, time, time<=B and cost<=D at 1.00 / 1.05 x a drawn
+    plan's time, cbc and cpsat, DEPTH_PLANS, DEADLINE_FILL_SPLIT and COST_PAIR_SUM all on and all off: brute force's
+    answer, every plan re-priced."""
+    problem, options = boundary_instance(seed, tight=seed > 100)
+    stats = solve_ab(problem, options, seed, Counter(), drawn_budgets(problem, options, seed, scales=(1.0, 1.05)))
+    assert stats["solves"] == 20, stats
