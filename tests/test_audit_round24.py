@@ -363,3 +363,15 @@ def test_both_backends_with_the_round24_switches_on_and_off(seed):
     problem, options = boundary_instance(seed, tight=seed > 100)
     stats = solve_ab(problem, options, seed, Counter(), drawn_budgets(problem, options, seed, scales=(1.0, 1.05)))
     assert stats["solves"] == 20, stats
+
+
+def test_the_variant_rows_at_once_and_the_ring_are_bit_for_bit_on_every_objective(monkeypatch):
+    """SEND_VARIANTS_AT_ONCE feeds the ends-class floor and budget_pair_lift too (time rows): round 23's exact_walk
+    with these two switches in place of front1t's, each off alone and both off, on the memory-tight supply draw 39:
+    every objective's budgets, no cutoff and the loop's, the same positional bounds and pair-cover floors."""
+    import test_audit_round23 as audit23
+
+    monkeypatch.setattr(audit23, "RINGS", EXACT)
+    stats = audit23.exact_walk(*supply_draw(39), 39, Counter())
+    assert stats["exact_differ"] == 0 and stats["exact_above"] == 0, stats
+    assert stats["exact_asks"] > 50 and stats["exact_pair_cover"] > 0, stats
