@@ -12,7 +12,10 @@ checks:
              floor's reduce levels are per interval: not monotone in the switch; off_heavy 0-9 lowered 130 of
              39,524 asks, docs/solver.md round 23);
   marks-mut  the same with an invalid floor (every interval's base applied to every X: the intervals' caps
-             dropped): counts the bounds it puts above a plan (does the check bite?).
+             dropped): counts the bounds it puts above a plan (does the check bite?);
+  live       the same asks, round 23's floor (ENDS_CLASS_LIVE_SUMS off, ENDS_CLASS_MARKS 3) against this tree's
+             (round 24, time530: the sums at the live marks, 8 marks);
+  live-mut   the same with an invalid _live_sum (the smallest live mark's S, not the largest's).
 Prints one JSON line per failure and a summary (audit_round13.sweep's)."""
 
 from __future__ import annotations
@@ -55,7 +58,26 @@ def _no_caps(f, blocks, slope, base, above, limit, deadline=None, hidden=None, u
                   uppers=None if uppers is None else np.append(uppers[1:], np.inf))
 
 
-def _walk(problem, options, seed, stats, tag, mutant=False):
+_LIVE = positional._live_sum
+
+
+def _least_live(tab, upper, slope, comm_s, emb_s, limit, least_s=-math.inf):
+    """An invalid _live_sum (round 24, time530): S at the smallest live mark at or below upper, not the largest (a
+    plan at a larger live mark has a smaller sum)."""
+    ix = np.nonzero(tab.possible)[0]
+    ix = ix[tab.marks[ix] <= upper]
+    for j in ix:
+        at = np.array([j])
+        if max(slope * tab.marks[j] + tab.total_at(at)[0] + max(comm_s, tab.comm_at(at)[0] + emb_s), least_s) <= limit:
+            return float(tab.total_at(at)[0])
+    return math.inf
+
+
+# round 24 (time530): the live sums (ENDS_CLASS_LIVE_SUMS with ENDS_CLASS_MARKS 8) against round 23's floor
+_LIVE_OFF = {"ENDS_CLASS_LIVE_SUMS": False, "ENDS_CLASS_MARKS": 3}
+
+
+def _walk(problem, options, seed, stats, tag, mutant=False, live=False):
     rng = random.Random(seed)
     by_cand = audit_round14.plans_by_candidate(problem, options)
     budgets = audit_round22.ends_budgets(by_cand, rng)
@@ -80,9 +102,14 @@ def _walk(problem, options, seed, stats, tag, mutant=False):
         got = {}
         for n in (0, marks):
             sibling.positional = None
-            with mock.patch.multiple(positional, ENDS_CLASS_MARKS=n), \
-                    mock.patch.object(positional, "ends_class_floor_s", _no_caps if mutant and n else _FLOOR):
-                got[n] = [audit_round22._bound(memo, cand, sibling, b, s, cutoff=c) for b, s, c, _ in asks]
+            if live:  # off: round 23's floor; on: this tree's, with the invalid _live_sum for the mutant
+                with mock.patch.multiple(positional, **(_LIVE_OFF if n == 0 else {"ENDS_CLASS_LIVE_SUMS": True})), \
+                        mock.patch.object(positional, "_live_sum", _least_live if mutant and n else _LIVE):
+                    got[n] = [audit_round22._bound(memo, cand, sibling, b, s, cutoff=c) for b, s, c, _ in asks]
+            else:
+                with mock.patch.multiple(positional, ENDS_CLASS_MARKS=n), \
+                        mock.patch.object(positional, "ends_class_floor_s", _no_caps if mutant and n else _FLOOR):
+                    got[n] = [audit_round22._bound(memo, cand, sibling, b, s, cutoff=c) for b, s, c, _ in asks]
             sibling.positional = None
         for (budget, slower, cut, best), off, on in zip(asks, got[0], got[marks]):
             stats[f"{tag}_asks"] += 1
@@ -107,7 +134,15 @@ def check_marks_mut(problem, options, seed, stats):
     _walk(problem, options, seed, stats, "mut", mutant=True)
 
 
-CHECKS = {"marks": check_marks, "marks-mut": check_marks_mut}
+def check_live(problem, options, seed, stats):
+    _walk(problem, options, seed, stats, "live", live=True)
+
+
+def check_live_mut(problem, options, seed, stats):
+    _walk(problem, options, seed, stats, "livemut", mutant=True, live=True)
+
+
+CHECKS = {"marks": check_marks, "marks-mut": check_marks_mut, "live": check_live, "live-mut": check_live_mut}
 
 
 def main() -> int:

@@ -185,5 +185,61 @@ def test_the_first_marks_bound_every_plan_and_raise_some():
 
 
 def test_a_marks_base_past_its_interval_puts_a_bound_above_a_plan(monkeypatch):
+    # at end530's 3 marks: with 8 (round 24, time530) the shifted bases stay below every plan of roomy 7 and tight
+    # 100 at 1.02 and 1.0001 (bench/ends_marks.py --checks marks-mut counts it on the sweeps)
+    monkeypatch.setattr(positional, "ENDS_CLASS_MARKS", 3)
     monkeypatch.setattr(positional, "ends_class_floor_s", _uppers_shifted)
     assert _marks_walk(*boundary_instance(7, False), 1.02)[0] < 1 - 1e-9
+
+
+def _live_walk(problem, options) -> tuple[float, int]:
+    """(the least plan time / positional bound over every plan of every v = 1 pattern-mode candidate, no budget, the
+    cutoff at 1.0001 and 1.02 x the candidate's best plan; how many (candidate, cutoff) bounds lie above the bound
+    with ENDS_CLASS_LIVE_SUMS off). Round 24, time530: each interval's sum at its largest live mark."""
+    memo = Memo(problem, options)
+    plans = list(pattern_plans(problem, options, memo))
+    best: dict = {}
+    for cand, _, est, _ in plans:
+        best[cand.key] = min(best.get(cand.key, math.inf), est.training_time_s)
+    least, raised = math.inf, 0
+    budget = Budget(objective="time")
+    done = set()
+    for cand, _, _, sk in plans:  # the tables kept on the skeleton are the same with the switch on and off
+        if cand.key in done:
+            continue
+        done.add(cand.key)
+        for cut in (1.0001, 1.02):
+            got = positional.positional_bound(sk, budget, best[cand.key] * cut).bound
+            positional.ENDS_CLASS_LIVE_SUMS = False
+            try:
+                off = positional.positional_bound(sk, budget, best[cand.key] * cut).bound
+            finally:
+                positional.ENDS_CLASS_LIVE_SUMS = True
+            raised += got > off * (1 + 1e-9)
+            least = min(least, best[cand.key] / got)
+    return least, raised
+
+
+def _least_live(tab, upper, slope, comm_s, emb_s, limit, least_s=-math.inf):
+    """An invalid _live_sum: S at the smallest live mark at or below upper, not the largest (a plan whose own mark is
+    a larger live mark has a smaller sum)."""
+    for j in np.nonzero(tab.possible & (tab.marks <= upper))[0]:
+        at = np.array([j])
+        s = float(tab.total_at(at)[0])
+        if max(slope * tab.marks[j] + s + max(comm_s, float(tab.comm_at(at)[0]) + emb_s), least_s) <= limit:
+            return s
+    return math.inf
+
+
+def test_the_live_sums_bound_every_plan_and_raise_some():
+    # boundary roomy 8: 2 (candidate, cutoff) bounds raised when written; bench/ends_marks.py --checks live sweeps
+    # more seeds, kinds, budgets and cutoffs
+    assert positional.ENDS_CLASS_LIVE_SUMS
+    least, raised = _live_walk(*boundary_instance(8, False))
+    assert least >= 1 - 1e-9
+    assert raised > 0
+
+
+def test_the_smallest_live_marks_sum_puts_a_bound_above_a_plan(monkeypatch):
+    monkeypatch.setattr(positional, "_live_sum", _least_live)
+    assert _live_walk(*boundary_instance(15, False))[0] < 1 - 1e-9

@@ -1327,13 +1327,18 @@ ENDS_CLASS_WORK = 200_000_000  # the most (block variant x state x column) sums 
 ENDS_CLASS_STATES = 256  # its supply index (_supply's limit): the bound's own (the pair-cover floors take 4096)
 ENDS_CLASS_LAST_SUMS = True  # its base's sum by the last block's type (one sum programme a type at the largest mark)
 ENDS_CLASS_SPAN = 0.03  # ... spread evenly over the cutoff's gap, at most this share of the walk's bound
-ENDS_CLASS_MARKS = 3  # the floor's base also at the first marks B (round 23, end530): the plans with X_plan <= B
-# take S(B) and C(B) there, those above the last B the largest mark's (ends_class_base); 0: the largest mark's only
+ENDS_CLASS_MARKS = 8  # the floor's base also at the first marks B (round 23, end530): the plans with X_plan <= B
+# take S(B) and C(B) there, those above the last B the largest mark's (ends_class_base); 0: the largest mark's only.
+# Round 24 (time530): 3 -> 8 with ENDS_CLASS_LIVE_SUMS (GPT-3 175B 8k's (2, 32, 1, 16, cp 4) candidate needs its
+# 8th mark below the cutoff's reach; alone neither switch lifts it)
 ENDS_CLASS_MARKS_MAX = True  # round 23 (lead): the larger of the one-interval floor (ENDS_CLASS_MARKS = 0's) and the
 # marks' floor, both valid: the marks' floor alone lowered 130 of 39,524 bounds (end530's bench/ends_marks.py,
 # off_heavy) and broke round 17's audit property that the last-end floor never lowers the bound (--hypothesis-seed=25)
 ENDS_CLASS_MARKS_LAST_SUMS = False  # ... with S(B) by the last block's type (G programmes); off: S(B) - le[gL] (one;
 # the same bound on 530B 3k's pp 28, 0.1 s less on a candidate the floor does not lift)
+ENDS_CLASS_LIVE_SUMS = True  # round 24 (time530): each interval's sum of stage times at the largest mark at or
+# below its upper end whose walk floor lies within the cutoff (_live_sum): a plan's own mark is one of those
+ENDS_CLASS_LIVE_SCAN = 32  # the most marks _live_sum looks at a call (past it: the next mark down's S, a floor too)
 ENDS_CLASS_LEVELS = 4  # with the overlap's hidden-reduce test: the reduce levels above the bound's own A, geometric up
 # to the cutoff's (ends_class_floor_s; 0: the test is not taken, the sends and the ends only)
 
@@ -1485,8 +1490,39 @@ def ends_class_floor_s(f: Skeleton, blocks: _Blocks, slope: float, base: np.ndar
     return float(cands[lo]) * (1 - 1e-12) if lo < len(cands) else limit
 
 
+def _live_sum(tab: "_Tables", upper: float, slope: float, comm_s: float, emb_s: float, limit: float,
+              least_s: float = -math.inf) -> float:
+    """A floor on sum t + le[gL] over the plans with X_plan <= upper whose iteration is at most `limit` (round 24,
+    time530; ENDS_CLASS_LIVE_SUMS): S(M*) at M* the largest possible mark <= upper at which the walk's own floor
+    max(slope x M + S(M) + max(comm_s, C(M) + emb_s), least_s) is at most `limit`; inf where no mark is.
+
+    Why it holds. A plan's mark M' (its largest t_lb) is at most X_plan <= upper, and the least possible mark M_p >=
+    M' is one of the marks at or below upper (upper is a possible mark, or inf). Its slowest stage is at least M_p
+    (M_p = M' or the pair cover's / the mixed floor M_p that every plan's slowest stage reaches), its layout is
+    allowed at M_p, so its iteration is at least the walk's floor at M_p (positional_bound: S(M), C(M) and E at a
+    mark) and its sum t + le[gL] at least S(M_p). A plan of iteration <= limit has its M_p among the marks whose
+    floor is <= limit, so M_p <= M* and S(M_p) >= S(M*) (S never grows with M). The scan stops after
+    ENDS_CLASS_LIVE_SCAN marks: then the next mark down, above every mark not looked at, gives the floor."""
+    ix = np.nonzero(tab.possible)[0]
+    if slope > 0:  # above this mark even S at the largest mark and comm_s pass the limit
+        upper = min(upper, (limit - float(tab.total_at(ix[-1:])[0]) - comm_s) / slope)
+    ix = ix[tab.marks[ix] <= upper][::-1]  # descending
+    if len(ix) == 0:
+        return math.inf
+    look = ix[:ENDS_CLASS_LIVE_SCAN]
+    sums = tab.total_at(look)
+    rough = np.maximum(slope * tab.marks[look] + sums + comm_s, least_s)
+    for r in range(len(look)):
+        if rough[r] > limit:
+            continue
+        if max(rough[r], slope * tab.marks[look[r]] + sums[r] + float(tab.comm_at(look[r:r + 1])[0]) + emb_s) <= limit:
+            return float(sums[r])
+    return float(tab.total_at(ix[len(look):len(look) + 1])[0]) if len(ix) > len(look) else math.inf
+
+
 def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
-                    emb_s: float, below: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    emb_s: float, below: np.ndarray | None = None,
+                    sums: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """[g0, gL] -> a floor on every plan's iteration less (m - 1) x its slowest stage, for the plans whose first
     block runs on g0 and last on gL (ends_class_floor_s' base; round 22, park530). From the bound's own floors at
     the largest mark (each is a floor at every mark: positional_bound): S_top = S(M_top) with the last block's
@@ -1504,7 +1540,10 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
     programmes allow at B (X_plan <= B: every t_lb of the plan is at most its both-sends row), their sum of stage
     times at least S(B) on gL, max O >= C_O(B), and max A + (m - 1) (T - B)^+ at least C(B)'s reduce part (comm_at:
     the hidden-reduce test at B holds the plan's counts at that level, round 21's larger-mark case), with (T - B)^+
-    <= T - X_plan paid by the iteration's (m - 1) T beside the floor's (m - 1) X_plan."""
+    <= T - X_plan paid by the iteration's (m - 1) T beside the floor's (m - 1) X_plan.
+
+    sums (one per row: the top, or each mark of below; round 24, time530): another floor on the rows' sum t +
+    le[gL] (_live_sum's), taken where larger."""
     c, G = f.c, len(f.cand.uses)
     biggest = top[0]
     one = below is None
@@ -1519,6 +1558,8 @@ def ends_class_base(f: Skeleton, tab: "_Tables", top: np.ndarray, comm_s: float,
                                      last_extra=np.where(np.arange(G) == g, last, np.inf))[0] for g in range(G)],
                          axis=1)  # [mark, gL]
         s_top = np.where(np.isfinite(s_top), s_top, np.inf)
+    if sums is not None:
+        s_top = np.maximum(s_top, np.asarray(sums, dtype=float)[:, None])
     pair = np.zeros((G, G))
     if c.emb_inter_s:
         pair = np.array(c.emb_inter_s, dtype=float)
@@ -2358,7 +2399,12 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
     if ENDS_CLASS_FLOOR and not is_cost and found and best < cutoff and len(top) and c.m > 1:
         # round 22 (park530): the slowest stage by the end types' class with both sends, each class with its own
         # ends' terms (ends_class_floor_s, ends_class_base); only where the walk left the candidate below the cutoff
-        base, a0 = ends_class_base(f, tab, top, comm_s, emb_s)
+        live = None
+        if ENDS_CLASS_LIVE_SUMS and math.isfinite(cutoff):  # round 24 (time530): S at the live marks (_live_sum)
+            def live(upper: float) -> float:
+                return _live_sum(tab, upper, c.m - 1, comm_s, emb_s, cutoff / c.iterations * (1 + 1e-9),
+                                 least_iteration_s)
+        base, a0 = ends_class_base(f, tab, top, comm_s, emb_s, sums=None if live is None else [live(math.inf)])
         at = np.nonzero(tab.possible)[0][:ENDS_CLASS_MARKS]  # round 23 (end530): the first marks' own S and C
         at = at[(at < top[0]) & np.append(True, np.diff(tab.marks[at]) > 0)]
         least = float(base[np.isfinite(base)].min(initial=math.inf))  # the intervals that start below the cutoff
@@ -2380,7 +2426,8 @@ def positional_bound(f: Skeleton, budget: Budget, cutoff: float = math.inf, keep
 
         floor = -math.inf if len(at) and not ENDS_CLASS_MARKS_MAX else floor_of(base, a0, None)
         if len(at):
-            low, a0_low = ends_class_base(f, tab, top, comm_s, emb_s, below=at)
+            low, a0_low = ends_class_base(f, tab, top, comm_s, emb_s, below=at, sums=None if live is None else [
+                live(float(tab.marks[j])) for j in at])
             # the top's floor on the rest (sum t + E + max O: base - a0) holds in every interval too
             low = np.maximum(low, base[None] - a0[None, :, None] + a0_low[:, :, None])
             floor = max(floor, floor_of(np.concatenate([low, base[None]]), np.concatenate([a0_low, a0[None]]),
