@@ -9,7 +9,8 @@
 kinds: supply (tests/test_audit_round23.supply_draw: 1-3 types, up to 6 stages, roomy on even seeds, memory-tight on
 odd ones, experts on 3 mod 4, v 1-2 on some), inter (supply_draw(seed, interleaved=True)), boundary / boundary-tight
 (test_positional_type_boundary.boundary_instance: NICs 10-3,200 Gbit/s, tight supply; tight: 2.5-8 GiB GPUs), random
-(test_audit_dist_bounds.random_instance: 1-3 stages, small GPUs, long sequences, experts, cp, v 2 on some).
+(test_audit_dist_bounds.random_instance: 1-3 stages, small GPUs, long sequences, experts, cp, v 2 on some),
+offheavy (test_audit_dist_bounds.off_heavy_instance).
 checks:
   depth      every listed v = 1 candidate's _depth_plans under cost<=D at 1.00 / 1.01 / 1.02 / 1.05 x three drawn
              candidates' fastest quick plans' times: in the space, priced, within D, another depth within 2 of the
@@ -17,8 +18,9 @@ checks:
   fill       _deadline_fill_plans from up to 12 candidates' best quick plans under those deadlines, DEADLINE_FILL_SPLIT
              on and off: in the space, priced, within D, on at or below off;
   solve-ab   both backends, no limit, cost<=D at 1.00 / 1.01 / 1.05 x a drawn plan's time and at 1.5 / 3 x the least
-             time (loopB's), cost, time, time<=B: DEPTH_PLANS, DEADLINE_FILL_SPLIT and COST_PAIR_SUM all on, all off,
-             each off alone: brute force's answer, every plan re-priced; _depth_plans' calls counted;
+             time (loopB's), cost, time, time<=B: DEPTH_PLANS, DEADLINE_FILL_SPLIT, COST_PAIR_SUM and
+             ENDS_CLASS_LIVE_SUMS all on, all off, each off alone: brute force's answer, every plan re-priced;
+             _depth_plans' calls counted;
   solve-mut  CBC with _depth_plans replaced by the unchecked mutant at the same cost<=D budgets: counts the mutant's
              calls, its plans above D, and the wrong answers (status, value or a plan above D).
 Prints one line per failure and a summary (counts and CPU seconds)."""
@@ -43,7 +45,8 @@ from test_audit_dist_bounds import MAX_PLANS, random_instance, space_plans  # no
 from test_audit_round11 import assert_equals_truth  # noqa: E402
 from test_audit_round23 import supply_draw  # noqa: E402
 from test_audit_round24 import (cost_walk, depth_plans_unchecked, depth_walk, drawn_budgets,  # noqa: E402
-                                fill_walk, solve_ab)
+                                fill_walk, live_walk, solve_ab)
+from test_audit_dist_bounds import off_heavy_instance  # noqa: E402
 from test_positional_type_boundary import boundary_instance  # noqa: E402
 
 
@@ -88,8 +91,9 @@ def check_solve_mut(problem, options, seed, stats):
 
 
 CHECKS = {"depth": lambda p, o, s, st: depth_walk(p, o, s, st), "fill": lambda p, o, s, st: fill_walk(p, o, s, st),
-          "solve-ab": check_solve_ab, "solve-mut": check_solve_mut, "cost": lambda p, o, s, st: cost_walk(p, o, s, st)}
-KINDS = {"supply": supply_draw, "random": random_instance, "boundary": boundary_instance,
+          "solve-ab": check_solve_ab, "solve-mut": check_solve_mut, "cost": lambda p, o, s, st: cost_walk(p, o, s, st),
+          "live": lambda p, o, s, st: live_walk(p, o, s, st)}
+KINDS = {"supply": supply_draw, "random": random_instance, "offheavy": off_heavy_instance, "boundary": boundary_instance,
          "boundary-tight": lambda seed: boundary_instance(seed, tight=True),
          "inter": lambda seed: supply_draw(seed, interleaved=True)}
 

@@ -234,7 +234,71 @@ def cost_walk(problem, options, seed, stats, picks: int = 2, cuts=(math.inf, 1.0
     return stats
 
 
-FLIPS = ((solver_module, "DEPTH_PLANS"), (solver_module, "DEADLINE_FILL_SPLIT"), (positional, "COST_PAIR_SUM"))
+# ---- time530: the ends-class floor's live sums and marks 3 -> 8 (a bound change for time rows) --------------------
+
+LIVE_SIDES = (("on", {}), ("live_off", {"ENDS_CLASS_LIVE_SUMS": False}), ("marks3", {"ENDS_CLASS_MARKS": 3}),
+              ("round23", {"ENDS_CLASS_LIVE_SUMS": False, "ENDS_CLASS_MARKS": 3}))
+
+
+def live_walk(problem, options, seed, stats, cuts=(math.inf, 1.0, 1.0001, 1.02, 1.5), slower: bool = True,
+              sides=LIVE_SIDES):
+    """Every candidate's positional bound minimizing time (v > 1 through its sibling / f_v) with no budget, a deadline
+    and a cost cap at a drawn plan's values and 5 % above them, slower_than_s 0 and (v = 1) the median plan time,
+    cutoffs at `cuts` x the candidate's best plan under each: as merged (ENDS_CLASS_LIVE_SUMS, ENDS_CLASS_MARKS 8) at
+    or below that plan where it lies below the cutoff (live_above: a defect); raised against the live sums off and
+    against round 23's (marks 3, no live sums) counted."""
+    rng = random.Random(24_200 + seed)
+    by_cand: dict = {}
+    for cand, plan, est in space_plans(problem, options):
+        by_cand.setdefault(cand.key, (cand, []))[1].append((plan, est))
+    every = [e for _, plans in by_cand.values() for _, e in plans]
+    if not every:
+        return stats
+    pick = rng.choice(every)
+    budgets = [Budget(objective="time")]
+    for s in (1.0, 1.05):
+        budgets += [Budget(objective="time", max_time_s=pick.training_time_s * s),
+                    Budget(objective="time", max_cost_usd=pick.cost_usd * s)]
+    median = sorted(e.training_time_s for e in every)[len(every) // 2] * 0.999
+    memo = Memo(problem, options)
+    for cand, plans in by_cand.values():
+        sibling = memo.skeleton(replace(cand, v=1))
+        if sibling.most is None or cand.pp < 2 or len(cand.uses) < 2:
+            continue
+        for budget in budgets:
+            for floor in ((0.0, median) if cand.v == 1 and slower else (0.0,)):
+                values = [e.training_time_s for p, e in plans
+                          if e.training_time_s > floor and not budget_violations(p, e, budget)]
+                for cut in cuts:
+                    if not values and cut != math.inf:
+                        continue
+                    cutoff = cut if cut == math.inf else min(values) * cut
+                    got = {}
+                    for label, side in sides:
+                        sibling.positional = None
+                        with pytest.MonkeyPatch.context() as mp:
+                            for name, value in side.items():
+                                mp.setattr(positional, name, value)
+                            got[label] = _bound(memo, cand, sibling, budget, floor, cutoff)
+                    sibling.positional = None
+                    stats["live_asks"] += 1
+                    stats["live_asks_v2"] += cand.v > 1
+                    if "live_off" in got:
+                        stats["live_raised_vs_live_off"] += got["on"] > got["live_off"] * (1 + 1e-9)
+                    if "round23" in got:
+                        stats["live_raised_vs_round23"] += got["on"] > got["round23"] * (1 + 1e-9)
+                        stats["live_lowered_vs_round23"] += got["on"] < got["round23"] * (1 - 1e-9)
+                    if values and min(values) < cutoff:
+                        stats["live_compared"] += 1
+                        if got["on"] > min(values) * (1 + 1e-9):
+                            stats["live_above"] += 1
+                            raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
+                                                  floor, cutoff, got, min(values)))
+    return stats
+
+
+FLIPS = ((solver_module, "DEPTH_PLANS"), (solver_module, "DEADLINE_FILL_SPLIT"), (positional, "COST_PAIR_SUM"),
+         (positional, "ENDS_CLASS_LIVE_SUMS"))  # loopB, loopB, sum1t, time530
 
 
 def solve_ab(problem, options, seed, stats, budgets, backends=("cbc", "cpsat"), alone: bool = False,
@@ -358,8 +422,8 @@ def test_an_over_tight_cost_lift_is_caught_by_the_walk(monkeypatch):
 @pytest.mark.parametrize("seed", [7, 109])
 def test_both_backends_with_the_round24_switches_on_and_off(seed):
     """boundary_instance 7 (roomy) and 109 (memory-tight): cost, time, time<=B and cost<=D at 1.00 / 1.05 x a drawn
-    plan's time, cbc and cpsat, DEPTH_PLANS, DEADLINE_FILL_SPLIT and COST_PAIR_SUM all on and all off: brute force's
-    answer, every plan re-priced."""
+    plan's time, cbc and cpsat, DEPTH_PLANS, DEADLINE_FILL_SPLIT, COST_PAIR_SUM and ENDS_CLASS_LIVE_SUMS all on and
+    all off: brute force's answer, every plan re-priced."""
     problem, options = boundary_instance(seed, tight=seed > 100)
     stats = solve_ab(problem, options, seed, Counter(), drawn_budgets(problem, options, seed, scales=(1.0, 1.05)))
     assert stats["solves"] == 20, stats
@@ -375,3 +439,22 @@ def test_the_variant_rows_at_once_and_the_ring_are_bit_for_bit_on_every_objectiv
     stats = audit23.exact_walk(*supply_draw(39), 39, Counter())
     assert stats["exact_differ"] == 0 and stats["exact_above"] == 0, stats
     assert stats["exact_asks"] > 50 and stats["exact_pair_cover"] > 0, stats
+
+
+def test_the_live_sums_under_budgets_lie_below_every_plan():
+    """time530's ENDS_CLASS_LIVE_SUMS and ENDS_CLASS_MARKS 8 minimizing time under a deadline and a cost cap at a drawn
+    plan's values and 5 % above them, slower_than_s 0 and the median, cutoffs at 1.0-1.5 x the candidate's best plan
+    (its own tests ask no budget): boundary_instance 8 (roomy; where the live sums raise bounds): at or below every
+    candidate's best plan below the cutoff."""
+    stats = live_walk(*boundary_instance(8), 8, Counter(), cuts=(1.0001, 1.02), sides=LIVE_SIDES[:2])
+    assert stats["live_above"] == 0 and stats["live_compared"] > 100, stats
+    assert stats["live_raised_vs_live_off"] > 0, stats
+
+
+def test_the_smallest_live_marks_sum_is_caught_by_the_walk(monkeypatch):
+    """time530's invalid _live_sum (S at the smallest live mark, not the largest) on boundary_instance 15."""
+    from test_positional_ends_class import _least_live
+
+    monkeypatch.setattr(positional, "_live_sum", _least_live)
+    with pytest.raises(AssertionError, match="above a plan"):
+        live_walk(*boundary_instance(15), 15, Counter(), cuts=(1.0001, 1.02), sides=LIVE_SIDES[:1])
