@@ -93,7 +93,8 @@ def check_solve_mut(problem, options, seed, stats):
 CHECKS = {"depth": lambda p, o, s, st: depth_walk(p, o, s, st), "fill": lambda p, o, s, st: fill_walk(p, o, s, st),
           "solve-ab": check_solve_ab, "solve-mut": check_solve_mut, "cost": lambda p, o, s, st: cost_walk(p, o, s, st),
           "live": lambda p, o, s, st: live_walk(p, o, s, st)}
-KINDS = {"supply": supply_draw, "random": random_instance, "offheavy": off_heavy_instance, "boundary": boundary_instance,
+KINDS = {"supply": supply_draw, "random": random_instance, "offheavy": off_heavy_instance,
+         "boundary": boundary_instance,
          "boundary-tight": lambda seed: boundary_instance(seed, tight=True),
          "inter": lambda seed: supply_draw(seed, interleaved=True)}
 
