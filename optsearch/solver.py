@@ -1315,11 +1315,18 @@ def _half_dp_plans(memo: Memo, budget: Budget, bounded: list[Bounded], cand: Can
     cheap and refined bounds put it behind the deep two-node front (reached at 33-36 s)."""
     if cand.dp % 2:
         return None
-    by_key = _v1_by_key(bounded)
     key = cand.key
+    depths = range(key[3] - HALF_DP_DEPTHS, key[3] + HALF_DP_DEPTHS + 1)
+    return _best_listed(memo, budget, bounded, [(key[0], key[1] // 2, key[2], pp) + key[4:] for pp in depths])
+
+
+def _best_listed(memo: Memo, budget: Budget, bounded: list[Bounded], keys: list[tuple[int, ...]]) -> Priced | None:
+    """The best quick plan, meeting the budget, of the listed v = 1 candidates with these keys (those not listed are
+    skipped); None where none meets it."""
+    by_key = _v1_by_key(bounded)
     best = None
-    for pp in range(key[3] - HALF_DP_DEPTHS, key[3] + HALF_DP_DEPTHS + 1):
-        item = by_key.get((key[0], key[1] // 2, key[2], pp) + key[4:])
+    for key in keys:
+        item = by_key.get(key)
         if item is None:
             continue
         own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
@@ -1343,17 +1350,9 @@ def _depth_plans(memo: Memo, budget: Budget, bounded: list[Bounded], cand: Candi
     layers, 4 p4d stages of 1: the row's optimum), came only at 7.2 s, and with it the parked 45-stage candidate's
     model had the cutoff that closes it. Incumbents only: every plan is a listed candidate's quick plan, priced by the
     cost model and checked against the budget."""
-    by_key = _v1_by_key(bounded)
     key = cand.key
-    best = None
-    for pp in range(key[3] - DEPTH_PLANS_NEAR, key[3] + DEPTH_PLANS_NEAR + 1):
-        item = by_key.get(key[:3] + (pp,) + key[4:]) if pp != key[3] else None
-        if item is None:
-            continue
-        own = _best_meeting(budget, memo.quick_plans(memo.skeleton(item.cand)))
-        if own is not None and (best is None or own[0] < best[0]):
-            best = own
-    return best
+    depths = [pp for pp in range(key[3] - DEPTH_PLANS_NEAR, key[3] + DEPTH_PLANS_NEAR + 1) if pp != key[3]]
+    return _best_listed(memo, budget, bounded, [key[:3] + (pp,) + key[4:] for pp in depths])
 
 
 def _past(deadline: float | None) -> bool:

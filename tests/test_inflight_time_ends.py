@@ -61,7 +61,7 @@ def _least_ratio(problem, options, monkeypatch=None, deadline: bool = True, cuto
                     kept[key] = _inflight_bounded(memo, budget, Bounded(cand, 0.0, terms), 0.0, cutoff)
                     if kept[key] is None:  # "no plan meets the budget": this plan does
                         return 0.0, raised
-                    if monkeypatch is None:
+                    if monkeypatch is None and not raised:  # the tests ask for one raise per call
                         with _switch(False):
                             off = _inflight_bounded(plain, budget, Bounded(cand, 0.0, terms), 0.0, cutoff)
                         raised += kept[key] > off * (1 + 1e-9)

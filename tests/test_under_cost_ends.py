@@ -51,10 +51,11 @@ def _check(problem, options, monkeypatch) -> tuple[float, int]:
             key = (cand.key, budget.max_cost_usd)
             if key not in got:
                 got[key] = _bound(problem, memo, cand, budget)
-                monkeypatch.setattr(bounds, "UNDER_COST_ENDS", False)
-                plain = _bound(problem, memo, cand, budget)
-                monkeypatch.setattr(bounds, "UNDER_COST_ENDS", True)
-                raised += got[key] > plain * (1 + 1e-9)
+                if not raised:  # the tests ask for one raise: the bounds without the term stop there
+                    monkeypatch.setattr(bounds, "UNDER_COST_ENDS", False)
+                    plain = _bound(problem, memo, cand, budget)
+                    monkeypatch.setattr(bounds, "UNDER_COST_ENDS", True)
+                    raised += got[key] > plain * (1 + 1e-9)
             if got[key] == math.inf:
                 return 0.0, raised
             least = min(least, est.training_time_s / got[key])
