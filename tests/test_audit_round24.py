@@ -44,19 +44,24 @@ DEADLINE_SCALES = (1.0, 1.01, 1.02, 1.05)
 REL = 1e-12
 
 
-def depth_plans_unchecked(memo, budget, bounded, cand):
-    """_depth_plans with no deadline check (the best quick plan of each neighbour, whatever its time): the mutant
-    loopB's own tests did not catch."""
+def depth_plans_reference(memo, budget, bounded, cand, check: bool = True):
+    """_depth_plans as merged at 946547d (before main 5b78c35's _best_listed); with check False, no deadline check
+    (the best quick plan of each neighbour, whatever its time): the mutant loopB's own tests did not catch."""
     by_key = solver_module._v1_by_key(bounded)
     key, best = cand.key, None
     for pp in range(key[3] - solver_module.DEPTH_PLANS_NEAR, key[3] + solver_module.DEPTH_PLANS_NEAR + 1):
         item = by_key.get(key[:3] + (pp,) + key[4:]) if pp != key[3] else None
         if item is None:
             continue
-        own = solver_module._best_meeting(Budget(objective="cost"), memo.quick_plans(memo.skeleton(item.cand)))
+        own = solver_module._best_meeting(budget if check else Budget(objective="cost"),
+                                          memo.quick_plans(memo.skeleton(item.cand)))
         if own is not None and (best is None or own[0] < best[0]):
             best = own
     return best
+
+
+def depth_plans_unchecked(memo, budget, bounded, cand):
+    return depth_plans_reference(memo, budget, bounded, cand, check=False)
 
 
 def _quick_times(memo, v1) -> list[float]:
@@ -100,6 +105,10 @@ def depth_walk(problem, options, seed, stats, picks: int = 3, rule=None):
             got = rule(memo, budget, bounded, item.cand)
             mut = depth_plans_unchecked(memo, budget, bounded, item.cand)
             stats["depth_mut_breaks"] += mut is not None and mut[2].training_time_s > budget.max_time_s
+            if rule is solver_module._depth_plans:  # main 5b78c35's _best_listed: the same plan as 946547d's loop
+                ref = depth_plans_reference(memo, budget, bounded, item.cand)
+                assert (ref is None and got is None) or (ref is not None and got is not None and ref[0] == got[0]
+                                                          and ref[1] == got[1]), ("refactor differs", item.cand.key)
             if got is None:
                 continue
             stats["depth_returned"] += 1
