@@ -404,18 +404,43 @@ def marks_walk(problem, options, seed, stats, cuts=(math.inf, 1.0001, 1.02, 1.5)
     cutoffs at `cuts` x the candidate's best plan under each: with ENDS_CLASS_MARKS as it is (or `marks`) at or below
     that plan; against ENDS_CLASS_MARKS 0 (round 22's base) raised and lowered counted (not monotone: end530)."""
     from test_audit_round22 import _bound as bound22
-    rng = random.Random(seed)
-    by_cand = by_candidate(problem, options)
+    memo = Memo(problem, options)
+    for cand, sibling, budget, floor, values, cutoff in time_asks(by_candidate(problem, options), memo,
+                                                                   random.Random(seed), cuts, slower):
+        got = {}
+        for at in (0, positional.ENDS_CLASS_MARKS if marks is None else marks):
+            sibling.positional = None
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(positional, "ENDS_CLASS_MARKS", at)
+                got[at] = bound22(memo, cand, sibling, budget, floor, cutoff=cutoff)
+        sibling.positional = None
+        old, new = got[0], got[max(got)]
+        stats["marks_asks"] += 1
+        stats["marks_raised"] += new > old * (1 + REL)
+        stats["marks_lowered"] += new < old * (1 - REL)
+        if values:
+            stats["marks_compared"] += 1
+            if new > min(values) * (1 + REL):
+                stats["marks_above"] += 1
+                raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
+                                      floor, cutoff, old, new, min(values)))
+    return stats
+
+
+def time_asks(by_cand, memo, rng, cuts, slower: bool):
+    """The asks of the time walks (marks_walk; round 24's live_walk): for each candidate with a pattern-mode sibling
+    (pp >= 2, two types or more), under no budget, a deadline and a cost cap at a drawn plan's values and 5 % above
+    them, slower_than_s 0 and (v = 1, `slower`) the median plan time, each cutoff of `cuts` x the candidate's best
+    plan meeting them: (cand, its v = 1 sibling's skeleton, budget, floor, the plans' times meeting both, cutoff)."""
     every = [e for _, plans in by_cand.values() for _, e in plans]
     if not every:
-        return stats
+        return
     pick = rng.choice(every)
     budgets = [Budget(objective="time")]
     for s in (1.0, 1.05):
         budgets += [Budget(objective="time", max_time_s=pick.training_time_s * s),
                     Budget(objective="time", max_cost_usd=pick.cost_usd * s)]
     median = sorted(e.training_time_s for e in every)[len(every) // 2] * 0.999
-    memo = Memo(problem, options)
     for cand, plans in by_cand.values():
         sibling = memo.skeleton(replace(cand, v=1))
         if sibling.most is None or cand.pp < 2 or len(cand.uses) < 2:
@@ -427,25 +452,7 @@ def marks_walk(problem, options, seed, stats, cuts=(math.inf, 1.0001, 1.02, 1.5)
                 for cut in cuts:
                     if not values and cut != math.inf:
                         continue
-                    cutoff = cut if cut == math.inf else min(values) * cut
-                    got = {}
-                    for at in (0, positional.ENDS_CLASS_MARKS if marks is None else marks):
-                        sibling.positional = None
-                        with pytest.MonkeyPatch.context() as mp:
-                            mp.setattr(positional, "ENDS_CLASS_MARKS", at)
-                            got[at] = bound22(memo, cand, sibling, budget, floor, cutoff=cutoff)
-                    sibling.positional = None
-                    old, new = got[0], got[max(got)]
-                    stats["marks_asks"] += 1
-                    stats["marks_raised"] += new > old * (1 + REL)
-                    stats["marks_lowered"] += new < old * (1 - REL)
-                    if values:
-                        stats["marks_compared"] += 1
-                        if new > min(values) * (1 + REL):
-                            stats["marks_above"] += 1
-                            raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
-                                                  floor, cutoff, old, new, min(values)))
-    return stats
+                    yield cand, sibling, budget, floor, values, cut if cut == math.inf else min(values) * cut
 
 
 # ---- both backends, the round's switches on and off -----------------------------------------------------------------

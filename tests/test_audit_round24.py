@@ -37,7 +37,7 @@ from optsearch.spec.budget import Budget
 
 from test_audit_dist_bounds import MAX_PLANS, random_instance, space_plans
 from test_audit_round11 import assert_equals_truth
-from test_audit_round23 import supply_draw
+from test_audit_round23 import by_candidate, supply_draw, time_asks
 from test_positional_type_boundary import boundary_instance
 
 DEADLINE_SCALES = (1.0, 1.01, 1.02, 1.05)
@@ -177,9 +177,7 @@ def cost_walk(problem, options, seed, stats, picks: int = 2, cuts=(math.inf, 1.0
     the same asks on one kept skeleton per candidate in a shuffled order: the fresh value each time (cost_cache_differ).
     """
     rng = random.Random(24_100 + seed)
-    by_cand: dict = {}
-    for cand, plan, est in space_plans(problem, options):
-        by_cand.setdefault(cand.key, (cand, []))[1].append((plan, est))
+    by_cand = by_candidate(problem, options)
     every = [e for _, plans in by_cand.values() for _, e in plans]
     if not every:
         return stats
@@ -256,53 +254,30 @@ def live_walk(problem, options, seed, stats, cuts=(math.inf, 1.0, 1.0001, 1.02, 
     cutoffs at `cuts` x the candidate's best plan under each: as merged (ENDS_CLASS_LIVE_SUMS, ENDS_CLASS_MARKS 8) at
     or below that plan where it lies below the cutoff (live_above: a defect); raised against the live sums off and
     against round 23's (marks 3, no live sums) counted."""
-    rng = random.Random(24_200 + seed)
-    by_cand: dict = {}
-    for cand, plan, est in space_plans(problem, options):
-        by_cand.setdefault(cand.key, (cand, []))[1].append((plan, est))
-    every = [e for _, plans in by_cand.values() for _, e in plans]
-    if not every:
-        return stats
-    pick = rng.choice(every)
-    budgets = [Budget(objective="time")]
-    for s in (1.0, 1.05):
-        budgets += [Budget(objective="time", max_time_s=pick.training_time_s * s),
-                    Budget(objective="time", max_cost_usd=pick.cost_usd * s)]
-    median = sorted(e.training_time_s for e in every)[len(every) // 2] * 0.999
     memo = Memo(problem, options)
-    for cand, plans in by_cand.values():
-        sibling = memo.skeleton(replace(cand, v=1))
-        if sibling.most is None or cand.pp < 2 or len(cand.uses) < 2:
-            continue
-        for budget in budgets:
-            for floor in ((0.0, median) if cand.v == 1 and slower else (0.0,)):
-                values = [e.training_time_s for p, e in plans
-                          if e.training_time_s > floor and not budget_violations(p, e, budget)]
-                for cut in cuts:
-                    if not values and cut != math.inf:
-                        continue
-                    cutoff = cut if cut == math.inf else min(values) * cut
-                    got = {}
-                    for label, side in sides:
-                        sibling.positional = None
-                        with pytest.MonkeyPatch.context() as mp:
-                            for name, value in side.items():
-                                mp.setattr(positional, name, value)
-                            got[label] = _bound(memo, cand, sibling, budget, floor, cutoff)
-                    sibling.positional = None
-                    stats["live_asks"] += 1
-                    stats["live_asks_v2"] += cand.v > 1
-                    if "live_off" in got:
-                        stats["live_raised_vs_live_off"] += got["on"] > got["live_off"] * (1 + 1e-9)
-                    if "round23" in got:
-                        stats["live_raised_vs_round23"] += got["on"] > got["round23"] * (1 + 1e-9)
-                        stats["live_lowered_vs_round23"] += got["on"] < got["round23"] * (1 - 1e-9)
-                    if values and min(values) < cutoff:
-                        stats["live_compared"] += 1
-                        if got["on"] > min(values) * (1 + 1e-9):
-                            stats["live_above"] += 1
-                            raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
-                                                  floor, cutoff, got, min(values)))
+    for cand, sibling, budget, floor, values, cutoff in time_asks(by_candidate(problem, options), memo,
+                                                                   random.Random(24_200 + seed), cuts, slower):
+        got = {}
+        for label, side in sides:
+            sibling.positional = None
+            with pytest.MonkeyPatch.context() as mp:
+                for name, value in side.items():
+                    mp.setattr(positional, name, value)
+                got[label] = _bound(memo, cand, sibling, budget, floor, cutoff)
+        sibling.positional = None
+        stats["live_asks"] += 1
+        stats["live_asks_v2"] += cand.v > 1
+        if "live_off" in got:
+            stats["live_raised_vs_live_off"] += got["on"] > got["live_off"] * (1 + 1e-9)
+        if "round23" in got:
+            stats["live_raised_vs_round23"] += got["on"] > got["round23"] * (1 + 1e-9)
+            stats["live_lowered_vs_round23"] += got["on"] < got["round23"] * (1 - 1e-9)
+        if values and min(values) < cutoff:
+            stats["live_compared"] += 1
+            if got["on"] > min(values) * (1 + 1e-9):
+                stats["live_above"] += 1
+                raise AssertionError(("above a plan", seed, cand.key, budget.model_dump(exclude_none=True),
+                                      floor, cutoff, got, min(values)))
     return stats
 
 
