@@ -167,6 +167,19 @@ def _bound(memo, cand, sibling, budget, slower=0.0, cutoff=math.inf):
     return interleaved_positional_bound(sibling, budget, interleaving_factor(d.m, cand.pp, cand.v), cutoff=cutoff)
 
 
+def _bound_sides(memo, cand, sibling, budget, floor, cutoff, sides) -> dict:
+    """{label: the candidate's bound (_bound) with positional's switches set as in that side}, fresh tables each."""
+    got = {}
+    for label, side in sides:
+        sibling.positional = None
+        with pytest.MonkeyPatch.context() as mp:
+            for name, value in side.items():
+                mp.setattr(positional, name, value)
+            got[label] = _bound(memo, cand, sibling, budget, floor, cutoff)
+    sibling.positional = None
+    return got
+
+
 def cost_walk(problem, options, seed, stats, picks: int = 2, cuts=(math.inf, 1.0, 1.001, 1.02, 1.5), shared=True,
               exact=True):
     """Every candidate's positional bound minimizing cost (v > 1 through its sibling), with no budget and under
@@ -200,17 +213,10 @@ def cost_walk(problem, options, seed, stats, picks: int = 2, cuts=(math.inf, 1.0
                         asks.append((budget, slower, cut if cut == math.inf else min(values) * cut, values))
         fresh = {}
         for budget, slower, cutoff, values in asks:
-            got = {}
             sides = [("on", {"COST_PAIR_SUM": True}), ("off", {"COST_PAIR_SUM": False})]
             if exact:
                 sides += [(name, {name: False}) for name in EXACT]
-            for label, side in sides:
-                sibling.positional = None
-                with pytest.MonkeyPatch.context() as mp:
-                    for name, on in side.items():
-                        mp.setattr(positional, name, on)
-                    got[label] = _bound(memo, cand, sibling, budget, slower, cutoff)
-            sibling.positional = None
+            got = _bound_sides(memo, cand, sibling, budget, slower, cutoff, sides)
             where = (seed, cand.key, budget.model_dump(exclude_none=True), slower, cutoff)
             fresh[(id(budget), slower, cutoff)] = got["on"]
             stats["cost_asks"] += 1
@@ -257,14 +263,7 @@ def live_walk(problem, options, seed, stats, cuts=(math.inf, 1.0, 1.0001, 1.02, 
     memo = Memo(problem, options)
     for cand, sibling, budget, floor, values, cutoff in time_asks(by_candidate(problem, options), memo,
                                                                    random.Random(24_200 + seed), cuts, slower):
-        got = {}
-        for label, side in sides:
-            sibling.positional = None
-            with pytest.MonkeyPatch.context() as mp:
-                for name, value in side.items():
-                    mp.setattr(positional, name, value)
-                got[label] = _bound(memo, cand, sibling, budget, floor, cutoff)
-        sibling.positional = None
+        got = _bound_sides(memo, cand, sibling, budget, floor, cutoff, sides)
         stats["live_asks"] += 1
         stats["live_asks_v2"] += cand.v > 1
         if "live_off" in got:
